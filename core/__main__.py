@@ -1,0 +1,233 @@
+"""The command line: `python -m core build|ask|eval|stats|workspaces|worker`, driving the same engine as the app.
+
+Exit status: 0 on success, 1 when the work failed (build error, unreachable Ollama), 2 on bad arguments or a
+missing workspace; the reason is printed on one line to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from core.backends.base import BackendError
+from core.config import Settings
+from core.store import Store, StoreError
+
+
+class UsageError(Exception):
+    pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse already printed its one-line reason
+        return 2 if exc.code else 0
+    settings = Settings.from_env()
+    if getattr(args, "backend", None):
+        settings.backend.kind = args.backend
+    store = Store(settings.storage.db_path)
+    try:
+        return args.func(args, settings, store)
+    except (UsageError, StoreError, ValueError, KeyError, FileNotFoundError) as exc:
+        print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        return 2
+    except BackendError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted; the next build resumes where this one stopped", file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m core", description="Strata: hierarchical graph RAG engine")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    b = sub.add_parser("build", help="ingest files or folders into a workspace and build its graph")
+    b.add_argument("--workspace", required=True)
+    b.add_argument("--backend", choices=["offline", "ollama"])
+    b.add_argument("--quiet", action="store_true", help="no progress bars")
+    b.add_argument("paths", nargs="*", type=Path, help="files, folders or zip archives to add first")
+    b.set_defaults(func=cmd_build)
+
+    a = sub.add_parser("ask", help="ask a question of a built workspace")
+    a.add_argument("--workspace", required=True)
+    a.add_argument("--strategy", default="hirag")
+    a.add_argument("--backend", choices=["offline", "ollama"], help="answer backend (default: the build's)")
+    a.add_argument("--json", action="store_true")
+    a.add_argument("question")
+    a.set_defaults(func=cmd_ask)
+
+    e = sub.add_parser("eval", help="recall@k and latency of strategies over a queries file")
+    e.add_argument("--workspace", required=True)
+    e.add_argument("--queries", required=True, type=Path)
+    e.add_argument("--k", default="2,5,10")
+    e.add_argument("--strategies", default="")
+    e.add_argument("--limit", type=int, default=0, help="only the first N queries")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=cmd_eval)
+
+    s = sub.add_parser("stats", help="what a workspace holds")
+    s.add_argument("--workspace", required=True)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_stats)
+
+    w = sub.add_parser("workspaces", help="list workspaces")
+    w.set_defaults(func=cmd_workspaces)
+
+    k = sub.add_parser("worker", help=argparse.SUPPRESS)
+    k.add_argument("--run", type=int, required=True)
+    k.set_defaults(func=cmd_worker)
+    return p
+
+
+def cmd_build(args, settings: Settings, store: Store) -> int:
+    from core.pipeline import create_run, make_context, run_build
+    from core.workspace import ingest_paths
+
+    ws = store.create_workspace(args.workspace)
+    ctx = make_context(store, ws, settings)  # fails fast (exit 1) when Ollama is unreachable
+    if args.paths:
+        rep = ingest_paths(store, ws, args.paths, settings)
+        for r in rep.refusals:
+            print(f"refused {r.filename}: {r.reason}", file=sys.stderr)
+        print(rep.summary(), file=sys.stderr)
+    if not store.documents(ws.id):
+        raise UsageError(f"workspace {ws.name!r} has no documents; pass files or folders to add")
+    run = create_run(store, ws, settings)
+    bars: dict[str, object] = {}
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover
+        tqdm = None
+    failed = False
+    try:
+        for ev in run_build(ctx, run.id):
+            if args.quiet or tqdm is None or not ev.stage:
+                continue
+            bar = bars.get(ev.stage)
+            if bar is None:
+                bar = bars[ev.stage] = tqdm(total=max(ev.total, 1), desc=f"{ev.stage:<12}", unit="", leave=True,
+                                            file=sys.stderr, dynamic_ncols=True)
+            if ev.total and bar.total != ev.total:
+                bar.total = ev.total
+            bar.n = ev.done
+            bar.set_postfix_str(ev.message[:50], refresh=True)
+            if ev.status in ("done", "failed", "cancelled"):
+                bar.close()
+            failed = failed or ev.status == "failed"
+    except BackendError:
+        raise
+    except Exception as exc:
+        print(f"error: build failed in a stage: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    counts = store.counts(ws.id)
+    print(json.dumps({"workspace": ws.name, "run": run.id, "counts": counts}))
+    return 1 if failed else 0
+
+
+def _resources(args, settings: Settings, store: Store):
+    from core.backends.embedders import make_embedder
+    from core.workspace import open_resources
+
+    ws = store.require_workspace(args.workspace)
+    if ws.build_version == 0:
+        raise UsageError(f"workspace {ws.name!r} has not been built yet (python -m core build --workspace {ws.name})")
+    settings.embed.embedder = "ollama" if ws.embedder.startswith("ollama") else "minilm"
+    return open_resources(store, ws, settings, make_embedder(settings.embed, settings.backend))
+
+
+def cmd_ask(args, settings: Settings, store: Store) -> int:
+    from core.pipeline import make_backend
+    from core.retrieval.base import get_strategy
+    from core.workspace import ask
+
+    get_strategy(args.strategy)  # unknown names fail before any loading
+    res = _resources(args, settings, store)
+    if not args.backend:
+        settings.backend.kind = "ollama" if res.ws.backend == "ollama" else "offline"
+    if settings.backend.kind == "ollama":
+        from core.backends.ollama_backend import check
+
+        st = check(settings.backend)
+        if not st.reachable:
+            raise BackendError(st.message)
+    r, a = ask(res, make_backend(settings, store), args.question, args.strategy)
+    if args.json:
+        d = r.to_dict()
+        out = {"answer": a.text, "strategy": r.strategy, "question": r.question, "sections": d["sections"],
+               "sources": d["sources"], "path": d["path"], "trace": d["trace"]}
+        print(json.dumps(out, ensure_ascii=False))
+        return 0
+    print(a.text)
+    for name in ("local", "bridge", "global"):
+        items = r.sections[name]
+        print(f"\n== {name} ({len(items)})")
+        for it in items[:5]:
+            print(f"  - [{it.kind}] {it.title} ({it.score:.3f})")
+    print("\n== sources")
+    for i, s in enumerate(r.sources, 1):
+        print(f"  [{i}] {s.title} ({s.score:.3f})")
+    return 0
+
+
+def cmd_eval(args, settings: Settings, store: Store) -> int:
+    from core.eval import evaluate, iter_rows, load_queries
+    from core.retrieval.base import get_strategy, strategy_names
+
+    try:
+        ks = sorted({int(k) for k in args.k.split(",") if k.strip()})
+    except ValueError:
+        raise UsageError(f"--k takes comma-separated whole numbers, not {args.k!r}") from None
+    if not ks or min(ks) < 1:
+        raise UsageError("--k needs at least one number >= 1")
+    names = [s.strip() for s in args.strategies.split(",") if s.strip()] or strategy_names()
+    for n in names:
+        get_strategy(n)
+    if not args.queries.exists():
+        raise UsageError(f"no queries file at {args.queries}")
+    queries = load_queries(args.queries, args.limit or None)
+    res = _resources(args, settings, store)
+    settings.retrieval.max_sources = max(settings.retrieval.max_sources, max(ks))
+    result = evaluate(res, queries, names, ks)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for row in iter_rows(result, ks):
+            print("  ".join(f"{c:>10}" for c in row))
+    return 0
+
+
+def cmd_stats(args, settings: Settings, store: Store) -> int:
+    from core.stats import workspace_stats
+
+    ws = store.require_workspace(args.workspace)
+    st = workspace_stats(store, ws)
+    if args.json:
+        print(json.dumps(st))
+    else:
+        for k, v in st.items():
+            print(f"{k}: {json.dumps(v)}")
+    return 0
+
+
+def cmd_workspaces(args, settings: Settings, store: Store) -> int:
+    for ws in store.workspaces():
+        c = store.counts(ws.id)
+        print(f"{ws.name}\tbuild {ws.build_version}\t{ws.backend}\t{c.get('document', 0)} documents\t"
+              f"{c.get('entity', 0)} entities\t{c.get('community', 0)} communities")
+    return 0
+
+
+def cmd_worker(args, settings: Settings, store: Store) -> int:
+    from core.pipeline import run_worker
+
+    return run_worker(store, args.run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

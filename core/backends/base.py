@@ -1,0 +1,85 @@
+"""The task-level protocol every language backend implements, and the structured results it returns.
+
+The pydantic models double as the JSON schemas sent to Ollama as `format`, so a reply either validates against
+the same model the offline backend builds, or is repaired / retried / refused.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+
+class BackendError(Exception):
+    """A language or embedding backend failed in a way the user must hear about (unreachable, missing model)."""
+
+
+class ExtractedEntity(BaseModel):
+    name: str = Field(description="The entity's name as written in the text.")
+    type: str = Field(description="One of the allowed entity types.")
+    description: str = Field(description="What the text says about this entity, in one or two sentences.")
+
+
+class ExtractedRelationship(BaseModel):
+    source: str = Field(description="Name of the subject entity, exactly as in the entity list.")
+    target: str = Field(description="Name of the object entity, exactly as in the entity list.")
+    predicate: str = Field(description="A short verb phrase naming the relation.")
+    description: str = Field(description="One sentence stating the relation as the text says it.")
+    weight: float = Field(1.0, description="Strength of the relation from 1 (weak) to 10 (strong).")
+
+
+class Extraction(BaseModel):
+    entities: list[ExtractedEntity] = Field(default_factory=list)
+    relationships: list[ExtractedRelationship] = Field(default_factory=list)
+    statements: list[str] = Field(
+        default_factory=list, description="Atomic, self-contained propositions paraphrasing the text."
+    )
+
+
+class Finding(BaseModel):
+    summary: str = Field(description="One-line headline of the finding.")
+    explanation: str = Field(description="A few sentences grounded in the given material.")
+    importance: float = Field(5.0, description="Importance from 0 to 10.")
+
+
+class Report(BaseModel):
+    title: str = Field(description="A short, specific title naming the group's key entities.")
+    summary: str = Field(description="An executive summary of the group in a few sentences.")
+    findings: list[Finding] = Field(default_factory=list)
+    rating: float = Field(5.0, description="Overall importance of the group from 0 to 10.")
+    keywords: list[str] = Field(default_factory=list)
+
+
+class ContextBlock(BaseModel):
+    """What `answer` sees: labelled sections of context, and numbered sources it may cite as [n]."""
+
+    local: list[str] = Field(default_factory=list)
+    bridge: list[str] = Field(default_factory=list)
+    global_: list[str] = Field(default_factory=list, alias="global")
+    sources: list[str] = Field(default_factory=list)
+
+    model_config = {"populate_by_name": True}
+
+
+@runtime_checkable
+class LanguageBackend(Protocol):
+    name: str  # "offline" or "ollama"
+    model: str  # model name, or "heuristic" offline
+
+    def extract(self, text: str, entity_types: list[str]) -> Extraction: ...
+
+    def report(self, title_hint: str, material: list[str]) -> Report: ...
+
+    def answer(self, question: str, context: ContextBlock) -> str: ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    name: str  # used in collection names, e.g. "minilm"
+    dim: int
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Unit-normalised float32 vectors, one row per text."""
+        ...

@@ -1,0 +1,111 @@
+"""Typed settings. One model per section; every field is documented once, here.
+
+Settings are plain pydantic models passed explicitly into stages and strategies. Nothing reads them at import
+time: `Settings.from_env()` is called by the entry points (CLI, app, worker) and the result is passed down.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class StorageSettings(BaseModel):
+    home: Path = Field(Path("workspaces"), description="Root folder for the database and vector stores (STRATA_HOME).")
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "strata.db"
+
+    def vector_dir(self, workspace: str) -> Path:
+        return self.home / "vectors" / workspace
+
+
+class IngestSettings(BaseModel):
+    max_file_bytes: int = Field(50 * 1024 * 1024, description="Files larger than this are refused.")
+    max_zip_members: int = Field(2000, description="Zip archives with more members are refused.")
+    max_zip_total_bytes: int = Field(500 * 1024 * 1024, description="Uncompressed size limit of one zip archive.")
+    min_chars: int = Field(1, description="Documents with fewer non-space characters are refused as empty.")
+
+
+class ChunkSettings(BaseModel):
+    size_tokens: int = Field(300, description="Target chunk length in tokens of the bundled tokenizer (HLG: 300).")
+    overlap: float = Field(0.2, ge=0.0, lt=0.9, description="Fraction of a chunk repeated at the start of the next.")
+
+
+class BackendSettings(BaseModel):
+    kind: Literal["offline", "ollama"] = Field("offline", description="Language backend used to build and answer.")
+    ollama_host: str = Field("http://127.0.0.1:11434", description="Ollama server (OLLAMA_HOST).")
+    chat_model: str = Field("llama3.1:8b", description="Ollama model for extraction, summaries and answers.")
+    embed_model: str = Field("nomic-embed-text", description="Ollama embedding model (embedder 'ollama').")
+    num_ctx: int = Field(8192, description="Context window asked of Ollama; must hold the longest prompt.")
+    timeout_s: float = Field(120.0, description="Timeout of one Ollama request.")
+    retries: int = Field(2, description="Retries of a failed or malformed Ollama reply before giving up.")
+    concurrency: int = Field(2, description="Parallel requests sent to Ollama during a build.")
+    temperature: float = Field(0.0, description="Sampling temperature; 0 keeps builds repeatable.")
+
+
+class EmbedSettings(BaseModel):
+    embedder: Literal["minilm", "ollama"] = Field("minilm", description="Bundled all-MiniLM-L6-v2 or Ollama.")
+    batch_size: int = Field(64, description="Texts embedded per call.")
+
+
+class ExtractSettings(BaseModel):
+    max_entities_per_chunk: int = Field(40, description="Cap on entities kept from one chunk.")
+    max_relationships_per_chunk: int = Field(60, description="Cap on relationships kept from one chunk.")
+    entity_types: list[str] = Field(
+        ["PERSON", "ORGANIZATION", "LOCATION", "EVENT", "WORK", "DATE", "CONCEPT"],
+        description="Entity types the extractor may assign.",
+    )
+
+
+class CommunitySettings(BaseModel):
+    resolution: float = Field(1.0, description="Leiden resolution (gamma) of the modularity objective.")
+    max_cluster_size: int = Field(10, description="Communities larger than this are split again one level down.")
+    max_levels: int = Field(4, description="Deepest community level built (level 0 is the coarsest).")
+    use_weights: bool = Field(True, description="Use relationship weights in Leiden.")
+    min_component_size: int = Field(2, description="WCC components smaller than this are recorded, not clustered.")
+    seed: int = Field(42, description="Seed of every randomised step of community detection.")
+
+
+class RetrievalSettings(BaseModel):
+    top_n_entities: int = Field(20, description="HiRAG n: entities retrieved for the local level.")
+    top_m_key_entities: int = Field(10, description="HiRAG m: key entities taken per retrieved community.")
+    max_communities: int = Field(8, description="Communities kept for the global level, most-hit first.")
+    naive_top_k: int = Field(10, description="Chunks returned by naive vector search.")
+    max_sources: int = Field(10, description="Ranked sources returned by every strategy.")
+    max_bridge_paths: int = Field(30, description="Cap on shortest paths searched for the bridge level.")
+
+
+class Settings(BaseModel):
+    storage: StorageSettings = StorageSettings()
+    ingest: IngestSettings = IngestSettings()
+    chunk: ChunkSettings = ChunkSettings()
+    backend: BackendSettings = BackendSettings()
+    embed: EmbedSettings = EmbedSettings()
+    extract: ExtractSettings = ExtractSettings()
+    community: CommunitySettings = CommunitySettings()
+    retrieval: RetrievalSettings = RetrievalSettings()
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> "Settings":
+        """Defaults, overridden by STRATA_HOME, STRATA_BACKEND, OLLAMA_HOST, STRATA_CHAT_MODEL, STRATA_EMBEDDER."""
+        env = dict(os.environ if env is None else env)
+        s = cls()
+        if env.get("STRATA_HOME"):
+            s.storage.home = Path(env["STRATA_HOME"])
+        if env.get("STRATA_BACKEND"):
+            s.backend.kind = env["STRATA_BACKEND"]  # type: ignore[assignment]
+        if env.get("OLLAMA_HOST"):
+            host = env["OLLAMA_HOST"]
+            s.backend.ollama_host = host if "://" in host else f"http://{host}"
+        if env.get("STRATA_CHAT_MODEL"):
+            s.backend.chat_model = env["STRATA_CHAT_MODEL"]
+        if env.get("STRATA_EMBED_MODEL"):
+            s.backend.embed_model = env["STRATA_EMBED_MODEL"]
+        if env.get("STRATA_EMBEDDER"):
+            s.embed.embedder = env["STRATA_EMBEDDER"]  # type: ignore[assignment]
+        return cls.model_validate(s.model_dump())

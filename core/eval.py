@@ -1,0 +1,78 @@
+"""Retrieval evaluation over a queries file: recall@k of ranked source documents against gold ids, and
+retrieval latency percentiles. Gold ids are matched to documents' external ids."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from core.retrieval.base import Resources, get_strategy
+
+
+@dataclass
+class Query:
+    id: str
+    question: str
+    gold: set[str]
+
+
+def load_queries(path: Path, limit: int | None = None) -> list[Query]:
+    out: list[Query] = []
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+                gold = {str(g) for g in d.get("gold_ids", [])}
+                out.append(Query(str(d.get("id", n)), d["question"], gold))
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise ValueError(f"{path}:{n}: not a query line ({exc})") from exc
+            if limit and len(out) >= limit:
+                break
+    if not out:
+        raise ValueError(f"{path}: no queries")
+    return out
+
+
+def recall_at(ranked: list[str], gold: set[str], k: int) -> float:
+    if not gold:
+        return 0.0
+    return len(set(ranked[:k]) & gold) / len(gold)
+
+
+def evaluate(res: Resources, queries: list[Query], strategies: list[str], ks: list[int],
+             on_progress: Callable[[str, int, int], None] | None = None) -> dict[str, dict]:
+    """{strategy: {"recall@k": mean, ..., "latency_ms_p50", "latency_ms_p95", "queries": n}}."""
+    out: dict[str, dict] = {}
+    for name in strategies:
+        strat = get_strategy(name)
+        recalls = {k: [] for k in ks}
+        lat: list[float] = []
+        for i, q in enumerate(queries):
+            t0 = time.perf_counter()
+            r = strat.retrieve(res, q.question)
+            lat.append((time.perf_counter() - t0) * 1000)
+            ranked = [s.external_id if s.external_id is not None else s.document_id for s in r.sources]
+            for k in ks:
+                recalls[k].append(recall_at(ranked, q.gold, k))
+            if on_progress:
+                on_progress(name, i + 1, len(queries))
+        row = {f"recall@{k}": round(float(np.mean(v)), 4) for k, v in recalls.items()}
+        row["latency_ms_p50"] = round(float(np.percentile(lat, 50)), 2)
+        row["latency_ms_p95"] = round(float(np.percentile(lat, 95)), 2)
+        row["queries"] = len(queries)
+        out[name] = row
+    return out
+
+
+def iter_rows(result: dict[str, dict], ks: list[int]) -> Iterator[list[str]]:
+    yield ["strategy"] + [f"R@{k}" for k in ks] + ["p50 ms", "p95 ms", "queries"]
+    for name, row in result.items():
+        yield [name] + [f"{row[f'recall@{k}']:.3f}" for k in ks] + [
+            f"{row['latency_ms_p50']:.1f}", f"{row['latency_ms_p95']:.1f}", str(row["queries"])]

@@ -1,0 +1,56 @@
+"""Entity resolution. Same-named mentions already share a node (their id is their normalized name); this stage
+settles each entity's title, type and description from all its mentions, and records the merged surface forms.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterator
+
+from sqlmodel import select
+
+from core.models import Node
+
+_PUNCT = re.compile(r"[^\w\s&]+")
+_LEADING = re.compile(r"^(the|a|an)\s+")
+
+
+def norm_key(name: str) -> str:
+    """The merge key of an entity name: accents folded, lower case, no punctuation, no leading article."""
+    s = unicodedata.normalize("NFKD", name)
+    s = "".join(c for c in s if not unicodedata.combining(c)).lower().strip()
+    s = re.sub(r"['’]s\b", "", s)
+    s = _PUNCT.sub(" ", s)
+    s = " ".join(s.split())
+    return _LEADING.sub("", s)
+
+
+def resolve_stage(ctx) -> Iterator:
+    from core.pipeline import Progress
+
+    store, ws = ctx.store, ctx.ws
+    with store.session() as s:
+        ids = list(s.exec(select(Node.id).where(Node.workspace_id == ws.id, Node.kind == "entity", Node.layer == 0)))
+    total = len(ids)
+    merged = 0
+    step = 1000
+    for off in range(0, total, step):
+        with store.session() as s:
+            for node in s.exec(select(Node).where(Node.id.in_(ids[off : off + step]))):  # type: ignore[union-attr]
+                data = dict(node.data or {})
+                aliases: dict = data.get("aliases", {})
+                types: dict = data.get("types", {})
+                if aliases:
+                    node.title = max(aliases.items(), key=lambda kv: (kv[1], len(kv[0]), kv[0]))[0]
+                    merged += max(0, len(aliases) - 1)
+                if types:
+                    node.type = max(types.items(), key=lambda kv: (kv[1], kv[0]))[0]
+                descs = data.get("descriptions", [])
+                node.text = " ".join(descs) if descs else node.title
+                s.add(node)
+            s.commit()
+        yield Progress(min(total, off + step), total, "settled entity names and types",
+                       {"entities": total, "surface_forms_merged": merged})
+    if total == 0:
+        yield Progress(0, 0, "no entities", {"entities": 0})

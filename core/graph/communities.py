@@ -1,0 +1,178 @@
+"""Communities: weakly connected components first, then hierarchical Leiden (leidenalg on igraph).
+
+Level 0 is Leiden run on each component; a community larger than `max_cluster_size` is split again by Leiden on
+its own subgraph into children one level down (GraphRAG's recursive split), up to `max_levels`. Every level's
+communities are kept (`includeIntermediateCommunities`), each child lies inside its parent, and relationship
+weights are used when `use_weights` is on. The seed is fixed, so the same graph gives the same communities.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import igraph as ig
+import leidenalg
+from sqlmodel import delete, select
+
+from core.config import CommunitySettings
+from core.graph.entity_graph import EntityGraph, load_entity_graph
+from core.models import Community, Edge
+from core.store import content_id
+
+METHODS = ("wcc", "leiden")
+
+
+@dataclass
+class Cluster:
+    level: int
+    members: list[int]  # vertex indices
+    parent: int | None = None  # index into the cluster list
+    children: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Hierarchy:
+    components: list[list[int]]  # WCC components (vertex indices), largest first
+    clusters: list[Cluster]
+    modularity: dict[int, float]  # level -> modularity of the level's view of the partition
+    tiny_components: int = 0
+
+
+def leiden_partition(g: ig.Graph, weights: list[float] | None, resolution: float, seed: int) -> list[int]:
+    part = leidenalg.find_partition(
+        g, leidenalg.RBConfigurationVertexPartition, weights=weights, resolution_parameter=resolution,
+        seed=seed, n_iterations=-1,
+    )
+    return list(part.membership)
+
+
+def hierarchical_leiden(g: ig.Graph, cfg: CommunitySettings) -> Hierarchy:
+    """WCC, then Leiden per component, then recursive splits of large communities."""
+    weighted = cfg.use_weights and "weight" in g.es.attributes()
+    comps = sorted((list(c) for c in g.connected_components(mode="weak")), key=lambda c: (-len(c), c[0]))
+    clusters: list[Cluster] = []
+    tiny = 0
+
+    def split(members: list[int], level: int, parent: int | None) -> None:
+        sub = g.induced_subgraph(members)
+        w = sub.es["weight"] if weighted and sub.ecount() else None
+        membership = leiden_partition(sub, w, cfg.resolution, cfg.seed) if sub.ecount() else [0] * len(members)
+        groups: dict[int, list[int]] = {}
+        for local, cid in enumerate(membership):
+            groups.setdefault(cid, []).append(members[local])
+        parts = sorted(groups.values(), key=lambda m: (-len(m), min(m)))
+        if parent is not None and len(parts) < 2:
+            return  # Leiden keeps it whole: the parent is a leaf
+        for m in parts:
+            idx = len(clusters)
+            clusters.append(Cluster(level=level, members=sorted(m), parent=parent))
+            if parent is not None:
+                clusters[parent].children.append(idx)
+            if len(m) > cfg.max_cluster_size and level + 1 < cfg.max_levels:
+                split(sorted(m), level + 1, idx)
+
+    for comp in comps:
+        if len(comp) < cfg.min_component_size:
+            tiny += 1
+            continue
+        split(sorted(comp), 0, None)
+    return Hierarchy(comps, clusters, level_modularity(g, clusters, weighted), tiny)
+
+
+def level_modularity(g: ig.Graph, clusters: list[Cluster], weighted: bool) -> dict[int, float]:
+    """Modularity of each level's view: a vertex takes its community at that level, or its deepest one above."""
+    if not clusters or g.ecount() == 0:
+        return {}
+    max_level = max(c.level for c in clusters)
+    out: dict[int, float] = {}
+    assign = [-1] * g.vcount()
+    for level in range(max_level + 1):
+        for i, c in enumerate(clusters):
+            if c.level == level:
+                for v in c.members:
+                    assign[v] = i
+        # unclustered vertices (tiny components) each form their own block
+        labels, nxt = [], len(clusters)
+        for a in assign:
+            if a < 0:
+                labels.append(nxt)
+                nxt += 1
+            else:
+                labels.append(a)
+        out[level] = float(g.modularity(labels, weights=g.es["weight"] if weighted else None))
+    return out
+
+
+def community_id(ws_id: int, method: str, level: int, member_ids: list[str]) -> str:
+    return content_id(str(ws_id), method, str(level), ",".join(sorted(member_ids)))
+
+
+def communities_stage(ctx) -> Iterator:
+    from core.pipeline import Progress
+
+    store, ws, cfg = ctx.store, ctx.ws, ctx.settings.community
+    yield Progress(0, 3, "loading the entity graph")
+    eg: EntityGraph = load_entity_graph(store, ws.id)
+    g = eg.to_igraph()
+    yield Progress(1, 3, f"clustering {g.vcount()} entities, {g.ecount()} links")
+    h = hierarchical_leiden(g, cfg)
+    rows: list[Community] = []
+    members_of: dict[str, list[str]] = {}
+    for comp in h.components:
+        if len(comp) < cfg.min_component_size:
+            continue
+        ids = [eg.ids[v] for v in comp]
+        cid = community_id(ws.id, "wcc", 0, ids)
+        rows.append(Community(id=cid, workspace_id=ws.id, method="wcc", level=0, size=len(ids)))
+        members_of[cid] = ids
+    cluster_ids: list[str] = []
+    for c in h.clusters:
+        ids = [eg.ids[v] for v in c.members]
+        cid = community_id(ws.id, "leiden", c.level, ids)
+        cluster_ids.append(cid)
+        rows.append(Community(id=cid, workspace_id=ws.id, method="leiden", level=c.level, size=len(ids),
+                              parent_id=cluster_ids[c.parent] if c.parent is not None else None,
+                              data={"children": len(c.children)}))
+        members_of[cid] = ids
+    for row in rows:
+        if row.method == "leiden":
+            row.data = dict(row.data) | {"modularity_level": round(h.modularity.get(row.level, 0.0), 4)}
+    write_communities(store, ws.id, rows, members_of, METHODS)
+    levels: dict[str, int] = {}
+    for c in h.clusters:
+        levels[str(c.level)] = levels.get(str(c.level), 0) + 1
+    counts = {
+        "entities": g.vcount(),
+        "components": sum(1 for c in h.components if len(c) >= cfg.min_component_size),
+        "tiny_components": h.tiny_components,
+        "communities_per_level": levels,
+        "modularity": {str(k): round(v, 4) for k, v in h.modularity.items()},
+    }
+    yield Progress(3, 3, f"{len(h.clusters)} Leiden communities on {len(levels)} levels", counts)
+
+
+def write_communities(store, ws_id: int, rows: list[Community], members_of: dict[str, list[str]],
+                      methods: tuple[str, ...]) -> None:
+    """Replace the communities of `methods` by `rows`, keeping unchanged ones (and their reports) as they are."""
+    with store.session() as s:
+        old = {c.id for c in s.exec(select(Community).where(Community.workspace_id == ws_id,
+                                                            Community.method.in_(methods)))}  # type: ignore[attr-defined]
+        new = {r.id for r in rows}
+        gone = list(old - new)
+        for i in range(0, len(gone), 500):
+            part = gone[i : i + 500]
+            s.exec(delete(Edge).where(Edge.workspace_id == ws_id, Edge.kind == "in_community",
+                                      Edge.dst.in_(part)))  # type: ignore[attr-defined]
+            s.exec(delete(Community).where(Community.id.in_(part)))  # type: ignore[attr-defined]
+        kept = {c.id: c for c in s.exec(select(Community).where(Community.id.in_(list(old & new))))}  # type: ignore[attr-defined]
+        for r in rows:
+            if r.id in kept:
+                k = kept[r.id]
+                k.parent_id, k.size, k.data = r.parent_id, r.size, dict(k.data or {}) | dict(r.data or {})
+                s.add(k)
+                continue
+            s.add(r)
+            for m in members_of[r.id]:
+                s.add(Edge(workspace_id=ws_id, src=m, dst=r.id, kind="in_community"))
+        s.commit()

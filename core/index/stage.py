@@ -1,0 +1,79 @@
+"""The embed and index stages: vectors for chunks and entities, then for community reports.
+
+Both skip ids already in their collection, so an interrupted build resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sqlmodel import select
+
+from core.models import Community, Document, Node
+from core.store import content_id
+
+
+def node_text_for_embedding(kind: str, title: str, text: str, doc_title: str = "") -> str:
+    """What a node is embedded as: chunks with their document title, entities as 'name: description'."""
+    if kind == "chunk":
+        return f"{doc_title}\n{text}" if doc_title and not text.startswith(doc_title) else text
+    if kind == "community":
+        return f"{title}\n{text}"
+    return f"{title}: {text}" if text and text != title else title
+
+
+def _embed_missing(ctx, kind: str, rows: list[tuple[str, str, dict]]) -> Iterator[tuple[int, int]]:
+    """Embed (id, text, meta) rows whose text is not in the collection of `kind` yet; yields (done, total)."""
+    have = ctx.index.existing(kind)
+    todo = []
+    for i, text, meta in rows:
+        h = content_id(text)
+        if have.get(i) != h:
+            todo.append((i, text, meta | {"h": h}))
+    step = max(ctx.settings.embed.batch_size * 4, 64)
+    for off in range(0, len(todo), step):
+        part = todo[off : off + step]
+        vecs = ctx.embedder.embed([t for _, t, _ in part])
+        ctx.index.upsert(kind, [i for i, _, _ in part], vecs, [m for _, _, m in part])
+        yield off + len(part), len(todo)
+        if ctx.should_stop():
+            return
+
+
+def embed_stage(ctx) -> Iterator:
+    from core.pipeline import Progress
+
+    ws = ctx.ws
+    with ctx.store.session() as s:
+        titles = dict(s.exec(select(Document.id, Document.title).where(Document.workspace_id == ws.id)).all())
+        chunks = s.exec(select(Node.id, Node.title, Node.text, Node.document_id)
+                        .where(Node.workspace_id == ws.id, Node.kind == "chunk")).all()
+        ents = s.exec(select(Node.id, Node.title, Node.text, Node.type, Node.layer)
+                      .where(Node.workspace_id == ws.id, Node.kind == "entity")).all()
+    rows = {
+        "chunk": [(i, node_text_for_embedding("chunk", t, x, titles.get(d, "")), {"document_id": d or ""})
+                  for i, t, x, d in chunks],
+        "entity": [(i, node_text_for_embedding("entity", t, x[:1000]), {"type": ty, "layer": int(la)})
+                   for i, t, x, ty, la in ents],
+    }
+    counts = {}
+    for kind, kind_rows in rows.items():
+        for done, total in _embed_missing(ctx, kind, kind_rows):
+            yield Progress(done, total, f"embedded {done}/{total} {kind}s", counts | {kind: done})
+        counts[f"{kind}_vectors"] = ctx.index.count(kind)
+    yield Progress(1, 1, "vectors stored", counts)
+
+
+def index_stage(ctx) -> Iterator:
+    from core.pipeline import Progress
+
+    with ctx.store.session() as s:
+        comms = s.exec(select(Community).where(Community.workspace_id == ctx.ws.id)).all()
+    live = {c.id for c in comms}
+    stale = [i for i in ctx.index.existing("community") if i not in live]
+    ctx.index.delete("community", stale)
+    rows = [(c.id, node_text_for_embedding("community", c.title, c.summary), {"method": c.method, "level": c.level})
+            for c in comms if c.summary]
+    for done, total in _embed_missing(ctx, "community", rows):
+        yield Progress(done, total, f"embedded {done}/{total} community reports", {"community": done})
+    yield Progress(1, 1, "community reports indexed", {"community_vectors": ctx.index.count("community")})

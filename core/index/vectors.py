@@ -1,0 +1,112 @@
+"""Vector collections in chromadb on disk: one collection per node kind and embedder.
+
+We always pass our own embeddings (chromadb's default embedding function would download a model).
+Collection names are `<kind>__<embedder>`, so switching embedder never mixes dimensions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass
+class Hit:
+    id: str
+    score: float  # cosine similarity
+    meta: dict
+
+
+class VectorIndex:
+    def __init__(self, path: Path, embedder_name: str):
+        import chromadb
+        from chromadb.config import Settings as ChromaSettings
+
+        Path(path).mkdir(parents=True, exist_ok=True)
+        self.embedder_name = embedder_name
+        self.client = chromadb.PersistentClient(
+            path=str(path), settings=ChromaSettings(anonymized_telemetry=False, allow_reset=True)
+        )
+        self._collections: dict[str, object] = {}
+
+    def collection(self, kind: str):
+        name = f"{kind}__{self.embedder_name}"
+        if name not in self._collections:
+            self._collections[name] = self.client.get_or_create_collection(
+                name, metadata={"hnsw:space": "cosine"}, embedding_function=None
+            )
+        return self._collections[name]
+
+    def upsert(self, kind: str, ids: list[str], vectors: np.ndarray, metas: list[dict] | None = None) -> None:
+        if not ids:
+            return
+        col = self.collection(kind)
+        step = 2000
+        for i in range(0, len(ids), step):
+            col.upsert(
+                ids=ids[i : i + step],
+                embeddings=np.asarray(vectors[i : i + step], dtype=np.float32),
+                metadatas=(metas[i : i + step] if metas else None),
+            )
+
+    def existing(self, kind: str) -> dict[str, str]:
+        """id -> the content hash stored with it (meta "h"), for every vector of the collection."""
+        col = self.collection(kind)
+        out: dict[str, str] = {}
+        total = col.count()
+        step = 5000
+        for off in range(0, total, step):
+            got = col.get(limit=step, offset=off, include=["metadatas"])
+            for i, m in zip(got["ids"], got["metadatas"]):
+                out[i] = (m or {}).get("h", "")
+        return out
+
+    def delete(self, kind: str, ids: list[str]) -> None:
+        if ids:
+            self.collection(kind).delete(ids=ids)
+
+    def count(self, kind: str) -> int:
+        return self.collection(kind).count()
+
+    def query(self, kind: str, vector: np.ndarray, k: int, where: dict | None = None) -> list[Hit]:
+        col = self.collection(kind)
+        n = col.count()
+        if n == 0 or k <= 0:
+            return []
+        res = col.query(
+            query_embeddings=np.asarray(vector, dtype=np.float32).reshape(1, -1),
+            n_results=min(k, n),
+            where=where,
+            include=["distances", "metadatas"],
+        )
+        metas = res["metadatas"][0] if res.get("metadatas") else [{}] * len(res["ids"][0])
+        return [Hit(i, 1.0 - float(d), m or {}) for i, d, m in zip(res["ids"][0], res["distances"][0], metas)]
+
+    def vectors(self, kind: str, ids: list[str]) -> dict[str, np.ndarray]:
+        if not ids:
+            return {}
+        out: dict[str, np.ndarray] = {}
+        col = self.collection(kind)
+        for i in range(0, len(ids), 5000):
+            got = col.get(ids=ids[i : i + 5000], include=["embeddings"])
+            for gid, emb in zip(got["ids"], got["embeddings"]):
+                out[gid] = np.asarray(emb, dtype=np.float32)
+        return out
+
+    def all_vectors(self, kind: str) -> tuple[list[str], np.ndarray]:
+        col = self.collection(kind)
+        ids: list[str] = []
+        vecs: list[np.ndarray] = []
+        total = col.count()
+        for off in range(0, total, 5000):
+            got = col.get(limit=5000, offset=off, include=["embeddings"])
+            ids.extend(got["ids"])
+            vecs.extend(np.asarray(e, dtype=np.float32) for e in got["embeddings"])
+        return ids, (np.vstack(vecs) if vecs else np.zeros((0, 0), dtype=np.float32))
+
+    def drop_all(self) -> None:
+        for col in self.client.list_collections():
+            self.client.delete_collection(col.name if hasattr(col, "name") else col)
+        self._collections.clear()

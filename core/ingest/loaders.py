@@ -1,0 +1,270 @@
+"""Turn uploaded bytes or files on disk into documents, refusing what cannot be read with a one-line reason.
+
+Every file (and every archive member) is accepted or refused on its own: a bad member never loses the others, and
+no parser exception escapes `load_bytes`.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import unicodedata
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from core.config import IngestSettings
+from core.ingest import formats, records
+from core.ingest.formats import RefusedError, fmt_bytes, nonspace_count, one_line
+
+SUPPORTED_EXTENSIONS: tuple[str, ...] = (
+    ".txt", ".text", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx",
+    ".csv", ".tsv", ".jsonl", ".ndjson", ".json", ".zip",
+)  # fmt: skip
+_SUPPORTED_SHORT = "txt, md, html, pdf, docx, csv, jsonl, zip"
+_MIME = {
+    ".txt": "text/plain", ".text": "text/plain", ".md": "text/markdown", ".markdown": "text/markdown",
+    ".html": "text/html", ".htm": "text/html", ".pdf": "application/pdf",
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".csv": "text/csv", ".tsv": "text/tab-separated-values", ".jsonl": "application/jsonl",
+    ".ndjson": "application/x-ndjson", ".json": "application/json", ".zip": "application/zip",
+}  # fmt: skip
+_MAX_NAME = 200
+_ZIP_DEPTH = 1  # archives inside an archive are opened; archives inside those are refused
+_READ_CHUNK = 1 << 20
+
+
+@dataclass
+class LoadedDoc:
+    title: str
+    text: str
+    filename: str
+    mime: str
+    external_id: str | None = None
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass
+class Refusal:
+    filename: str
+    reason: str
+
+
+def safe_filename(name: str) -> str:
+    """A display-safe basename: no directories, no control/format characters, at most 200 characters."""
+    name = unicodedata.normalize("NFC", str(name))
+    name = "".join(ch for ch in name if unicodedata.category(ch) not in ("Cc", "Cf", "Cs", "Co", "Zl", "Zp"))
+    name = name.replace("\\", "/").rstrip("/ ").rsplit("/", 1)[-1]
+    name = "".join("_" if ch in '<>:"|?*' else ch for ch in name).strip()
+    if name.strip(".") == "":
+        return "unnamed"
+    if len(name) > _MAX_NAME:
+        stem, dot, ext = name.rpartition(".")
+        if dot and stem and len(ext) <= 16:
+            name = stem[: _MAX_NAME - len(ext) - 1].rstrip() + "." + ext
+        else:
+            name = name[:_MAX_NAME]
+    return name
+
+
+def _suffix(name: str) -> str:
+    stem, dot, ext = name.rpartition(".")
+    return f".{ext.lower()}" if dot and stem else ""
+
+
+def _stem(name: str) -> str:
+    stem, dot, ext = name.rpartition(".")
+    return stem if dot and stem else name
+
+
+def _unsupported(ext: str) -> str:
+    what = f"unsupported type '{ext}'" if ext else "no file extension"
+    return f"{what} (supported: {_SUPPORTED_SHORT})"
+
+
+def load_bytes(filename: str, data: bytes, settings: IngestSettings) -> tuple[list[LoadedDoc], list[Refusal]]:
+    """Parse one uploaded file (any supported type, zip included) into documents and refusals."""
+    return _load(safe_filename(filename), bytes(data), settings, depth=0, budget=None)
+
+
+def _load(
+    name: str, data: bytes, settings: IngestSettings, depth: int, budget: list[int] | None
+) -> tuple[list[LoadedDoc], list[Refusal]]:
+    ext = _suffix(name)
+    if ext not in SUPPORTED_EXTENSIONS:
+        return [], [Refusal(name, _unsupported(ext))]
+    if len(data) > settings.max_file_bytes:
+        return [], [Refusal(name, _too_large(len(data), settings.max_file_bytes))]
+    if not data.strip():
+        return [], [Refusal(name, "empty file")]
+    if ext == ".zip":
+        return _load_zip(name, data, settings, depth, budget)
+    try:
+        result = _parse(ext, data, _stem(name), settings)
+    except RefusedError as exc:
+        return [], [Refusal(name, str(exc))]
+    except Exception as exc:  # noqa: BLE001 - one bad file must never break an upload
+        return [], [Refusal(name, f"could not read file: {type(exc).__name__}: {one_line(exc, 100)}")]
+    docs: list[LoadedDoc] = []
+    refusals = [Refusal(name, problem) for problem in result.problems]
+    rows = ext in (".csv", ".tsv", ".jsonl", ".ndjson", ".json")
+    for rec in result.records:
+        if nonspace_count(rec.text) < settings.min_chars:
+            if not rows:
+                refusals.append(Refusal(name, "empty: no text found"))
+            continue
+        docs.append(LoadedDoc(rec.title, rec.text, name, _MIME[ext], rec.external_id, {"format": ext[1:], **rec.meta}))
+    if rows and not docs and not refusals:
+        refusals.append(Refusal(name, "empty: no rows with text"))
+    return docs, refusals
+
+
+def _parse(ext: str, data: bytes, stem: str, settings: IngestSettings) -> formats.ParseResult:
+    if ext in (".txt", ".text"):
+        return formats.parse_text(data, stem)
+    if ext in (".md", ".markdown"):
+        return formats.parse_markdown(data, stem)
+    if ext in (".html", ".htm"):
+        return formats.parse_html(data, stem)
+    if ext == ".pdf":
+        return formats.parse_pdf(data, stem)
+    if ext == ".docx":
+        return formats.parse_docx(data, stem, settings.max_zip_total_bytes)
+    if ext in (".csv", ".tsv"):
+        return records.parse_csv(data, stem, settings.min_chars, "\t" if ext == ".tsv" else None)
+    if ext in (".jsonl", ".ndjson"):
+        return records.parse_jsonl(data, stem, settings.min_chars)
+    if ext == ".json":
+        return records.parse_json(data, stem, settings.min_chars)
+    raise RefusedError(_unsupported(ext))
+
+
+def _too_large(size: int, limit: int) -> str:
+    return f"too large: {fmt_bytes(size)} > {fmt_bytes(limit)} limit"
+
+
+def _skip_member(path: str) -> bool:
+    parts = [p for p in PurePosixPath(path.replace("\\", "/")).parts if p not in ("", "/")]
+    return not parts or parts[0] == "__MACOSX" or any(p.startswith(".") and p not in (".", "..") for p in parts)
+
+
+def _load_zip(
+    name: str, data: bytes, settings: IngestSettings, depth: int, budget: list[int] | None
+) -> tuple[list[LoadedDoc], list[Refusal]]:
+    if depth > _ZIP_DEPTH:
+        return [], [Refusal(name, "archive nested too deep (one level of zip inside zip is allowed)")]
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+        infos = zf.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+        return [], [Refusal(name, f"corrupt zip: {one_line(exc, 100)}")]
+    files = [i for i in infos if not i.is_dir()]
+    if len(files) > settings.max_zip_members:
+        return [], [Refusal(name, f"too many members: {len(files)} > {settings.max_zip_members} limit")]
+    declared = sum(i.file_size for i in files)
+    if declared > settings.max_zip_total_bytes:
+        return [], [
+            Refusal(name, f"archive too large when unpacked: {fmt_bytes(declared)} > "
+                          f"{fmt_bytes(settings.max_zip_total_bytes)} limit")
+        ]  # fmt: skip
+    if budget is None:
+        budget = [settings.max_zip_total_bytes]
+    docs: list[LoadedDoc] = []
+    refusals: list[Refusal] = []
+    with zf:
+        for info in files:
+            if _skip_member(info.filename):
+                continue
+            member = f"{name}/{safe_filename(info.filename)}"
+            ext = _suffix(safe_filename(info.filename))
+            if ext not in SUPPORTED_EXTENSIONS:
+                refusals.append(Refusal(member, _unsupported(ext)))
+                continue
+            if info.file_size > settings.max_file_bytes:
+                refusals.append(Refusal(member, _too_large(info.file_size, settings.max_file_bytes)))
+                continue
+            if budget[0] <= 0:
+                refusals.append(Refusal(member, "skipped: archive exceeds its uncompressed size limit"))
+                continue
+            limit = min(settings.max_file_bytes, budget[0])
+            try:
+                content = _read_member(zf, info, limit)
+            except _Overflow:
+                if limit == budget[0]:
+                    budget[0] = 0
+                    refusals.append(Refusal(member, "archive exceeds its uncompressed size limit (sizes misdeclared)"))
+                else:
+                    refusals.append(Refusal(member, f"too large: over the {fmt_bytes(limit)} limit (size misdeclared)"))
+                continue
+            except RuntimeError as exc:  # encrypted member
+                refusals.append(Refusal(member, f"cannot read zip member: {one_line(exc, 80)}"))
+                continue
+            except Exception as exc:  # noqa: BLE001 - bad CRC, unsupported compression, truncated data...
+                refusals.append(Refusal(member, f"corrupt zip member: {one_line(exc, 80)}"))
+                continue
+            budget[0] -= len(content)
+            sub_docs, sub_refusals = _load(member, content, settings, depth + 1, budget)
+            for d in sub_docs:
+                d.meta.setdefault("archive", name)
+                d.meta.setdefault("member_path", info.filename)
+            docs.extend(sub_docs)
+            refusals.extend(sub_refusals)
+    if not docs and not refusals:
+        refusals.append(Refusal(name, "empty archive: no files to load"))
+    return docs, refusals
+
+
+class _Overflow(Exception):
+    """A zip member unpacked to more bytes than allowed."""
+
+
+def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int) -> bytes:
+    """Read a member, never holding more than `limit` + one chunk of it (declared sizes can lie)."""
+    buf = io.BytesIO()
+    with zf.open(info) as fh:
+        while True:
+            block = fh.read(_READ_CHUNK)
+            if not block:
+                break
+            buf.write(block)
+            if buf.tell() > limit:
+                raise _Overflow
+    return buf.getvalue()
+
+
+def load_path(path: Path, settings: IngestSettings) -> tuple[list[LoadedDoc], list[Refusal]]:
+    """Load a file, or every supported non-hidden file under a directory (sorted, recursive, symlinks not followed)."""
+    path = Path(path)
+    if path.is_dir():
+        docs: list[LoadedDoc] = []
+        refusals: list[Refusal] = []
+        for root, dirnames, filenames in os.walk(path):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for fname in sorted(filenames):
+                if fname.startswith(".") or _suffix(fname) not in SUPPORTED_EXTENSIONS:
+                    continue
+                file_path = Path(root) / fname
+                d, r = _load_file(file_path, settings)
+                rel = file_path.relative_to(path).as_posix()
+                for doc in d:
+                    doc.meta.setdefault("path", rel)
+                docs.extend(d)
+                refusals.extend(r)
+        return docs, refusals
+    return _load_file(path, settings)
+
+
+def _load_file(path: Path, settings: IngestSettings) -> tuple[list[LoadedDoc], list[Refusal]]:
+    name = safe_filename(path.name)
+    try:
+        size = path.stat().st_size
+        if not path.is_file():
+            return [], [Refusal(name, "not a regular file")]
+        if size > settings.max_file_bytes:
+            return [], [Refusal(name, _too_large(size, settings.max_file_bytes))]
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return [], [Refusal(name, "file not found")]
+    except OSError as exc:
+        return [], [Refusal(name, f"cannot read file: {one_line(exc.strerror or exc, 80)}")]
+    return load_bytes(path.name, data, settings)

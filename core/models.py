@@ -1,0 +1,161 @@
+"""SQLModel tables: the durable state of every workspace.
+
+The graph is stored once: `Node` holds chunks, statements, entities, relationships, attributes and topics;
+`Document` and `Community` hold the two node kinds that carry a record of their own (an upload, a detected
+community with its report). `Edge` links any two of them by id. Every other structure is a view of these rows.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+from sqlalchemy import JSON, Column, Index, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Workspace(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True)
+    created_at: datetime = Field(default_factory=utcnow)
+    backend: str = "offline"  # backend of the last successful build
+    embedder: str = "minilm"
+    chat_model: str = ""
+    build_version: int = 0  # bumped after each successful build; keys the app's read caches
+
+
+class Document(SQLModel, table=True):
+    """An uploaded source. `id` is the content hash (scoped to the workspace), so re-uploading adds nothing."""
+
+    __table_args__ = (UniqueConstraint("workspace_id", "content_hash"),)
+    id: str = Field(primary_key=True)
+    workspace_id: int = Field(index=True, foreign_key="workspace.id")
+    content_hash: str
+    external_id: Optional[str] = Field(default=None, index=True)
+    title: str
+    filename: str
+    mime: str
+    n_chars: int
+    text: str
+    meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Node(SQLModel, table=True):
+    """A graph node of kind chunk, statement, entity, relationship, attribute or topic."""
+
+    __table_args__ = (
+        Index("ix_node_ws_kind", "workspace_id", "kind"),
+        Index("ix_node_ws_doc", "workspace_id", "document_id", "ord"),
+    )
+    id: str = Field(primary_key=True)
+    workspace_id: int = Field(foreign_key="workspace.id")
+    kind: str
+    key: str = ""  # normalized name for entities, subject|predicate|object for relationships
+    title: str = ""
+    text: str = ""  # chunk text, statement, entity description, relationship description
+    type: str = ""  # entity type, relationship predicate
+    layer: int = 0  # HiRAG layer for entities (0 = extracted)
+    weight: float = 1.0  # mention count for entities, strength for relationships
+    document_id: Optional[str] = None  # provenance for chunks and statements
+    ord: Optional[int] = None  # position of a chunk in its document, of a statement in its chunk
+    data: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+
+
+class Edge(SQLModel, table=True):
+    __table_args__ = (
+        UniqueConstraint("workspace_id", "src", "dst", "kind"),
+        Index("ix_edge_ws_dst", "workspace_id", "dst"),
+        Index("ix_edge_ws_kind", "workspace_id", "kind"),
+    )
+    id: Optional[int] = Field(default=None, primary_key=True)
+    workspace_id: int = Field(foreign_key="workspace.id")
+    src: str
+    dst: str
+    kind: str
+    weight: float = 1.0
+    data: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+
+
+class Community(SQLModel, table=True):
+    """A community found by `method` at `level` (0 = coarsest), with its report; members link by in_community edges."""
+
+    __table_args__ = (Index("ix_comm_ws_method_level", "workspace_id", "method", "level"),)
+    id: str = Field(primary_key=True)
+    workspace_id: int = Field(foreign_key="workspace.id")
+    method: str  # wcc, leiden, ...
+    level: int
+    parent_id: Optional[str] = None
+    size: int = 0
+    title: str = ""
+    summary: str = ""
+    report: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))  # findings, rating, keywords
+    data: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+
+
+class BuildRun(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    workspace_id: int = Field(index=True, foreign_key="workspace.id")
+    status: str = "queued"  # queued, running, done, failed, cancelled
+    backend: str = "offline"
+    settings: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    stage: str = ""
+    message: str = ""
+    error: str = ""
+    pid: Optional[int] = None
+    heartbeat: Optional[datetime] = None
+    created_at: datetime = Field(default_factory=utcnow)
+    finished_at: Optional[datetime] = None
+
+
+class StageRun(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("run_id", "stage"),)
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_id: int = Field(index=True, foreign_key="buildrun.id")
+    workspace_id: int = Field(foreign_key="workspace.id")
+    stage: str
+    ordinal: int = 0
+    status: str = "pending"  # pending, running, done, failed
+    done: int = 0
+    total: int = 0
+    seconds: float = 0.0
+    counts: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    message: str = ""
+    started_at: Optional[datetime] = None
+    finished_at: Optional[datetime] = None
+
+
+class Checkpoint(SQLModel, table=True):
+    """One finished unit of a stage (a document chunked, a chunk extracted), so an interrupted build resumes."""
+
+    workspace_id: int = Field(primary_key=True, foreign_key="workspace.id")
+    stage: str = Field(primary_key=True)
+    unit: str = Field(primary_key=True)
+
+
+class LLMCall(SQLModel, table=True):
+    """Cache of language-backend calls keyed by a hash of (backend, model, prompt, schema, options)."""
+
+    key: str = Field(primary_key=True)
+    backend: str
+    model: str
+    task: str
+    request: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    response: str
+    ms: float = 0.0
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class QueryLog(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    workspace_id: int = Field(index=True, foreign_key="workspace.id")
+    question: str
+    strategy: str
+    answer: str = ""
+    result: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    ms: float = 0.0
+    created_at: datetime = Field(default_factory=utcnow)

@@ -1,0 +1,178 @@
+"""The one result every retrieval strategy returns, the strategy protocol, and the registry of strategies.
+
+`sections` holds the strategy's own notion of detail (`local`), connection (`bridge`) and overview (`global`);
+`sources` ranks the documents behind the context (what recall@k is computed on); `path` is what the strategy
+visited on the graph, for drawing; `trace` has timings in ms and counts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from typing import Protocol
+
+import numpy as np
+
+from core.backends.base import Embedder
+from core.config import Settings
+from core.index.vectors import VectorIndex
+from core.models import Workspace
+from core.store import Store
+
+SECTIONS = ("local", "bridge", "global")
+
+
+@dataclass
+class ContextItem:
+    id: str
+    kind: str
+    title: str
+    text: str
+    score: float
+    level: int | None = None
+    documents: list[str] = field(default_factory=list)  # ids of the documents backing this item
+
+
+@dataclass
+class Source:
+    document_id: str
+    external_id: str | None
+    title: str
+    score: float
+    chunk_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PathStep:
+    id: str
+    kind: str
+    role: str  # entry, key, bridge, community, chunk ...
+    label: str = ""
+
+
+@dataclass
+class PathEdge:
+    src: str
+    dst: str
+    kind: str
+    role: str
+
+
+@dataclass
+class Retrieval:
+    strategy: str
+    question: str
+    sections: dict[str, list[ContextItem]] = field(default_factory=lambda: {s: [] for s in SECTIONS})
+    sources: list[Source] = field(default_factory=list)
+    path_nodes: list[PathStep] = field(default_factory=list)
+    path_edges: list[PathEdge] = field(default_factory=list)
+    trace: dict = field(default_factory=lambda: {"timings_ms": {}, "counts": {}})
+
+    def to_dict(self) -> dict:
+        return {
+            "strategy": self.strategy,
+            "question": self.question,
+            "sections": {k: [asdict(i) for i in v] for k, v in self.sections.items()},
+            "sources": [asdict(s) for s in self.sources],
+            "path": {"nodes": [asdict(n) for n in self.path_nodes], "edges": [asdict(e) for e in self.path_edges]},
+            "trace": self.trace,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Retrieval":
+        return cls(
+            strategy=d["strategy"],
+            question=d["question"],
+            sections={k: [ContextItem(**i) for i in v] for k, v in d["sections"].items()},
+            sources=[Source(**s) for s in d["sources"]],
+            path_nodes=[PathStep(**n) for n in d["path"]["nodes"]],
+            path_edges=[PathEdge(**e) for e in d["path"]["edges"]],
+            trace=d["trace"],
+        )
+
+
+class Timer:
+    """Records named step timings (ms) into a trace dict."""
+
+    def __init__(self, trace: dict):
+        self.trace = trace
+        self.t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.trace["timings_ms"][name] = round((now - self.t) * 1000, 2)
+        self.t = now
+
+
+@dataclass
+class Resources:
+    """What a strategy reads: the store, the workspace, settings, the embedder, the vector index and the graph."""
+
+    store: Store
+    ws: Workspace
+    settings: Settings
+    embedder: Embedder
+    index: VectorIndex
+
+    @cached_property
+    def view(self):
+        from core.graph.view import GraphView
+
+        return GraphView.load(self.store, self.ws.id, self.index)
+
+    def embed_query(self, question: str) -> np.ndarray:
+        return self.embedder.embed([question])[0]
+
+
+class Strategy(Protocol):
+    name: str
+    label: str
+    description: str  # what local / bridge / global mean for this strategy
+
+    def retrieve(self, res: Resources, question: str) -> Retrieval: ...
+
+
+_REGISTRY: dict[str, Callable[[], Strategy]] = {}
+
+
+def register(factory: Callable[[], Strategy]) -> Callable[[], Strategy]:
+    _REGISTRY[factory.name] = factory  # type: ignore[attr-defined]
+    return factory
+
+
+def strategy_names() -> list[str]:
+    _load_all()
+    return list(_REGISTRY)
+
+
+def get_strategy(name: str) -> Strategy:
+    _load_all()
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown strategy {name!r} (known: {', '.join(_REGISTRY)})")
+    return _REGISTRY[name]()
+
+
+def _load_all() -> None:
+    # one import per strategy module; each registers itself. Later issues add graphrag, noderag, archrag, hlg.
+    from core.retrieval import hirag, naive  # noqa: F401
+
+
+def sources_from_chunks(view, chunk_scores: dict[str, float], limit: int) -> list[Source]:
+    """Documents ranked by the summed score of their chunks that back the context (best chunk first)."""
+    by_doc: dict[str, float] = {}
+    chunks_of: dict[str, list[tuple[float, str]]] = {}
+    for cid, sc in chunk_scores.items():
+        doc = view.chunk_doc.get(cid)
+        if doc is None:
+            continue
+        by_doc[doc] = by_doc.get(doc, 0.0) + sc
+        chunks_of.setdefault(doc, []).append((sc, cid))
+    ranked = sorted(by_doc.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+    out = []
+    for doc, sc in ranked:
+        ext, title = view.documents.get(doc, (None, doc))
+        out.append(Source(document_id=doc, external_id=ext, title=title, score=round(sc, 4),
+                          chunk_ids=[c for _, c in sorted(chunks_of[doc], reverse=True)]))
+    return out

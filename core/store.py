@@ -1,0 +1,174 @@
+"""The database: one SQLite file under STRATA_HOME, reached through SQLModel, and the few queries every layer needs."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import event, func
+from sqlmodel import Session, SQLModel, create_engine, delete, select
+
+from core.models import (
+    BuildRun,
+    Checkpoint,
+    Community,
+    Document,
+    Edge,
+    LLMCall,
+    Node,
+    QueryLog,
+    StageRun,
+    Workspace,
+)
+
+WORKSPACE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class StoreError(Exception):
+    """A user-facing problem with stored data (missing workspace, bad name)."""
+
+
+def content_id(*parts: str) -> str:
+    """A stable id from content: the first 20 hex digits of a SHA-256 over the parts."""
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode("utf-8", "surrogatepass"))
+        h.update(b"\x1f")
+    return h.hexdigest()[:20]
+
+
+def check_workspace_name(name: str) -> str:
+    if not WORKSPACE_NAME.match(name or ""):
+        raise StoreError(
+            f"invalid workspace name {name!r}: use 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit"
+        )
+    return name
+
+
+class Store:
+    """Owns the engine. Create one per process (the app keeps it in st.cache_resource)."""
+
+    def __init__(self, db_path: Path):
+        db_path = Path(db_path)
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = db_path
+        self.engine = create_engine(f"sqlite:///{db_path}", connect_args={"check_same_thread": False, "timeout": 60})
+        event.listen(self.engine, "connect", _sqlite_pragmas)
+        SQLModel.metadata.create_all(self.engine)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        with Session(self.engine, expire_on_commit=False) as s:
+            yield s
+
+    # -- workspaces -------------------------------------------------------------------------------------------
+    def workspaces(self) -> list[Workspace]:
+        with self.session() as s:
+            return list(s.exec(select(Workspace).order_by(Workspace.name)))
+
+    def get_workspace(self, name: str) -> Workspace | None:
+        with self.session() as s:
+            return s.exec(select(Workspace).where(Workspace.name == name)).first()
+
+    def require_workspace(self, name: str) -> Workspace:
+        ws = self.get_workspace(name)
+        if ws is None:
+            raise StoreError(f"no workspace named {name!r}")
+        return ws
+
+    def create_workspace(self, name: str) -> Workspace:
+        check_workspace_name(name)
+        with self.session() as s:
+            ws = s.exec(select(Workspace).where(Workspace.name == name)).first()
+            if ws is None:
+                ws = Workspace(name=name)
+                s.add(ws)
+                s.commit()
+                s.refresh(ws)
+            return ws
+
+    def delete_workspace(self, ws: Workspace) -> None:
+        with self.session() as s:
+            runs = [r.id for r in s.exec(select(BuildRun).where(BuildRun.workspace_id == ws.id))]
+            if runs:
+                s.exec(delete(StageRun).where(StageRun.run_id.in_(runs)))  # type: ignore[union-attr]
+            for table in (BuildRun, Checkpoint, Edge, Node, Community, Document, QueryLog):
+                s.exec(delete(table).where(table.workspace_id == ws.id))  # type: ignore[attr-defined]
+            s.exec(delete(Workspace).where(Workspace.id == ws.id))
+            s.commit()
+
+    # -- reads used by several layers -------------------------------------------------------------------------
+    def counts(self, ws_id: int) -> dict[str, int]:
+        """Node counts by kind, plus documents, communities and edges."""
+        with self.session() as s:
+            out = {
+                kind: n
+                for kind, n in s.exec(
+                    select(Node.kind, func.count()).where(Node.workspace_id == ws_id).group_by(Node.kind)
+                )
+            }
+            out["document"] = s.exec(select(func.count()).select_from(Document).where(Document.workspace_id == ws_id)).one()
+            out["community"] = s.exec(
+                select(func.count()).select_from(Community).where(Community.workspace_id == ws_id)
+            ).one()
+            out["edge"] = s.exec(select(func.count()).select_from(Edge).where(Edge.workspace_id == ws_id)).one()
+            return out
+
+    def documents(self, ws_id: int) -> list[Document]:
+        with self.session() as s:
+            return list(s.exec(select(Document).where(Document.workspace_id == ws_id).order_by(Document.created_at)))
+
+    def nodes_by_id(self, ws_id: int, ids: Iterable[str]) -> dict[str, Node]:
+        ids = list(dict.fromkeys(ids))
+        out: dict[str, Node] = {}
+        with self.session() as s:
+            for i in range(0, len(ids), 500):
+                part = ids[i : i + 500]
+                for n in s.exec(select(Node).where(Node.workspace_id == ws_id, Node.id.in_(part))):  # type: ignore[union-attr]
+                    out[n.id] = n
+        return out
+
+    def documents_by_id(self, ws_id: int, ids: Iterable[str]) -> dict[str, Document]:
+        ids = list(dict.fromkeys(ids))
+        with self.session() as s:
+            rows = s.exec(select(Document).where(Document.workspace_id == ws_id, Document.id.in_(ids)))  # type: ignore[union-attr]
+            return {d.id: d for d in rows}
+
+    def latest_run(self, ws_id: int) -> BuildRun | None:
+        with self.session() as s:
+            return s.exec(
+                select(BuildRun).where(BuildRun.workspace_id == ws_id).order_by(BuildRun.id.desc())  # type: ignore[union-attr]
+            ).first()
+
+    def stage_runs(self, run_id: int) -> list[StageRun]:
+        with self.session() as s:
+            return list(s.exec(select(StageRun).where(StageRun.run_id == run_id).order_by(StageRun.ordinal)))
+
+    def done_units(self, ws_id: int, stage: str) -> set[str]:
+        with self.session() as s:
+            return set(s.exec(select(Checkpoint.unit).where(Checkpoint.workspace_id == ws_id, Checkpoint.stage == stage)))
+
+    def clear_checkpoints(self, ws_id: int, stage: str) -> None:
+        with self.session() as s:
+            s.exec(delete(Checkpoint).where(Checkpoint.workspace_id == ws_id, Checkpoint.stage == stage))
+            s.commit()
+
+    def cached_call(self, key: str) -> LLMCall | None:
+        with self.session() as s:
+            return s.get(LLMCall, key)
+
+    def save_call(self, call: LLMCall) -> None:
+        with self.session() as s:
+            s.merge(call)
+            s.commit()
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - exercised by every test
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()

@@ -1,0 +1,114 @@
+"""Workspace-level operations shared by the CLI and the app: ingest files, open query resources, ask, and
+create the bundled sample workspace on first start."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.answer import Answer, answer
+from core.backends.base import Embedder, LanguageBackend
+from core.config import Settings
+from core.ingest import LoadedDoc, Refusal, load_bytes, load_path
+from core.ingest.add import add_documents
+from core.models import BuildRun, QueryLog, Workspace
+from core.pipeline import create_run, launch_worker, open_index
+from core.retrieval.base import Resources, Retrieval, get_strategy
+from core.store import Store
+
+SAMPLE_NAME = "sample"
+SAMPLE_DIR = Path(__file__).resolve().parent.parent / "data" / "sample"
+
+
+@dataclass
+class IngestReport:
+    added: list[str] = field(default_factory=list)  # titles
+    duplicates: list[str] = field(default_factory=list)
+    refusals: list[Refusal] = field(default_factory=list)
+
+    def summary(self) -> str:
+        parts = [f"{len(self.added)} document(s) added"]
+        if self.duplicates:
+            parts.append(f"{len(self.duplicates)} already present")
+        if self.refusals:
+            parts.append(f"{len(self.refusals)} refused")
+        return ", ".join(parts)
+
+
+def _store_loaded(store: Store, ws: Workspace, docs: list[LoadedDoc], refusals: list[Refusal]) -> IngestReport:
+    res = add_documents(store, ws, docs)
+    return IngestReport([d.title for d in res.added], res.duplicates, refusals)
+
+
+def ingest_uploads(store: Store, ws: Workspace, files: list[tuple[str, bytes]], settings: Settings) -> IngestReport:
+    """Uploaded (name, bytes) pairs: each accepted or refused on its own; nothing stored is touched on refusal."""
+    docs: list[LoadedDoc] = []
+    refusals: list[Refusal] = []
+    for name, data in files:
+        d, r = load_bytes(name, data, settings.ingest)
+        docs += d
+        refusals += r
+    return _store_loaded(store, ws, docs, refusals)
+
+
+def ingest_paths(store: Store, ws: Workspace, paths: list[Path], settings: Settings) -> IngestReport:
+    docs: list[LoadedDoc] = []
+    refusals: list[Refusal] = []
+    for p in paths:
+        if not Path(p).exists():
+            refusals.append(Refusal(str(p), "no such file or folder"))
+            continue
+        d, r = load_path(Path(p), settings.ingest)
+        docs += d
+        refusals += r
+    return _store_loaded(store, ws, docs, refusals)
+
+
+def open_resources(store: Store, ws: Workspace, settings: Settings, embedder: Embedder) -> Resources:
+    return Resources(store=store, ws=ws, settings=settings, embedder=embedder,
+                     index=open_index(settings, ws.name, embedder.name))
+
+
+def ask(res: Resources, backend: LanguageBackend, question: str, strategy: str,
+        log: bool = True) -> tuple[Retrieval, Answer]:
+    """Retrieve with `strategy`, answer from the result, and record both in the workspace's query log."""
+    question = question.strip()
+    if not question:
+        raise ValueError("the question is empty")
+    t0 = time.perf_counter()
+    r = get_strategy(strategy).retrieve(res, question)
+    retrieval_ms = (time.perf_counter() - t0) * 1000
+    t1 = time.perf_counter()
+    a = answer(backend, r)
+    r.trace["timings_ms"]["answer"] = round((time.perf_counter() - t1) * 1000, 2)
+    r.trace["timings_ms"]["retrieval_total"] = round(retrieval_ms, 2)
+    r.trace["context_tokens"] = _context_tokens(a)
+    if log:
+        with res.store.session() as s:
+            s.add(QueryLog(workspace_id=res.ws.id, question=question, strategy=strategy, answer=a.text,
+                           result=r.to_dict(), ms=round(retrieval_ms, 2)))
+            s.commit()
+    return r, a
+
+
+def _context_tokens(a: Answer) -> int:
+    from core.ingest import count_tokens
+
+    c = a.context
+    return count_tokens("\n".join(c.local + c.bridge + c.global_))
+
+
+def ensure_sample(store: Store, settings: Settings) -> tuple[Workspace, BuildRun | None]:
+    """Create the `sample` workspace from data/sample on first start and launch its build in the background.
+    Returns the workspace and the run started (None when the sample already existed)."""
+    ws = store.get_workspace(SAMPLE_NAME)
+    if ws is not None:
+        return ws, None
+    ws = store.create_workspace(SAMPLE_NAME)
+    ingest_paths(store, ws, [SAMPLE_DIR], settings)
+    run_settings = settings.model_copy(deep=True)
+    run_settings.backend.kind = "offline"
+    run = create_run(store, ws, run_settings)
+    launch_worker(run_settings, run.id)
+    return ws, run

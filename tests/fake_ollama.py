@@ -1,0 +1,433 @@
+"""A real HTTP server that speaks enough of the Ollama API for the official client: tags, chat, embed, show.
+
+    with FakeOllama() as fake:
+        fake.script["/api/chat"].append(Fail(500))      # the next chat request gets HTTP 500
+        backend = OllamaBackend(BackendSettings(ollama_host=fake.url), cache=None)
+        ...
+        fake.requests  # [(path, json body), ...] in arrival order
+
+Unscripted requests get a normal reply. Chat replies are deterministic: with a JSON-schema `format` the content
+is a valid object for the schema (extractions derived from the capitalised words of the prompt's delimited
+text, so output depends on input; reports; any other schema filled generically); without one a short answer
+citing [1]. Embeddings are hash-based unit vectors of `dim` components.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+
+# -- behaviours ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Reply:
+    """A normal 200 reply; `content` overrides the chat message content, `body` the whole JSON body."""
+
+    content: str | None = None
+    body: dict[str, Any] | None = None
+
+
+@dataclass
+class Fail:
+    """An HTTP error with Ollama's {"error": ...} body."""
+
+    status: int = 500
+    error: str = "internal server error"
+
+
+@dataclass
+class Malformed:
+    """A 200 chat reply whose content is not JSON and cannot be repaired into it."""
+
+    content: str = "Here are the entities: {entities: Ada, Babbage"
+
+
+@dataclass
+class Sleep:
+    """Wait `seconds` (longer than the client's timeout), then behave as `then`."""
+
+    seconds: float
+    then: Any = field(default_factory=Reply)
+
+
+@dataclass
+class Missing:
+    """A 200 chat reply whose JSON content lacks required fields (entities without type/description, or a
+    report without title); with `body=True`, a response body without `message` at all."""
+
+    body: bool = False
+
+
+# -- deterministic content ---------------------------------------------------------------------------------------
+
+_BLOCK = re.compile(r"<<<BEGIN ([^>]*)>>>\n(.*?)\n<<<END \1>>>", re.S)
+_NAME = re.compile(r"\b[A-Z][a-zA-Z]+(?:\s+[A-Z][a-zA-Z]+)*")
+_STOP = {"The", "A", "An", "In", "On", "At", "It", "He", "She", "They", "This", "That", "And", "But", "Of"}
+
+
+def delimited(prompt: str, prefix: str = "") -> list[str]:
+    """The texts of the prompt's <<<BEGIN X>>> ... <<<END X>>> blocks whose label starts with `prefix`."""
+    return [body for label, body in _BLOCK.findall(prompt) if label.startswith(prefix)]
+
+
+def capitalised_names(text: str, limit: int = 8) -> list[str]:
+    names: list[str] = []
+    for m in _NAME.finditer(text):
+        words = m.group(0).split()
+        while words and words[0] in _STOP:
+            words = words[1:]
+        name = " ".join(words)
+        if name and name not in names:
+            names.append(name)
+        if len(names) >= limit:
+            break
+    return names
+
+
+def fake_extraction(prompt: str) -> dict[str, Any]:
+    text = "\n".join(delimited(prompt, "TEXT")) or prompt
+    names = capitalised_names(text)
+    entities = [
+        {"name": n, "type": "PERSON" if len(n.split()) == 2 else "CONCEPT", "description": f"{n} is named in the text."}
+        for n in names
+    ]
+    relationships = [
+        {"source": a, "target": b, "predicate": "appears with", "description": f"{a} appears with {b}.", "weight": 5}
+        for a, b in zip(names, names[1:])
+    ]
+    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
+    statements = [s for s in sentences if any(n in s for n in names)][:5]
+    return {"entities": entities, "relationships": relationships, "statements": statements}
+
+
+def fake_report(prompt: str) -> dict[str, Any]:
+    material = delimited(prompt, "MATERIAL")
+    names = capitalised_names("\n".join(material), limit=5)
+    title = " and ".join(names[:2]) or "Untitled community"
+    return {
+        "title": title,
+        "summary": f"A community of {len(names)} named entities drawn from {len(material)} pieces of material.",
+        "findings": [
+            {"summary": f"{n} is central", "explanation": f"{n} is named in the material.", "importance": 7 - i}
+            for i, n in enumerate(names[:3])
+        ],
+        "rating": 6,
+        "keywords": names[:5],
+    }
+
+
+def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref")
+    if ref and ref.startswith("#/$defs/"):
+        return root.get("$defs", {}).get(ref.split("/")[-1], {})
+    return schema
+
+
+def fill_schema(schema: dict[str, Any], root: dict[str, Any] | None = None) -> Any:
+    """A minimal instance of a JSON schema: every property present, lists empty."""
+    root = root or schema
+    schema = _resolve(schema, root)
+    if "anyOf" in schema:
+        return fill_schema(schema["anyOf"][0], root)
+    kind = schema.get("type")
+    if kind == "object" or "properties" in schema:
+        return {k: fill_schema(v, root) for k, v in schema.get("properties", {}).items()}
+    return {"array": [], "string": "x", "number": 1.0, "integer": 1, "boolean": False, "null": None}.get(kind, None)
+
+
+def schema_reply(schema: Any, prompt: str) -> str:
+    if not isinstance(schema, dict):  # format "json"
+        return json.dumps({"answer": "Fake answer [1]."})
+    props = set(schema.get("properties", {}))
+    if {"entities", "relationships", "statements"} <= props:
+        return json.dumps(fake_extraction(prompt))
+    if {"title", "summary", "findings"} <= props:
+        return json.dumps(fake_report(prompt))
+    return json.dumps(fill_schema(schema))
+
+
+def fake_vector(text: str, dim: int) -> list[float]:
+    digest = hashlib.sha256(text.encode("utf-8")).digest()
+    rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
+    v = rng.standard_normal(dim)
+    return [float(x) for x in v / np.linalg.norm(v)]
+
+
+def _tagged(name: str) -> str:
+    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+
+
+# -- the server ------------------------------------------------------------------------------------------------
+
+_CREATED = "2025-01-01T00:00:00.000000Z"
+
+
+class FakeOllama:
+    def __init__(self, models: list[str] | None = None, dim: int = 16):
+        self.models = list(models if models is not None else ["llama3.1:8b", "nomic-embed-text:latest"])
+        self.dim = dim
+        self.requests: list[tuple[str, Any]] = []
+        self.script: defaultdict[str, deque] = defaultdict(deque)
+        self.inflight = 0
+        self.max_inflight = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.url = ""
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+    def __enter__(self) -> "FakeOllama":
+        fake = self
+
+        class Handler(_Handler):
+            owner = fake
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        server.block_on_close = False
+        self._server = server
+        self.url = f"http://127.0.0.1:{server.server_address[1]}"
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    # -- helpers for tests ----------------------------------------------------------------------------------------
+    def paths(self) -> list[str]:
+        return [p for p, _ in self.requests]
+
+    def count(self, path: str) -> int:
+        return sum(1 for p, _ in self.requests if p == path)
+
+    def has_model(self, name: str) -> bool:
+        return _tagged(name) in {_tagged(m) for m in self.models}
+
+    def _next(self, path: str) -> Any:
+        with self._lock:
+            queue = self.script.get(path)
+            return queue.popleft() if queue else Reply()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: FakeOllama
+    protocol_version = "HTTP/1.1"
+    timeout = 10  # idle keep-alive connections end after this
+
+    def log_message(self, *args: Any) -> None:  # quiet
+        pass
+
+    # -- plumbing ---------------------------------------------------------------------------------------------
+    def _send(self, status: int, body: Any, content_type: str = "application/json") -> None:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        except OSError:  # the client gave up (timeout) and closed the connection
+            self.close_connection = True
+
+    def _body(self) -> Any:
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n) if n else b""
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw.decode("utf-8", "replace")
+
+    def _handle(self, method: str) -> None:
+        owner = self.owner
+        body = self._body() if method == "POST" else None
+        path = self.path.split("?", 1)[0]
+        with owner._lock:
+            owner.requests.append((path, body))
+            owner.inflight += 1
+            owner.max_inflight = max(owner.max_inflight, owner.inflight)
+        try:
+            self._route(method, path, body)
+        finally:
+            with owner._lock:
+                owner.inflight -= 1
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_HEAD(self) -> None:
+        self._handle("HEAD")
+
+    # -- routes ---------------------------------------------------------------------------------------------------
+    def _route(self, method: str, path: str, body: Any) -> None:
+        routes = {
+            ("GET", "/"): self._root,
+            ("HEAD", "/"): self._root,
+            ("GET", "/api/tags"): self._tags,
+            ("POST", "/api/chat"): self._chat,
+            ("POST", "/api/embed"): self._embed,
+            ("POST", "/api/show"): self._show,
+            ("GET", "/api/version"): self._version,
+        }
+        handler = routes.get((method, path))
+        if handler is None:
+            self._send(404, {"error": f"{method} {path} not found"})
+            return
+        behaviour = self.owner._next(path) if path.startswith("/api/") else Reply()
+        while isinstance(behaviour, Sleep):
+            if self.owner._stop.wait(behaviour.seconds):
+                return
+            behaviour = behaviour.then
+        if isinstance(behaviour, Fail):
+            self._send(behaviour.status, {"error": behaviour.error})
+            return
+        handler(body if isinstance(body, dict) else {}, behaviour)
+
+    def _root(self, body: dict, behaviour: Any) -> None:
+        if self.command == "HEAD":
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self._send(200, b"Ollama is running", "text/plain; charset=utf-8")
+
+    def _version(self, body: dict, behaviour: Any) -> None:
+        self._send(200, {"version": "0.0.0-fake"})
+
+    def _tags(self, body: dict, behaviour: Any) -> None:
+        if isinstance(behaviour, Reply) and behaviour.body is not None:
+            self._send(200, behaviour.body)
+            return
+        models = []
+        for name in self.owner.models:
+            models.append(
+                {
+                    "name": name,
+                    "model": name,
+                    "modified_at": "2025-01-01T00:00:00.000000+00:00",
+                    "size": 4920753328,
+                    "digest": hashlib.sha256(name.encode()).hexdigest(),
+                    "details": {
+                        "parent_model": "",
+                        "format": "gguf",
+                        "family": "llama",
+                        "families": ["llama"],
+                        "parameter_size": "8.0B",
+                        "quantization_level": "Q4_K_M",
+                    },
+                }
+            )
+        self._send(200, {"models": models})
+
+    def _model_missing(self, model: str) -> bool:
+        if self.owner.has_model(model):
+            return False
+        self._send(404, {"error": f'model "{model}" not found, try pulling it first'})
+        return True
+
+    def _chat(self, body: dict, behaviour: Any) -> None:
+        model = str(body.get("model", ""))
+        if self._model_missing(model):
+            return
+        if isinstance(behaviour, Reply) and behaviour.body is not None:
+            self._send(200, behaviour.body)
+            return
+        messages = body.get("messages") or []
+        prompt = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
+        fmt = body.get("format")
+        if isinstance(behaviour, Malformed):
+            content = behaviour.content
+        elif isinstance(behaviour, Missing):
+            if behaviour.body:
+                self._send(200, {"model": model, "created_at": _CREATED, "done": True})
+                return
+            if isinstance(fmt, dict) and "title" in fmt.get("properties", {}):
+                content = json.dumps({"summary": "no title here", "findings": []})
+            else:
+                content = json.dumps({"entities": [{"name": "Ada Lovelace"}], "relationships": [], "statements": []})
+        elif isinstance(behaviour, Reply) and behaviour.content is not None:
+            content = behaviour.content
+        elif fmt:
+            content = schema_reply(fmt, prompt)
+        else:
+            names = capitalised_names("\n".join(delimited(prompt, "SOURCES")), limit=2)
+            content = f"According to the sources, this concerns {' and '.join(names) or 'the question'} [1]."
+        final = {
+            "model": model,
+            "created_at": _CREATED,
+            "message": {"role": "assistant", "content": content},
+            "done": True,
+            "done_reason": "stop",
+            "total_duration": 1_000_000,
+            "load_duration": 100_000,
+            "prompt_eval_count": len(prompt.split()),
+            "prompt_eval_duration": 200_000,
+            "eval_count": len(content.split()),
+            "eval_duration": 700_000,
+        }
+        if body.get("stream", True) is False:
+            self._send(200, final)
+            return
+        # streaming (the API's default): the content in one chunk, then the final summary, as NDJSON
+        chunk = {"model": model, "created_at": _CREATED, "message": {"role": "assistant", "content": content}, "done": False}
+        final = {**final, "message": {"role": "assistant", "content": ""}}
+        data = (json.dumps(chunk) + "\n" + json.dumps(final) + "\n").encode("utf-8")
+        self._send(200, data, "application/x-ndjson")
+
+    def _embed(self, body: dict, behaviour: Any) -> None:
+        model = str(body.get("model", ""))
+        if self._model_missing(model):
+            return
+        if isinstance(behaviour, Reply) and behaviour.body is not None:
+            self._send(200, behaviour.body)
+            return
+        inputs = body.get("input", "")
+        inputs = [inputs] if isinstance(inputs, str) else list(inputs)
+        self._send(
+            200,
+            {
+                "model": model,
+                "embeddings": [fake_vector(str(t), self.owner.dim) for t in inputs],
+                "total_duration": 1_000_000,
+                "load_duration": 100_000,
+                "prompt_eval_count": sum(len(str(t).split()) for t in inputs),
+            },
+        )
+
+    def _show(self, body: dict, behaviour: Any) -> None:
+        model = str(body.get("model") or body.get("name") or "")
+        if self._model_missing(model):
+            return
+        self._send(
+            200,
+            {
+                "modelfile": f"FROM {model}\n",
+                "parameters": "",
+                "template": "{{ .Prompt }}",
+                "details": {"format": "gguf", "family": "llama", "parameter_size": "8.0B", "quantization_level": "Q4_K_M"},
+                "model_info": {"general.architecture": "llama"},
+                "capabilities": ["completion"] if "embed" not in model else ["embedding"],
+                "modified_at": "2025-01-01T00:00:00.000000+00:00",
+            },
+        )
