@@ -107,8 +107,33 @@ def ensure_sample(store: Store, settings: Settings) -> tuple[Workspace, BuildRun
         return ws, None
     ws = store.create_workspace(SAMPLE_NAME)
     ingest_paths(store, ws, [SAMPLE_DIR], settings)
-    run_settings = settings.model_copy(deep=True)
-    run_settings.backend.kind = "offline"
-    run = create_run(store, ws, run_settings)
-    launch_worker(run_settings, run.id)
-    return ws, run
+    return ws, start_build(store, ws, settings, backend="offline")
+
+
+def start_build(store: Store, ws: Workspace, settings: Settings, backend: str | None = None) -> BuildRun:
+    """Start a background build of `ws` unless one is already running; checks Ollama first when asked for."""
+    from core.backends.base import BackendError
+    from core.pipeline import active_run
+
+    run = active_run(store, ws)
+    if run is not None:
+        return run
+    s = settings.model_copy(deep=True)
+    if backend:
+        s.backend.kind = backend  # type: ignore[assignment]
+    if s.backend.kind == "ollama":
+        from core.backends.ollama_backend import check
+
+        st = check(s.backend)
+        if not st.reachable or s.backend.chat_model in st.missing:
+            raise BackendError(st.message)
+    run = create_run(store, ws, s)
+    launch_worker(s, run.id)
+    return run
+
+
+def delete_workspace(store: Store, ws: Workspace, settings: Settings) -> None:
+    import shutil
+
+    store.delete_workspace(ws)
+    shutil.rmtree(settings.storage.vector_dir(ws.name), ignore_errors=True)

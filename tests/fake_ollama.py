@@ -390,7 +390,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, final)
             return
         # streaming (the API's default): the content in one chunk, then the final summary, as NDJSON
-        chunk = {"model": model, "created_at": _CREATED, "message": {"role": "assistant", "content": content}, "done": False}
+        message = {"role": "assistant", "content": content}
+        chunk = {"model": model, "created_at": _CREATED, "message": message, "done": False}
         final = {**final, "message": {"role": "assistant", "content": ""}}
         data = (json.dumps(chunk) + "\n" + json.dumps(final) + "\n").encode("utf-8")
         self._send(200, data, "application/x-ndjson")
@@ -425,7 +426,12 @@ class _Handler(BaseHTTPRequestHandler):
                 "modelfile": f"FROM {model}\n",
                 "parameters": "",
                 "template": "{{ .Prompt }}",
-                "details": {"format": "gguf", "family": "llama", "parameter_size": "8.0B", "quantization_level": "Q4_K_M"},
+                "details": {
+                    "format": "gguf",
+                    "family": "llama",
+                    "parameter_size": "8.0B",
+                    "quantization_level": "Q4_K_M",
+                },
                 "model_info": {"general.architecture": "llama"},
                 "capabilities": ["completion"] if "embed" not in model else ["embedding"],
                 "modified_at": "2025-01-01T00:00:00.000000+00:00",

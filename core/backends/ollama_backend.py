@@ -159,7 +159,7 @@ def parse_reply(content: str, model: type[M]) -> M:
     except ValidationError as exc:
         first = exc
     last_error: str | None = None
-    for data in []:
+    for data in repair_candidates(content):
         try:
             return model.model_validate(data)
         except ValidationError as exc:
@@ -197,7 +197,8 @@ def clean_extraction(ex: Extraction) -> Extraction:
         if not name:
             continue
         canonical.setdefault(name.casefold(), name)
-        entities.append(e.model_copy(update={"name": name, "type": _flat(e.type), "description": e.description.strip()}))
+        update = {"name": name, "type": _flat(e.type), "description": e.description.strip()}
+        entities.append(e.model_copy(update=update))
     relationships = []
     for r in ex.relationships:
         src, dst = canonical.get(_flat(r.source).casefold()), canonical.get(_flat(r.target).casefold())
@@ -301,8 +302,9 @@ class _Channel:
                         f"Ollama at {self.host} has no model {model!r} ({exc.error}); run `ollama pull {model}`"
                     ) from None
                 if not retry:
+                    reason = _describe(exc, self.settings.timeout_s)
                     raise BackendError(
-                        f"Ollama at {self.host} refused to {what} with model {model!r}: {_describe(exc, self.settings.timeout_s)}"
+                        f"Ollama at {self.host} refused to {what} with model {model!r}: {reason}"
                     ) from None
                 problem, after_malformed = _describe(exc, self.settings.timeout_s), False
             log.warning("ollama %s (%s) attempt %d/%d failed: %s", what, model, i + 1, tries, problem)
@@ -389,7 +391,8 @@ class OllamaBackend:
         result = self._channel.run(task, self.model, attempt)
         ms = (time.perf_counter() - started) * 1000.0
         if key is not None:
-            request = {"prompt": prompt, "format": (schema or {}).get("title"), "options": options, "think": self._think}
+            fmt = (schema or {}).get("title")
+            request = {"prompt": prompt, "format": fmt, "options": options, "think": self._think}
             try:
                 self.cache.put(key, self.name, self.model, task, request, dump(result), ms)  # type: ignore[union-attr]
             except Exception:  # noqa: BLE001 - a cache write failure must not lose a good reply

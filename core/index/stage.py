@@ -59,7 +59,7 @@ def embed_stage(ctx) -> Iterator:
     counts = {}
     for kind, kind_rows in rows.items():
         for done, total in _embed_missing(ctx, kind, kind_rows):
-            yield Progress(done, total, f"embedded {done}/{total} {kind}s", counts | {kind: done})
+            yield Progress(done, total, f"embedded {done}/{total} {'entities' if kind == 'entity' else kind + 's'}", counts | {kind: done})
         counts[f"{kind}_vectors"] = ctx.index.count(kind)
     yield Progress(1, 1, "vectors stored", counts)
 

@@ -116,6 +116,10 @@ def test_extraction_depends_on_input(fake):
     assert [e.name for e in b.entities] == ["Alan Turing", "Cambridge"]
 
 
+def rel(source: str, target: str, predicate: str, weight: float) -> dict:
+    return {"source": source, "target": target, "predicate": predicate, "description": "", "weight": weight}
+
+
 def test_extraction_drops_dangling_relationships_and_clamps_weights(fake):
     content = {
         "entities": [
@@ -124,10 +128,10 @@ def test_extraction_drops_dangling_relationships_and_clamps_weights(fake):
             {"name": "  ", "type": "PERSON", "description": "nameless"},
         ],
         "relationships": [
-            {"source": "ada lovelace", "target": "CHARLES BABBAGE", "predicate": "knew", "description": "", "weight": 25},
-            {"source": "Charles Babbage", "target": "Ada Lovelace", "predicate": "taught", "description": "", "weight": -3},
-            {"source": "Ada Lovelace", "target": "Lord Byron", "predicate": "daughter of", "description": "", "weight": 5},
-            {"source": "Mary Somerville", "target": "Ada Lovelace", "predicate": "tutored", "description": "", "weight": 5},
+            rel("ada lovelace", "CHARLES BABBAGE", "knew", 25),
+            rel("Charles Babbage", "Ada Lovelace", "taught", -3),
+            rel("Ada Lovelace", "Lord Byron", "daughter of", 5),
+            rel("Mary Somerville", "Ada Lovelace", "tutored", 5),
         ],
         "statements": ["Ada Lovelace knew Charles Babbage.", "   "],
     }
@@ -144,7 +148,8 @@ def test_extraction_drops_dangling_relationships_and_clamps_weights(fake):
 
 def test_report_round_trip(fake):
     backend = OllamaBackend(settings_for(fake), cache=None)
-    rep = backend.report("Ada Lovelace; Charles Babbage", ["Ada Lovelace worked with Charles Babbage.", "Babbage built engines."])
+    material = ["Ada Lovelace worked with Charles Babbage.", "Babbage built engines."]
+    rep = backend.report("Ada Lovelace; Charles Babbage", material)
     assert isinstance(rep, Report)
     assert rep.title == "Ada Lovelace and Charles Babbage"
     assert [f.summary for f in rep.findings][:2] == ["Ada Lovelace is central", "Charles Babbage is central"]
@@ -166,7 +171,12 @@ def test_report_clamps_scores(fake):
 
 def test_answer_is_plain_chat_with_numbered_sources(fake):
     backend = OllamaBackend(settings_for(fake), cache=None)
-    ctx = ContextBlock(local=["Ada Lovelace wrote notes [1]"], bridge=[], global_=["A report."], sources=["Ada Lovelace notes", "Other"])
+    ctx = ContextBlock(
+        local=["Ada Lovelace wrote notes [1]"],
+        bridge=[],
+        global_=["A report."],
+        sources=["Ada Lovelace notes", "Other"],
+    )
     out = backend.answer("Who wrote the notes?", ctx)
     assert out == "According to the sources, this concerns Ada Lovelace and Other [1]."
     (body,) = chat_bodies(fake)
@@ -331,7 +341,8 @@ def test_cache_key_covers_every_input():
     base = ("ollama", "m", "extract", "p", {"type": "object"}, {"temperature": 0.0, "num_ctx": 8192})
     key = CallCache.key(*base)
     assert len(key) == 64 and key == CallCache.key(*base)
-    assert key == CallCache.key("ollama", "m", "extract", "p", {"type": "object"}, {"num_ctx": 8192, "temperature": 0.0})
+    reordered = {"num_ctx": 8192, "temperature": 0.0}
+    assert key == CallCache.key("ollama", "m", "extract", "p", {"type": "object"}, reordered)
     for i, other in enumerate(["offline", "m2", "report", "p2", None, {"temperature": 0.5, "num_ctx": 8192}]):
         changed = list(base)
         changed[i] = other
@@ -376,7 +387,8 @@ def test_check_reports_missing_models_with_pull_hint():
 
 def test_check_chat_model_latest_and_embed_optional():
     with FakeOllama(models=["mistral:latest"]) as fake:
-        status = check(BackendSettings(ollama_host=fake.url, chat_model="mistral", embed_model="bge-m3"), need_embed=False)
+        s = BackendSettings(ollama_host=fake.url, chat_model="mistral", embed_model="bge-m3")
+        status = check(s, need_embed=False)
     assert status.ok and status.missing == []
 
 

@@ -1,0 +1,90 @@
+"""Workspaces & upload: pick or create a workspace, add documents, start a build."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core.backends.base import BackendError
+from core.ingest import SUPPORTED_EXTENSIONS
+from core.pipeline import active_run
+from core.store import StoreError
+from core.workspace import delete_workspace, ingest_uploads, start_build
+from ui import resources as R
+
+store, settings = R.store(), R.settings()
+st.title("Workspaces & upload")
+
+left, right = st.columns([2, 1])
+with right:
+    with st.form("new_ws", clear_on_submit=True):
+        st.markdown("**New workspace**")
+        name = st.text_input("Name", placeholder="e.g. contracts-2024", max_chars=64)
+        if st.form_submit_button("Create", icon=":material/add:"):
+            try:
+                ws_new = store.create_workspace(name.strip())
+                st.session_state[R.WS_KEY] = ws_new.name
+                st.rerun()
+            except StoreError as exc:
+                st.error(str(exc))
+
+ws = R.current_workspace()
+with left:
+    rows = []
+    for w in store.workspaces():
+        c = store.counts(w.id)
+        run = active_run(store, w)
+        rows.append({"workspace": w.name, "documents": c.get("document", 0), "chunks": c.get("chunk", 0),
+                     "entities": c.get("entity", 0), "communities": c.get("community", 0),
+                     "backend": w.backend if w.build_version else "—",
+                     "status": "building" if run else ("built" if w.build_version else "not built")})
+    st.dataframe(rows, hide_index=True, width="stretch")
+
+if ws is None:
+    st.info("Create a workspace to start.")
+    st.stop()
+
+st.subheader(f"Add documents to “{ws.name}”")
+st.caption("txt, md, html, pdf, docx, csv and jsonl (one document per row, a text field and optional title/id), "
+           "or zip archives of these. The same content is never added twice.")
+files = st.file_uploader("Documents", type=[e.lstrip(".") for e in SUPPORTED_EXTENSIONS], accept_multiple_files=True,
+                         key=f"upload_{ws.name}_{st.session_state.get('upload_round', 0)}")
+backend = st.radio("Build with", ["offline", "ollama"], horizontal=True,
+                   index=0 if settings.backend.kind == "offline" else 1,
+                   help="offline: heuristic extraction, no model server. ollama: the configured Ollama host.")
+if st.button("Add and build", type="primary", disabled=not files, icon=":material/upload:"):
+    with st.spinner("Reading files…"):
+        report = ingest_uploads(store, ws, [(f.name, f.getvalue()) for f in files], settings)
+    st.session_state["last_ingest"] = report
+    st.session_state["upload_round"] = st.session_state.get("upload_round", 0) + 1
+    if report.added:
+        try:
+            start_build(store, ws, settings, backend)
+        except BackendError as exc:
+            st.session_state["build_error"] = str(exc)
+    st.rerun()
+
+report = st.session_state.get("last_ingest")
+if report is not None:
+    (st.success if report.added else st.info)(report.summary())
+    for r in report.refusals:
+        st.warning(f"**{r.filename}** refused: {r.reason}", icon=":material/block:")
+    if report.added:
+        st.page_link("pages/build.py", label="Watch the build", icon=":material/construction:")
+if st.session_state.get("build_error"):
+    st.error(st.session_state.pop("build_error"))
+
+docs = store.documents(ws.id)
+st.subheader(f"Documents ({len(docs)})")
+if docs:
+    st.dataframe([{"title": d.title, "file": d.filename, "external id": d.external_id or "", "characters": d.n_chars,
+                   "added": d.created_at.strftime("%Y-%m-%d %H:%M")} for d in docs[:2000]],
+                 hide_index=True, width="stretch")
+    if len(docs) > 2000:
+        st.caption(f"Showing the first 2,000 of {len(docs):,} documents.")
+
+with st.expander("Danger zone"):
+    confirm = st.text_input(f"Type “{ws.name}” to delete this workspace and everything built from it")
+    if st.button("Delete workspace", disabled=confirm != ws.name, icon=":material/delete:"):
+        delete_workspace(store, ws, settings)
+        st.session_state.pop(R.WS_KEY, None)
+        st.rerun()

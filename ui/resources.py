@@ -1,0 +1,73 @@
+"""Cached handles for the app: settings, store, embedder, per-build query resources, backend status."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core.backends.base import Embedder
+from core.config import Settings
+from core.models import Workspace
+from core.retrieval.base import Resources
+from core.store import Store
+
+WS_KEY = "workspace"
+
+
+@st.cache_resource(show_spinner=False)
+def settings() -> Settings:
+    return Settings.from_env()
+
+
+@st.cache_resource(show_spinner=False)
+def store() -> Store:
+    return Store(settings().storage.db_path)
+
+
+@st.cache_resource(show_spinner="Loading the embedding model…")
+def embedder(kind: str) -> Embedder:
+    from core.backends.embedders import make_embedder
+
+    s = settings().model_copy(deep=True)
+    s.embed.embedder = "ollama" if kind.startswith("ollama") else "minilm"
+    return make_embedder(s.embed, s.backend)
+
+
+@st.cache_resource(show_spinner="Loading the graph…", max_entries=4)
+def resources(ws_name: str, build_version: int) -> Resources:
+    """Query resources for one build of a workspace; a new build version loads afresh."""
+    from core.workspace import open_resources
+
+    ws = store().require_workspace(ws_name)
+    res = open_resources(store(), ws, settings(), embedder(ws.embedder))
+    _ = res.view  # load the graph view once, here, not on the first question
+    return res
+
+
+@st.cache_data(ttl=20, show_spinner=False)
+def ollama_status(host: str, chat_model: str, embed_model: str) -> dict:
+    from core.backends.ollama_backend import check
+
+    cfg = settings().backend.model_copy(update={"ollama_host": host, "chat_model": chat_model,
+                                                "embed_model": embed_model, "timeout_s": 3.0})
+    st_ = check(cfg)
+    return {"reachable": st_.reachable, "models": st_.models, "missing": st_.missing, "message": st_.message}
+
+
+@st.cache_resource(show_spinner="Preparing the sample workspace…")
+def bootstrap() -> str:
+    """On first start: create and build the `sample` workspace (in the background)."""
+    from core.workspace import ensure_sample
+
+    ws, _ = ensure_sample(store(), settings())
+    return ws.name
+
+
+def current_workspace() -> Workspace | None:
+    name = st.session_state.get(WS_KEY)
+    ws = store().get_workspace(name) if name else None
+    if ws is None:
+        all_ws = store().workspaces()
+        ws = next((w for w in all_ws if w.name == "sample"), all_ws[0] if all_ws else None)
+        if ws is not None:
+            st.session_state[WS_KEY] = ws.name
+    return ws
