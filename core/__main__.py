@@ -11,9 +11,11 @@ import json
 import sys
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from core.backends.base import BackendError
 from core.config import Settings
-from core.store import Store, StoreError
+from core.store import Store, StoreError, check_workspace_name
 
 
 class UsageError(Exception):
@@ -26,7 +28,12 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed its one-line reason
         return 2 if exc.code else 0
-    settings = Settings.from_env()
+    try:
+        settings = Settings.from_env()
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        print(f"error: bad setting {'.'.join(map(str, err['loc']))}: {err['msg']}", file=sys.stderr)
+        return 2
     if getattr(args, "backend", None):
         settings.backend.kind = args.backend
     store = Store(settings.storage.db_path)
@@ -67,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--queries", required=True, type=Path)
     e.add_argument("--k", default="2,5,10")
     e.add_argument("--strategies", default="")
-    e.add_argument("--limit", type=int, default=0, help="only the first N queries")
+    e.add_argument("--limit", type=_non_negative, default=0, help="only the first N queries")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_eval)
 
@@ -85,12 +92,24 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _non_negative(v: str) -> int:
+    n = int(v)
+    if n < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return n
+
+
 def cmd_build(args, settings: Settings, store: Store) -> int:
     from core.pipeline import create_run, make_context, run_build
     from core.workspace import ingest_paths
 
+    check_workspace_name(args.workspace)
+    if settings.backend.kind == "ollama":  # fail fast (exit 1), before anything is created
+        from core.backends.ollama_backend import require_ready
+
+        require_ready(settings.backend)
     ws = store.create_workspace(args.workspace)
-    ctx = make_context(store, ws, settings)  # fails fast (exit 1) when Ollama is unreachable
+    ctx = make_context(store, ws, settings)
     if args.paths:
         rep = ingest_paths(store, ws, args.paths, settings)
         for r in rep.refusals:
@@ -151,11 +170,9 @@ def cmd_ask(args, settings: Settings, store: Store) -> int:
     if not args.backend:
         settings.backend.kind = "ollama" if res.ws.backend == "ollama" else "offline"
     if settings.backend.kind == "ollama":
-        from core.backends.ollama_backend import check
+        from core.backends.ollama_backend import require_ready
 
-        st = check(settings.backend)
-        if not st.reachable:
-            raise BackendError(st.message)
+        require_ready(settings.backend)
     r, a = ask(res, make_backend(settings, store), args.question, args.strategy)
     if args.json:
         d = r.to_dict()

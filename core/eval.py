@@ -31,7 +31,7 @@ def load_queries(path: Path, limit: int | None = None) -> list[Query]:
                 d = json.loads(line)
                 gold = {str(g) for g in d.get("gold_ids", [])}
                 out.append(Query(str(d.get("id", n)), d["question"], gold))
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:  # AttributeError: not an object
                 raise ValueError(f"{path}:{n}: not a query line ({exc})") from exc
             if limit and len(out) >= limit:
                 break

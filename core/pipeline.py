@@ -106,11 +106,9 @@ def make_context(store: Store, ws: Workspace, settings: Settings, embedder: Embe
     from core.backends.embedders import make_embedder
 
     if settings.backend.kind == "ollama":
-        from core.backends.ollama_backend import check
+        from core.backends.ollama_backend import require_ready
 
-        status = check(settings.backend)
-        if not status.reachable or settings.backend.chat_model in status.missing:
-            raise BackendError(status.message)
+        require_ready(settings.backend, need_embed=settings.embed.embedder == "ollama")
     emb = embedder or make_embedder(settings.embed, settings.backend)
     return BuildContext(
         store=store,
@@ -167,6 +165,10 @@ def run_build(ctx: BuildContext, run_id: int, only: list[str] | None = None) -> 
             return run is not None and run.status == "cancelling"
 
     ctx.should_stop = cancelled
+    if cancelled():  # stopped while still queued: honour it instead of overwriting it with "running"
+        _update_run(store, run_id, status="cancelled", finished_at=utcnow(), message="Stopped by the user")
+        yield Event(run_id, "", "cancelled", 0, 0, "Stopped by the user", {})
+        return
     _update_run(store, run_id, status="running", pid=os.getpid())
     stage_name = ""
     try:
@@ -271,9 +273,11 @@ def run_worker(store: Store, run_id: int) -> int:
         settings = Settings.model_validate(run.settings)
     try:
         ctx = make_context(store, ws, settings)
-    except BackendError as exc:
-        _update_run(store, run_id, status="failed", message=str(exc), error=str(exc), finished_at=utcnow())
-        print(str(exc), file=sys.stderr)
+    except Exception as exc:  # recorded on the run, so the app shows why the build never started
+        msg = str(exc) if isinstance(exc, BackendError) else f"{type(exc).__name__}: {exc}"
+        _update_run(store, run_id, status="failed", message=msg[:500], error=traceback.format_exc()[-4000:],
+                    finished_at=utcnow())
+        print(msg, file=sys.stderr)
         return 1
     try:
         for ev in run_build(ctx, run_id):

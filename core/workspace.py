@@ -112,7 +112,6 @@ def ensure_sample(store: Store, settings: Settings) -> tuple[Workspace, BuildRun
 
 def start_build(store: Store, ws: Workspace, settings: Settings, backend: str | None = None) -> BuildRun:
     """Start a background build of `ws` unless one is already running; checks Ollama first when asked for."""
-    from core.backends.base import BackendError
     from core.pipeline import active_run
 
     run = active_run(store, ws)
@@ -122,11 +121,9 @@ def start_build(store: Store, ws: Workspace, settings: Settings, backend: str | 
     if backend:
         s.backend.kind = backend  # type: ignore[assignment]
     if s.backend.kind == "ollama":
-        from core.backends.ollama_backend import check
+        from core.backends.ollama_backend import require_ready
 
-        st = check(s.backend)
-        if not st.reachable or s.backend.chat_model in st.missing:
-            raise BackendError(st.message)
+        require_ready(s.backend, need_embed=s.embed.embedder == "ollama")
     run = create_run(store, ws, s)
     launch_worker(s, run.id)
     return run

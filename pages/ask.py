@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import streamlit as st
 
 from core.backends.base import BackendError
@@ -11,6 +9,7 @@ from core.pipeline import make_backend
 from core.retrieval.base import SECTIONS, get_strategy, strategy_names
 from core.workspace import ask
 from ui import resources as R
+from ui.text import md_escape, md_label
 
 store, settings = R.store(), R.settings()
 ws = R.current_workspace()
@@ -20,13 +19,6 @@ if ws is None or ws.build_version == 0:
     st.stop()
 
 SECTION_HELP = {"local": "Detail", "bridge": "Connection", "global": "Overview"}
-_MD = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~])")
-
-
-def md_escape(text: str) -> str:
-    """Document text shown as Markdown: every markup character escaped."""
-    return _MD.sub(r"\\\1", text)
-
 
 names = strategy_names()
 with st.form("ask"):
@@ -65,21 +57,21 @@ if "last_answer" in st.session_state:
                 if not items:
                     st.caption("Nothing at this level for this strategy.")
                 for it in items[:12]:
-                    with st.expander(f"{it.title[:70]} · {it.kind} · {it.score:.2f}"):
+                    with st.expander(f"{md_label(it.title, 70)} · {it.kind} · {it.score:.2f}"):
                         st.markdown(md_escape(it.text[:1500]))
                         st.caption(f"node {it.id}" + (f" · level {it.level}" if it.level is not None else ""))
                 if len(items) > 12:
-                    st.caption(f"+ {len(items) - 12} more")
+                    st.caption(f"and {len(items) - 12} more")  # (a leading "+ " would render as a list)
     st.markdown("#### Sources")
     docs = store.documents_by_id(ws.id, [s.document_id for s in r.sources])
     chunk_nodes = store.nodes_by_id(ws.id, [s.chunk_ids[0] for s in r.sources if s.chunk_ids])
     for i, s in enumerate(r.sources, 1):
         d = docs.get(s.document_id)
-        with st.expander(f"[{i}] {s.title[:90]} · {s.score:.2f}"):
+        with st.expander(f"[{i}] {md_label(s.title, 90)} · {s.score:.2f}"):
             if s.chunk_ids and s.chunk_ids[0] in chunk_nodes:
                 st.markdown("**Best chunk**")
                 st.text(chunk_nodes[s.chunk_ids[0]].text[:3000])
             if d is not None:
-                st.caption(f"{d.filename}" + (f" · id {d.external_id}" if d.external_id else ""))
+                st.caption(md_escape(d.filename + (f" · id {d.external_id}" if d.external_id else "")))
     with st.expander("Path and trace"):
         st.json({"path": r.to_dict()["path"], "trace": r.trace}, expanded=False)

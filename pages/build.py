@@ -78,7 +78,8 @@ def live() -> None:
         a, b = st.columns(2)
         levels = sorted(per_level, key=int)
         fig = go.Figure(go.Bar(x=[f"level {lv}" for lv in levels], y=[per_level[lv] for lv in levels],
-                               marker_color="#2F6690", text=[per_level[lv] for lv in levels]))
+                               marker_color="#2F6690", text=[per_level[lv] for lv in levels],
+                               textposition="outside", textangle=0, cliponaxis=False))
         fig.update_layout(title="Leiden communities per level", height=280, margin=dict(l=10, r=10, t=40, b=10))
         a.plotly_chart(fig, width="stretch", key="per_level")
         fig2 = go.Figure(go.Scatter(x=[f"level {lv}" for lv in sorted(mod, key=int)],

@@ -41,11 +41,11 @@ st.markdown(legend, unsafe_allow_html=True)  # only our own kind names and count
 if note:
     st.caption(note)
 if focus:
-    st.info(f"Neighbourhood of the selected node. ", icon=":material/filter_center_focus:")
+    st.info("Neighbourhood of the selected node.", icon=":material/filter_center_focus:")
     if st.button("Back to the overview"):
         st.session_state.pop("graph_focus", None)
         st.rerun()
-st.iframe(html_doc, height=700)
+st.iframe(html_doc, height=720)  # the pyvis page is 680 px of canvas plus its margins and border
 
 st.subheader("Node details")
 labels = {f"{label} · {kind}": nid for nid, kind, label in shown}

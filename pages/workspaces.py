@@ -10,6 +10,7 @@ from core.pipeline import active_run
 from core.store import StoreError
 from core.workspace import delete_workspace, ingest_uploads, start_build
 from ui import resources as R
+from ui.text import md_escape
 
 store, settings = R.store(), R.settings()
 st.title("Workspaces & upload")
@@ -67,7 +68,7 @@ report = st.session_state.get("last_ingest")
 if report is not None:
     (st.success if report.added else st.info)(report.summary())
     for r in report.refusals:
-        st.warning(f"**{r.filename}** refused: {r.reason}", icon=":material/block:")
+        st.warning(f"**{md_escape(r.filename)}** refused: {md_escape(r.reason)}", icon=":material/block:")
     if report.added:
         st.page_link("pages/build.py", label="Watch the build", icon=":material/construction:")
 if st.session_state.get("build_error"):

@@ -129,6 +129,12 @@ def tiny_corpus(tmp_path) -> Path:
 
 
 @pytest.fixture
+def tiny_rows() -> list[dict]:
+    """The rows of `tiny_jsonl` (id, title, text), for tests that need to know which text has which id."""
+    return [dict(r) for r in TINY_ROWS]
+
+
+@pytest.fixture
 def tiny_jsonl(tmp_path) -> Path:
     """One JSONL file of four rows with external ids d1..d4."""
     p = tmp_path / "tiny.jsonl"

@@ -68,7 +68,9 @@ class LanguageBackend(Protocol):
     name: str  # "offline" or "ollama"
     model: str  # model name, or "heuristic" offline
 
-    def extract(self, text: str, entity_types: list[str]) -> Extraction: ...
+    def extract(self, text: str, entity_types: list[str], subject: str | None = None) -> Extraction:
+        """Entities, relationships and statements of `text`; `subject` names what the document is about."""
+        ...
 
     def report(self, title_hint: str, material: list[str]) -> Report: ...
 

@@ -477,6 +477,14 @@ def check(settings: BackendSettings, need_embed: bool = True) -> OllamaStatus:
     return OllamaStatus(reachable=True, host=host, models=models, missing=missing, message=message)
 
 
+def require_ready(settings: BackendSettings, need_embed: bool = False) -> OllamaStatus:
+    """`check`, raising BackendError with its message when the host is down or lacks a needed model."""
+    status = check(settings, need_embed=need_embed)
+    if not status.reachable or status.missing:
+        raise BackendError(status.message)
+    return status
+
+
 # -- embedder ---------------------------------------------------------------------------------------------------
 
 

@@ -13,8 +13,12 @@ import re
 from core.backends.base import ExtractedEntity, ExtractedRelationship, Extraction
 from core.extract.text import STOPWORDS, split_sentences
 
-_TOKEN = re.compile(r"[A-Za-z0-9\u00C0-\u024F][\w'\u2019\-\.&]*|[\"“”]")
-_CONNECTORS = {"of", "de", "du", "la", "le", "van", "von", "der", "den", "del", "da", "and", "&", "for", "on", "the"}
+# Punctuation that ends a name is kept as a token of its own, so "Ada Finnegan, Tomas Brandt" is two names.
+_BREAKS = frozenset(",;:!?()[]{}/\u2013\u2014")
+_TOKEN = re.compile(r"[A-Za-z0-9\u00C0-\u024F][\w'\u2019\-\.&]*|[\"“”]|[,;:!?()\[\]{}/\u2013\u2014]")
+# words that may sit inside one name ("University of Carrow", "Ludwig van Beethoven"); "and", "the" or "for"
+# would glue two names together ("Carrow Gold and Meren Red"), so they end a name instead
+_CONNECTORS = {"of", "de", "du", "la", "le", "van", "von", "der", "den", "del", "da", "di", "y"}
 _NOT_NAMES = {
     w.capitalize()
     for w in STOPWORDS
@@ -30,7 +34,7 @@ _TYPE_CUES: list[tuple[str, set[str]]] = [
         "ORGANIZATION",
         set(
             """university college institute school academy company corporation corp inc ltd llc plc labs lab
-            laboratories trust foundation agency authority council ministry department bank group association society
+            laboratory laboratories trust foundation agency authority council ministry department bank group association society
             committee commission party band orchestra club fc records studios press network board union league
             federation museum library hospital church railway airlines""".split()
         ),
@@ -65,7 +69,7 @@ def _spans(sentence: str) -> list[tuple[str, int, str]]:
             j = i + 1
             while j < len(toks) and toks[j] not in {'"', "“", "”"} and j - i <= 8:
                 j += 1
-            inner = toks[i + 1 : j]
+            inner = [t for t in toks[i + 1 : j] if t not in _BREAKS]
             if j < len(toks) and inner and inner[0][:1].isupper() and len(inner) <= 7:
                 spans.append((" ".join(inner).strip(" .,"), i, "WORK"))
                 i = j + 1
@@ -123,7 +127,7 @@ def _predicate(sentence: str, a: str, b: str) -> str:
         return "related to"
     between = sentence[ia + len(a) : ib].strip(" ,;:()'\"")
     n = len(between.split())
-    if 1 <= n <= 6 and not any(ch in between for ch in ".;"):
+    if 1 <= n <= 6 and not any(ch in between for ch in ".;") and any(ch.isalpha() for ch in between):
         return between.lower()
     return "related to"
 
@@ -167,11 +171,18 @@ def extract_offline(
     if subject and _spans(subject):
         subj_name = add_entity(subject.strip(), "", subject.strip())
     body = "\n".join(line for line in text.splitlines() if not _HEADING.match(line))
-    for sentence in split_sentences(body):
+    sentences = split_sentences(body)
+    spans = [_spans(s) for s in sentences]
+    # a lone capitalised word that opens a sentence ("Several", "Trains") is a name only if the text also
+    # capitalises it where capitals are not forced
+    inner = {name for sp in spans for name, pos, _ in sp if pos > 0}
+    for sentence, sp in zip(sentences, spans):
         if len(sentence.split()) >= 4:
             statements.append(sentence)
         names = []
-        for name, _, hint in _spans(sentence):
+        for name, pos, hint in sp:
+            if pos == 0 and " " not in name and name not in inner and not name.isupper():
+                continue
             kept = add_entity(name, hint, sentence)
             if kept and kept not in names:
                 names.append(kept)

@@ -47,13 +47,11 @@ def extract_stage(ctx) -> Iterator:
     counts = Counter()
 
     def run_one(row) -> Extraction:
-        cid, text, doc_id = row
+        _, text, doc_id = row
         doc = docs.get(doc_id)
-        subject = row_subject(doc)
-        if ctx.backend.name == "offline":
-            return ctx.backend.extract(text, types, subject=subject)  # type: ignore[call-arg]
-        prefix = f"Document title: {doc.title}\n\n" if doc is not None else ""
-        return ctx.backend.extract(prefix + text, types)
+        # a model reads the title as context; the heuristics only trust a corpus row's title as the subject
+        subject = row_subject(doc) if ctx.backend.name == "offline" else (doc.title if doc else None)
+        return ctx.backend.extract(text, types, subject=subject)
 
     batch = max(1, workers * 4)
     with ThreadPoolExecutor(max_workers=workers) as pool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import igraph as ig
 import numpy as np
@@ -86,8 +87,14 @@ class GraphView:
             return []
         if ia == ib:
             return [a]
+        if self._component[ia] != self._component[ib]:
+            return []  # unreachable (asking igraph would print a RuntimeWarning for every such pair)
         path = self.g.get_shortest_path(ia, ib, mode="all", output="vpath")
         return [self.eg.ids[v] for v in path]
+
+    @cached_property
+    def _component(self) -> list[int]:
+        return self.g.connected_components(mode="weak").membership
 
     def relationships_between(self, a: str, b: str) -> list[str]:
         ia, ib = self.eg.index.get(a), self.eg.index.get(b)

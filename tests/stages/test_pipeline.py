@@ -320,3 +320,75 @@ def test_bad_workspace_names_are_refused(tmp_path, bad):
     with pytest.raises(StoreError):
         store.create_workspace(bad)
     assert store.workspaces() == []
+
+
+def test_active_run_ignores_finished_and_silent_runs(tmp_path, make_settings):
+    from datetime import timedelta
+
+    from core.models import utcnow
+    from core.pipeline import active_run, run_worker
+
+    settings = make_settings(tmp_path / "h")
+    store = Store(settings.storage.db_path)
+    ws = store.create_workspace("w")
+    assert active_run(store, ws) is None
+    run = create_run(store, ws, settings)
+    assert active_run(store, ws).id == run.id
+
+    def set_run(**fields):
+        with store.session() as s:
+            row = s.get(BuildRun, run.id)
+            for k, v in fields.items():
+                setattr(row, k, v)
+            s.add(row)
+            s.commit()
+
+    set_run(status="running", heartbeat=utcnow())
+    assert active_run(store, ws).id == run.id
+    set_run(heartbeat=utcnow() - timedelta(minutes=5))
+    assert active_run(store, ws) is None, "a worker that stopped sending heartbeats is not active"
+    assert active_run(store, ws, stale_after_s=600).id == run.id
+    set_run(status="done", heartbeat=utcnow())
+    assert active_run(store, ws) is None
+    assert run_worker(store, 9999) == 2
+
+
+def test_cancel_requested_while_queued_is_honoured(tmp_path, tiny_corpus, make_settings, embedder):
+    settings = make_settings(tmp_path / "h")
+    store = Store(settings.storage.db_path)
+    ws = store.create_workspace("w")
+    ingest_paths(store, ws, [tiny_corpus], settings)
+    run = create_run(store, ws, settings)
+    request_cancel(store, run.id)  # the worker has not started yet
+    events = list(run_build(make_context(store, ws, settings, embedder=embedder), run.id))
+    assert [e.status for e in events] == ["cancelled"]
+    with store.session() as s:
+        assert s.get(BuildRun, run.id).status == "cancelled"
+    assert store.counts(ws.id).get("chunk", 0) == 0
+    assert {r.status for r in store.stage_runs(run.id)} == {"pending"}
+
+
+def test_background_worker_builds_and_records_progress(tmp_path, tiny_corpus, make_settings):
+    from core.pipeline import active_run, launch_worker
+
+    settings = make_settings(tmp_path / "h")
+    store = Store(settings.storage.db_path)
+    ws = store.create_workspace("w")
+    ingest_paths(store, ws, [tiny_corpus], settings)
+    run = create_run(store, ws, settings)
+    proc = launch_worker(settings, run.id)
+    try:
+        log = settings.storage.home / "logs" / f"run-{run.id}.log"
+        assert proc.wait(timeout=240) == 0, log.read_text()[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    with store.session() as s:
+        row = s.get(BuildRun, run.id)
+    assert row.status == "done" and row.pid == proc.pid and row.heartbeat is not None
+    assert all(r.status == "done" for r in store.stage_runs(run.id))
+    assert store.require_workspace("w").build_version == 1
+    assert active_run(store, ws) is None
+    text = log.read_text()
+    assert "[extract] done" in text and "[build] done" in text
+    assert store.counts(ws.id)["community"] > 0

@@ -1,0 +1,1 @@
+"""Benchmarks: build time and memory per stage, retrieval recall and latency. Never part of `make test`."""

@@ -1,0 +1,22 @@
+"""`make bench`: every benchmark of this issue, then docs/BENCHMARKS.md."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from bench.build import ROOT
+
+EVAL = ROOT.parent / "shared" / "eval"
+STEPS = [
+    ["bench.build", "--name", "sample", str(ROOT / "data" / "sample")],
+    ["bench.build", "--name", "hotpotqa", str(EVAL / "hotpotqa" / "corpus.jsonl")],
+    ["bench.retrieval", "--set", "hotpotqa"],
+    ["bench.retrieval", "--set", "2wikimultihopqa"],
+    ["bench.report"],
+]
+
+if __name__ == "__main__":
+    for step in STEPS:
+        print("==>", " ".join(step), flush=True)
+        subprocess.run([sys.executable, "-m", *step], cwd=ROOT, check=True)
