@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -154,8 +155,38 @@ def request_cancel(store: Store, run_id: int) -> None:
             s.commit()
 
 
+class _Heartbeat:
+    """Writes the run's heartbeat every few seconds from a thread, so a long unit (loading a model, one slow
+    model call) never looks like a dead worker to the app."""
+
+    def __init__(self, store: Store, run_id: int, every_s: float = 5.0):
+        self.store, self.run_id, self.every_s = store, run_id, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True, name=f"heartbeat-{run_id}")
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                _update_run(self.store, self.run_id, heartbeat=utcnow())
+            except Exception:  # noqa: BLE001 - a missed beat is retried at the next tick
+                pass
+
+    def __enter__(self) -> "_Heartbeat":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.every_s + 1)
+
+
 def run_build(ctx: BuildContext, run_id: int, only: list[str] | None = None) -> Iterator[Event]:
     """Run every stage (or `only` these) of run `run_id`, recording progress; yields an Event per update."""
+    with _Heartbeat(ctx.store, run_id):
+        yield from _run_stages(ctx, run_id, only)
+
+
+def _run_stages(ctx: BuildContext, run_id: int, only: list[str] | None) -> Iterator[Event]:
     store = ctx.store
     last_write = 0.0
 
@@ -169,7 +200,7 @@ def run_build(ctx: BuildContext, run_id: int, only: list[str] | None = None) -> 
         _update_run(store, run_id, status="cancelled", finished_at=utcnow(), message="Stopped by the user")
         yield Event(run_id, "", "cancelled", 0, 0, "Stopped by the user", {})
         return
-    _update_run(store, run_id, status="running", pid=os.getpid())
+    _update_run(store, run_id, status="running", pid=os.getpid(), heartbeat=utcnow())
     stage_name = ""
     try:
         for name, label, fn in stages():

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.graph.display import KIND_COLORS, display_graph, to_pyvis_html
+from core.graph.display import KIND_COLORS, describe_node, display_graph, search_nodes, to_pyvis_html
 from ui import resources as R
+from ui.text import md_escape, md_label
 
 store = R.store()
 ws = R.current_workspace()
@@ -35,7 +36,7 @@ legend = " ".join(
     f"<span style='display:inline-block;margin-right:14px'><span style='display:inline-block;width:11px;"
     f"height:11px;border-radius:50%;background:{color};margin-right:5px'></span>{kind} "
     f"({available.get(kind, 0):,})</span>"
-    for kind, color in KIND_COLORS.items() if available.get(kind)
+    for kind, color in KIND_COLORS.items() if kind in kinds and available.get(kind)
 )
 st.markdown(legend, unsafe_allow_html=True)  # only our own kind names and counts
 if note:
@@ -47,18 +48,25 @@ if focus:
         st.rerun()
 st.iframe(html_doc, height=720)  # the pyvis page is 680 px of canvas plus its margins and border
 
-st.subheader("Node details")
-labels = {f"{label} · {kind}": nid for nid, kind, label in shown}
-pick = st.selectbox("Pick a drawn node", ["—"] + sorted(labels), index=0)
-if pick != "—":
-    nid = labels[pick]
-    nodes = store.nodes_by_id(ws.id, [nid])
-    if nid in nodes:
-        n = nodes[nid]
-        st.markdown(f"**{n.kind}** · {n.type or ''} · layer {n.layer} · weight {n.weight:g}")
-        st.text(n.text[:3000])
-        if n.data.get("aliases"):
-            st.caption("Merged surface forms: " + ", ".join(sorted(n.data["aliases"])))
-    if st.button("Show its neighbourhood", icon=":material/hub:"):
-        st.session_state["graph_focus"] = nid
-        st.rerun()
+st.subheader("Find a node")
+a, b = st.columns(2)
+query = a.text_input("Search entities and communities by name", placeholder="e.g. Okafor")
+matches = search_nodes(store, ws.id, query) if query else []
+options = {f"{md_label(title, 70)} · {kind}": nid for nid, kind, title in matches}
+drawn = {f"{md_label(label, 70)} · {kind}": nid for nid, kind, label in shown}
+pick = b.selectbox("…or pick a drawn node", ["—"] + sorted(drawn))
+nid = options[a.selectbox("Matches", list(options))] if options else (drawn.get(pick) if pick != "—" else None)
+if query and not options:
+    a.caption("No entity or community with that name.")
+
+if nid:
+    det = describe_node(store, ws.id, nid)
+    if det is not None:
+        st.markdown(f"#### {md_label(det.title, 120)}")
+        st.caption(md_escape(" · ".join(det.facts)))
+        st.text(det.text[:3000])
+        for kind, items in det.neighbours.items():
+            st.markdown(f"**{kind}** ({len(items)}): " + ", ".join(md_label(t, 50) for _, t in items))
+        if st.button("Draw its neighbourhood", icon=":material/hub:"):
+            st.session_state["graph_focus"] = nid
+            st.rerun()

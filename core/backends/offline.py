@@ -77,9 +77,10 @@ class OfflineBackend:
             if score <= 0 or len(picked) >= 3:
                 break
             s, cite, _ = candidates[i]
-            if s in used:
+            key = " ".join(s.lower().split())
+            if any(key in u or u in key for u in used):  # the same sentence seen through another item
                 continue
-            used.add(s)
+            used.add(key)
             picked.append(f"{s} {cite}".strip())
         if not picked:
             return "The retrieved context does not contain an answer to this question."

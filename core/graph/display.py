@@ -11,6 +11,7 @@ import html
 import re
 from dataclasses import dataclass, field
 
+from sqlalchemy import func
 from sqlmodel import select
 
 from core.extract.text import truncate
@@ -67,8 +68,30 @@ def _tooltip(kind: str, title: str, text: str, extra: str = "") -> str:
 
 
 def _available(store, ws_id: int) -> dict[str, int]:
+    """Drawable nodes per kind (WCC components are bookkeeping, not drawn)."""
     c = store.counts(ws_id)
+    with store.session() as s:
+        c["community"] = s.exec(select(func.count()).select_from(Community).where(
+            Community.workspace_id == ws_id, Community.method != "wcc")).one()
     return {k: c.get(k, 0) for k in KIND_COLORS if c.get(k, 0)}
+
+
+def search_nodes(store, ws_id: int, text: str, limit: int = 25) -> list[tuple[str, str, str]]:
+    """(id, kind, title) of entities and communities whose name contains `text`, most important first."""
+    text = text.strip()
+    if not text:
+        return []
+    like = f"%{text}%"
+    with store.session() as s:
+        rows = [(i, k, t) for i, k, t in s.exec(
+            select(Node.id, Node.kind, Node.title).where(Node.workspace_id == ws_id, Node.kind == "entity",
+                                                         Node.title.like(like))  # type: ignore[attr-defined]
+            .order_by(Node.weight.desc()).limit(limit))]  # type: ignore[union-attr]
+        rows += [(i, "community", t) for i, t in s.exec(
+            select(Community.id, Community.title).where(Community.workspace_id == ws_id, Community.method != "wcc",
+                                                        Community.title.like(like))  # type: ignore[attr-defined]
+            .order_by(Community.level).limit(limit))]
+    return rows[:limit]
 
 
 def display_graph(store, ws_id: int, kinds: list[str], limit: int, focus: str | None = None,
@@ -88,11 +111,12 @@ def display_graph(store, ws_id: int, kinds: list[str], limit: int, focus: str | 
         n.role = highlight.get(n.id, "")
     dg.nodes = nodes
     ids = {n.id for n in nodes}
-    dg.edges = _edges_between(store, ws_id, ids, collapse_relationships="relationship" not in wanted)
+    dg.edges = _edges_between(store, ws_id, ids, collapse_relationships="relationship" not in wanted,
+                              collapse_chunks="chunk" not in wanted)
     total = sum(dg.available.get(k, 0) for k in wanted)
     if total > len(nodes):
         dg.note = (f"Showing {len(nodes):,} of {total:,} nodes of the selected kinds (cap {limit:,}); "
-                   "the most connected come first. Search a node to see its neighbourhood.")
+                   "the most connected come first. Search a node below to draw its neighbourhood.")
     return dg
 
 
@@ -149,7 +173,10 @@ def _materialize(store, ws_id: int, ids: list[str]) -> list[DisplayNode]:
     return [out[i] for i in ids if i in out]
 
 
-def _edges_between(store, ws_id: int, ids: set[str], collapse_relationships: bool) -> list[DisplayEdge]:
+def _edges_between(store, ws_id: int, ids: set[str], collapse_relationships: bool,
+                   collapse_chunks: bool) -> list[DisplayEdge]:
+    """Stored edges among `ids`, plus, for kinds left out, the links they carry: entity—entity for hidden
+    relationship nodes, document→entity for hidden chunks."""
     out: list[DisplayEdge] = []
     lst = list(ids)
     with store.session() as s:
@@ -176,6 +203,15 @@ def _edges_between(store, ws_id: int, ids: set[str], collapse_relationships: boo
             for r in full:
                 a, b = ends[r]
                 out.append(DisplayEdge(a, b, "relationship", preds.get(r, "")))
+        if collapse_chunks:
+            pairs: set[tuple[str, str]] = set()
+            for i in range(0, len(lst), 400):
+                for doc, ent in s.exec(select(Node.document_id, Edge.dst).join(Node, Node.id == Edge.src).where(
+                        Edge.workspace_id == ws_id, Edge.kind == "mentions", Node.kind == "chunk",
+                        Edge.dst.in_(lst[i : i + 400]))):  # type: ignore[attr-defined]
+                    if doc in ids:
+                        pairs.add((doc, ent))
+            out += [DisplayEdge(d, e, "mentions") for d, e in sorted(pairs)]
     return out
 
 
@@ -229,3 +265,52 @@ def _options(physics: bool) -> str:
         "edges": {"smooth": False},
     })
 
+
+
+@dataclass
+class NodeDetails:
+    id: str
+    kind: str
+    title: str
+    text: str
+    facts: list[str]  # short "key: value" lines
+    neighbours: dict[str, list[tuple[str, str]]]  # edge kind -> (id, title)
+
+
+def describe_node(store, ws_id: int, node_id: str, per_kind: int = 15) -> NodeDetails | None:
+    """Everything the details panel shows about one node of any kind."""
+    with store.session() as s:
+        n = s.get(Node, node_id)
+        c = s.get(Community, node_id) if n is None else None
+        d = s.get(Document, node_id) if n is None and c is None else None
+        if n is not None:
+            facts = [f"kind: {n.kind}", f"type: {n.type}" if n.type else "", f"layer: {n.layer}",
+                     f"weight: {n.weight:g}"]
+            if n.data.get("aliases"):
+                facts.append("merged surface forms: " + ", ".join(sorted(n.data["aliases"])))
+            det = NodeDetails(n.id, n.kind, n.title, n.text, [f for f in facts if f], {})
+        elif c is not None:
+            det = NodeDetails(c.id, "community", c.title, c.summary,
+                              [f"method: {c.method}", f"level: {c.level}", f"members: {c.size}"]
+                              + [f"finding: {f.get('summary', '')}" for f in (c.report or {}).get("findings", [])[:5]],
+                              {})
+        elif d is not None:
+            det = NodeDetails(d.id, "document", d.title, d.text[:3000],
+                              [f"file: {d.filename}", f"external id: {d.external_id}" if d.external_id else "",
+                               f"characters: {d.n_chars:,}"], {})
+            det.facts = [f for f in det.facts if f]
+        else:
+            return None
+        edges = s.exec(select(Edge.src, Edge.dst, Edge.kind).where(Edge.workspace_id == ws_id, Edge.src == node_id)
+                       .limit(500)).all()
+        edges += s.exec(select(Edge.src, Edge.dst, Edge.kind).where(Edge.workspace_id == ws_id, Edge.dst == node_id)
+                        .limit(500)).all()
+    groups: dict[str, list[str]] = {}
+    for src, dst, kind in edges:
+        other = dst if src == node_id else src
+        label = kind if src == node_id else f"{kind} (in)"
+        if len(groups.setdefault(label, [])) < per_kind:
+            groups[label].append(other)
+    names = {n.id: n.label for n in _materialize(store, ws_id, [i for lst in groups.values() for i in lst])}
+    det.neighbours = {k: [(i, names.get(i, i)) for i in v] for k, v in groups.items()}
+    return det
