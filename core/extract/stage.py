@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+from sqlalchemy import insert
 from sqlmodel import select
 
 from core.backends.base import Extraction
@@ -77,8 +78,17 @@ def row_subject(doc: Document | None) -> str | None:
 
 
 def write_extraction(store, ws_id: int, chunk_id: str, doc_id: str | None, ex: Extraction) -> Counter:
-    """Write one chunk's extraction and its checkpoint in one transaction."""
+    """Write one chunk's extraction and its checkpoint in one transaction.
+
+    New rows go in through bulk inserts (the ORM's per-object cost dominated large builds); entities and
+    relationships already in the graph are updated in place."""
     counts: Counter = Counter()
+    new_nodes: list[dict] = []
+    edges: list[dict] = []
+
+    def edge(src: str, dst: str, kind: str) -> None:
+        edges.append({"workspace_id": ws_id, "src": src, "dst": dst, "kind": kind, "weight": 1.0, "data": {}})
+
     with store.session() as s:
         # entities: one node per normalized name
         by_name: dict[str, str] = {}
@@ -94,24 +104,27 @@ def write_extraction(store, ws_id: int, chunk_id: str, doc_id: str | None, ex: E
             n.id: n for n in s.exec(select(Node).where(Node.id.in_(list(wanted))))  # type: ignore[union-attr]
         } if wanted else {}
         for eid, (key, e) in wanted.items():
+            name, desc = e.name.strip(), (e.description or "").strip()
             node = existing.get(eid)
             if node is None:
-                node = Node(id=eid, workspace_id=ws_id, kind="entity", key=key, title=e.name.strip(), text="",
-                            type=e.type, layer=0, weight=0.0, data={"aliases": {}, "types": {}, "descriptions": []})
+                new_nodes.append(_node_row(ws_id, eid, "entity", key=key, title=name, type=e.type, weight=1.0,
+                                           data={"aliases": {name: 1}, "types": {e.type: 1},
+                                                 "descriptions": [desc] if desc else []}))
                 counts["entities_new"] += 1
-            data = dict(node.data or {})
-            aliases = dict(data.get("aliases", {}))
-            aliases[e.name.strip()] = aliases.get(e.name.strip(), 0) + 1
-            types = dict(data.get("types", {}))
-            types[e.type] = types.get(e.type, 0) + 1
-            descs = list(data.get("descriptions", []))
-            if e.description and e.description not in descs and sum(map(len, descs)) < _DESC_CAP:
-                descs.append(e.description.strip())
-            data.update(aliases=aliases, types=types, descriptions=descs)
-            node.data = data
-            node.weight = (node.weight or 0.0) + 1.0
-            s.add(node)
-            s.add(Edge(workspace_id=ws_id, src=chunk_id, dst=eid, kind="mentions"))
+            else:
+                data = dict(node.data or {})
+                aliases = dict(data.get("aliases", {}))
+                aliases[name] = aliases.get(name, 0) + 1
+                types = dict(data.get("types", {}))
+                types[e.type] = types.get(e.type, 0) + 1
+                descs = list(data.get("descriptions", []))
+                if desc and desc not in descs and sum(map(len, descs)) < _DESC_CAP:
+                    descs.append(desc)
+                data.update(aliases=aliases, types=types, descriptions=descs)
+                node.data = data
+                node.weight = (node.weight or 0.0) + 1.0
+                s.add(node)
+            edge(chunk_id, eid, "mentions")
             counts["mentions"] += 1
         # relationships: nodalized, keyed by (subject, object)
         rel_ids: dict[str, tuple] = {}
@@ -128,16 +141,16 @@ def write_extraction(store, ws_id: int, chunk_id: str, doc_id: str | None, ex: E
         existing_r = {
             n.id: n for n in s.exec(select(Node).where(Node.id.in_(list(rel_ids))))  # type: ignore[union-attr]
         } if rel_ids else {}
+        titles = {by_name[e.name.lower()]: e.name for e in reversed(ex.entities) if e.name.lower() in by_name}
         for rid, (a, b, pred, w, desc) in rel_ids.items():
             node = existing_r.get(rid)
             if node is None:
-                src_t = next((e.name for e in ex.entities if by_name.get(e.name.lower()) == a), a)
-                dst_t = next((e.name for e in ex.entities if by_name.get(e.name.lower()) == b), b)
-                node = Node(id=rid, workspace_id=ws_id, kind="relationship", key=f"{a}|{b}",
-                            title=f"{src_t} — {pred} — {dst_t}"[:300], text=desc, type=pred, weight=0.0,
-                            data={"source": a, "target": b, "predicates": [pred]})
-                s.add(Edge(workspace_id=ws_id, src=rid, dst=a, kind="subject"))
-                s.add(Edge(workspace_id=ws_id, src=rid, dst=b, kind="object"))
+                new_nodes.append(_node_row(ws_id, rid, "relationship", key=f"{a}|{b}",
+                                           title=f"{titles.get(a, a)} — {pred} — {titles.get(b, b)}"[:300],
+                                           text=desc, type=pred, weight=w,
+                                           data={"source": a, "target": b, "predicates": [pred]}))
+                edge(rid, a, "subject")
+                edge(rid, b, "object")
                 counts["relationships_new"] += 1
             else:
                 data = dict(node.data or {})
@@ -148,19 +161,31 @@ def write_extraction(store, ws_id: int, chunk_id: str, doc_id: str | None, ex: E
                 node.data = data
                 if desc and desc not in node.text and len(node.text) < _DESC_CAP:
                     node.text = (node.text + " " + desc).strip()
-            node.weight = (node.weight or 0.0) + w
-            s.add(node)
-            s.add(Edge(workspace_id=ws_id, src=rid, dst=chunk_id, kind="derived_from"))
+                node.weight = (node.weight or 0.0) + w
+                s.add(node)
+            edge(rid, chunk_id, "derived_from")
         # statements: propositions of this chunk, mentioning the chunk's entities they name
         for k, text in enumerate(dict.fromkeys(t.strip() for t in ex.statements if t.strip())):
             sid = content_id(str(ws_id), "statement", chunk_id, str(k))
-            s.add(Node(id=sid, workspace_id=ws_id, kind="statement", title=text[:80], text=text,
-                       document_id=doc_id, ord=k))
-            s.add(Edge(workspace_id=ws_id, src=sid, dst=chunk_id, kind="derived_from"))
+            new_nodes.append(_node_row(ws_id, sid, "statement", title=text[:80], text=text, document_id=doc_id,
+                                       ord=k))
+            edge(sid, chunk_id, "derived_from")
             low = text.lower()
-            for eid in {eid for name, eid in by_name.items() if name in low}:
-                s.add(Edge(workspace_id=ws_id, src=sid, dst=eid, kind="mentions"))
+            for eid in sorted({eid for name, eid in by_name.items() if name in low}):
+                edge(sid, eid, "mentions")
             counts["statements"] += 1
+        conn = s.connection()
+        if new_nodes:
+            conn.execute(insert(Node.__table__), new_nodes)  # type: ignore[attr-defined]
+        if edges:
+            conn.execute(insert(Edge.__table__), edges)  # type: ignore[attr-defined]
         s.add(Checkpoint(workspace_id=ws_id, stage=STAGE, unit=chunk_id))
         s.commit()
     return counts
+
+
+def _node_row(ws_id: int, nid: str, kind: str, **fields) -> dict:
+    row = {"id": nid, "workspace_id": ws_id, "kind": kind, "key": "", "title": "", "text": "", "type": "",
+           "layer": 0, "weight": 1.0, "document_id": None, "ord": None, "data": {}}
+    row.update(fields)
+    return row
