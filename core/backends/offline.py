@@ -32,7 +32,9 @@ class OfflineBackend:
         sentences: list[str] = []
         seen: set[str] = set()
         for m in material:
-            for s in split_sentences(m):
+            # material lines are "Name (TYPE): description" or "A — predicate — B: description"
+            head, sep, body = m.partition(": ")
+            for s in split_sentences(body if sep and len(head) <= 150 and "." not in head else m):
                 if s not in seen and len(s.split()) >= 4:
                     seen.add(s)
                     sentences.append(s)

@@ -7,6 +7,7 @@ relationships inside it (strongest first), capped so a prompt stays within the m
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,7 +21,7 @@ MAX_ENTITIES = 30
 MAX_RELATIONSHIPS = 40
 
 
-def report_material(members: list[Node], rels: list[Node]) -> tuple[str, list[str]]:
+def report_material(members: list, rels: list) -> tuple[str, list[str]]:
     """(title hint, material lines) for a community with these member entities and inner relationships."""
     members = sorted(members, key=lambda n: (-n.weight, n.title))
     rels = sorted(rels, key=lambda n: (-n.weight, n.title))
@@ -28,6 +29,40 @@ def report_material(members: list[Node], rels: list[Node]) -> tuple[str, list[st
     lines = [f"{n.title} ({n.type}): {truncate(n.text, 400)}" for n in members[:MAX_ENTITIES]]
     lines += [f"{r.title}: {truncate(r.text, 300)}" for r in rels[:MAX_RELATIONSHIPS]]
     return hint, lines
+
+
+@dataclass
+class Element:
+    title: str
+    type: str
+    text: str
+    weight: float
+
+
+class CommunityElements:
+    """Members and inner relationships of every community, loaded once for the whole reports stage."""
+
+    def __init__(self, store, ws_id: int):
+        with store.session() as s:
+            self.members: dict[str, list[str]] = defaultdict(list)
+            for src, dst in s.exec(select(Edge.src, Edge.dst).where(Edge.workspace_id == ws_id,
+                                                                    Edge.kind == "in_community")):
+                self.members[dst].append(src)
+            self.nodes = {i: Element(t, ty, x, w) for i, t, ty, x, w in s.exec(
+                select(Node.id, Node.title, Node.type, Node.text, Node.weight).where(
+                    Node.workspace_id == ws_id, Node.kind.in_(("entity", "relationship"))))}  # type: ignore[attr-defined]
+            self.ends: dict[str, set[str]] = defaultdict(set)
+            self.rels_of: dict[str, list[str]] = defaultdict(list)
+            for src, dst in s.exec(select(Edge.src, Edge.dst).where(
+                    Edge.workspace_id == ws_id, Edge.kind.in_(("subject", "object")))):  # type: ignore[attr-defined]
+                self.ends[src].add(dst)
+                self.rels_of[dst].append(src)
+
+    def of(self, cid: str) -> tuple[list[Element], list[Element]]:
+        member_ids = set(self.members.get(cid, []))
+        members = [self.nodes[m] for m in member_ids if m in self.nodes]
+        inner = {r for m in member_ids for r in self.rels_of.get(m, []) if self.ends[r] <= member_ids}
+        return members, [self.nodes[r] for r in inner if r in self.nodes]
 
 
 def reports_stage(ctx) -> Iterator:
@@ -38,12 +73,15 @@ def reports_stage(ctx) -> Iterator:
         todo = list(s.exec(select(Community.id).where(Community.workspace_id == ws.id, Community.summary == "")
                            .order_by(Community.method, Community.level, Community.id)))
     total = len(todo)
+    if total == 0:
+        yield Progress(0, 0, "all reports present", {})
+        return
+    elements = CommunityElements(store, ws.id)
     workers = ctx.settings.backend.concurrency if ctx.backend.name == "ollama" else 1
-    batch = max(8, workers * 4)
+    batch = max(32, workers * 4)
 
     def build(cid: str) -> tuple[str, Report]:
-        members, rels = community_elements(store, ws.id, cid)
-        hint, material = report_material(members, rels)
+        hint, material = report_material(*elements.of(cid))
         return cid, ctx.backend.report(hint, material)
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -61,27 +99,4 @@ def reports_stage(ctx) -> Iterator:
             yield Progress(off + len(part), total, f"{off + len(part)}/{total} reports", {"reports": off + len(part)})
             if ctx.should_stop():
                 return
-    if total == 0:
-        yield Progress(0, 0, "all reports present", {})
 
-
-def community_elements(store, ws_id: int, cid: str) -> tuple[list[Node], list[Node]]:
-    """A community's member entities and the relationships between two of its members."""
-    with store.session() as s:
-        member_ids = set(s.exec(select(Edge.src).where(Edge.workspace_id == ws_id, Edge.kind == "in_community",
-                                                       Edge.dst == cid)))
-        members = []
-        ids = list(member_ids)
-        for i in range(0, len(ids), 500):
-            members += list(s.exec(select(Node).where(Node.id.in_(ids[i : i + 500]))))  # type: ignore[union-attr]
-        ends: dict[str, set[str]] = defaultdict(set)
-        for i in range(0, len(ids), 500):
-            for src, dst in s.exec(select(Edge.src, Edge.dst).where(
-                    Edge.workspace_id == ws_id, Edge.kind.in_(("subject", "object")),  # type: ignore[attr-defined]
-                    Edge.dst.in_(ids[i : i + 500]))):  # type: ignore[attr-defined]
-                ends[src].add(dst)
-        inner = [r for r, e in ends.items() if len(e) == 2]
-        rels = []
-        for i in range(0, len(inner), 500):
-            rels += list(s.exec(select(Node).where(Node.id.in_(inner[i : i + 500]))))  # type: ignore[union-attr]
-    return members, rels
