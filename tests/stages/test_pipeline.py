@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from core.models import BuildRun, Checkpoint, Community, Document, Edge, Node, StageRun, Workspace
+from core.models import BuildRun, Checkpoint, Community, Edge, Node, Workspace
 from core.pipeline import create_run, make_context, open_index, request_cancel, run_build, stage_names
 from core.store import Store
 from core.workspace import ingest_paths

@@ -11,6 +11,7 @@ import pytest
 from core.backends import embedders as emb_mod
 from core.backends.base import Embedder
 from core.backends.embedders import MiniLMEmbedder, make_embedder, native_bf16
+from core.backends.minilm_runtime import MAX_TOKENS
 from core.config import BackendSettings, EmbedSettings
 
 LONG_2000 = " ".join(
@@ -47,7 +48,7 @@ def test_the_long_text_is_truncated():
     assert len(LONG_2000.split()) >= 2000
     from core.ingest import count_tokens
 
-    assert count_tokens(LONG_2000) > 8 * emb_mod.MAX_TOKENS
+    assert count_tokens(LONG_2000) > 8 * MAX_TOKENS
 
 
 @pytest.fixture(scope="module")

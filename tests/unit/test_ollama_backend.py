@@ -20,9 +20,8 @@ from core.backends.ollama_backend import (
     OllamaEmbedder,
     check,
     embedder_name,
-    parse_reply,
-    repair_json,
 )
+from core.backends.replies import parse_reply, repair_json
 from core.config import BackendSettings
 from core.extract.prompts import answer_prompt, extraction_prompt, report_prompt
 from core.models import LLMCall
