@@ -29,7 +29,7 @@ def main() -> None:
     home = ROOT / "bench" / "out" / args.set
     env = dict(os.environ, STRATA_HOME=str(home), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     if not (home / "strata.db").exists():
-        build = run_build(args.set, [str(EVAL / args.set / "corpus.jsonl")], home)
+        build = run_build(args.set, [f"../shared/eval/{args.set}/corpus.jsonl"], home)
         (ROOT / "bench" / "results" / f"build-{args.set}.json").write_text(json.dumps(build, indent=2))
     cmd = [sys.executable, "-m", "core", "eval", "--workspace", args.set, "--queries",
            str(EVAL / args.set / "queries.jsonl"), "--k", "2,5,10", "--json"]

@@ -12,6 +12,7 @@ STEPS = [  # paths relative to the checkout, as the commands recorded in docs/BE
     ["bench.build", "--name", "hotpotqa", "../shared/eval/hotpotqa/corpus.jsonl"],
     ["bench.retrieval", "--set", "hotpotqa"],
     ["bench.retrieval", "--set", "2wikimultihopqa"],
+    ["bench.retrieval", "--set", "multihoprag_small"],
     ["bench.report"],
 ]
 

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from sqlmodel import select
 
+from core.models import Document
 from core.retrieval.base import Resources, get_strategy
 
 
@@ -40,16 +42,28 @@ def load_queries(path: Path, limit: int | None = None) -> list[Query]:
     return out
 
 
-def recall_at(ranked: list[str], gold: set[str], k: int) -> float:
+def recall_at(ranked: list, gold: set[str], k: int) -> float:
+    """Share of `gold` found in the top k; an entry of `ranked` is an id or the set of ids one document has."""
     if not gold:
         return 0.0
-    return len(set(ranked[:k]) & gold) / len(gold)
+    found: set[str] = set()
+    for r in ranked[:k]:
+        found |= r if isinstance(r, set) else {r}
+    return len(found & gold) / len(gold)
+
+
+def document_ids(store, ws_id: int) -> dict[str, set[str]]:
+    """Every id a stored document answers to: its external id and those of identical passages merged into it."""
+    with store.session() as s:
+        rows = s.exec(select(Document.id, Document.external_id, Document.meta).where(Document.workspace_id == ws_id))
+        return {d: ({x} if x is not None else {d}) | set((m or {}).get("external_ids", [])) for d, x, m in rows}
 
 
 def evaluate(res: Resources, queries: list[Query], strategies: list[str], ks: list[int],
              on_progress: Callable[[str, int, int], None] | None = None) -> dict[str, dict]:
     """{strategy: {"recall@k": mean, ..., "latency_ms_p50", "latency_ms_p95", "queries": n}}."""
     out: dict[str, dict] = {}
+    ids_of = document_ids(res.store, res.ws.id)
     for name in strategies:
         strat = get_strategy(name)
         recalls = {k: [] for k in ks}
@@ -58,7 +72,7 @@ def evaluate(res: Resources, queries: list[Query], strategies: list[str], ks: li
             t0 = time.perf_counter()
             r = strat.retrieve(res, q.question)
             lat.append((time.perf_counter() - t0) * 1000)
-            ranked = [s.external_id if s.external_id is not None else s.document_id for s in r.sources]
+            ranked = [ids_of.get(s.document_id, {s.document_id}) for s in r.sources]
             for k in ks:
                 recalls[k].append(recall_at(ranked, q.gold, k))
             if on_progress:

@@ -28,13 +28,16 @@ def add_documents(store: Store, ws: Workspace, docs) -> AddResult:
     """Store each LoadedDoc whose text is new to the workspace; documents already present are reported."""
     out = AddResult()
     with store.session() as s:
-        seen = set(s.exec(select(Document.content_hash).where(Document.workspace_id == ws.id)))
+        seen = dict(s.exec(select(Document.content_hash, Document.id).where(Document.workspace_id == ws.id)).all())
+        pending: dict[str, Document] = {}
         for d in docs:
             h = text_hash(d.text)
             if h in seen:
                 out.duplicates.append(d.title)
+                doc = pending.get(h) or s.get(Document, seen[h])
+                _alias(doc, d.external_id)
+                s.add(doc)
                 continue
-            seen.add(h)
             doc = Document(
                 id=content_id(str(ws.id), h),
                 workspace_id=ws.id,
@@ -48,6 +51,17 @@ def add_documents(store: Store, ws: Workspace, docs) -> AddResult:
                 meta=dict(d.meta or {}),
             )
             s.add(doc)
+            seen[h] = doc.id
+            pending[h] = doc
             out.added.append(doc)
         s.commit()
     return out
+
+
+def _alias(doc: Document, external_id: str | None) -> None:
+    """A corpus may hold the same passage under two ids: the stored document answers to both."""
+    if external_id is None or external_id == doc.external_id:
+        return
+    ids = list((doc.meta or {}).get("external_ids", [doc.external_id] if doc.external_id is not None else []))
+    if external_id not in ids:
+        doc.meta = dict(doc.meta or {}) | {"external_ids": ids + [external_id]}
