@@ -38,12 +38,13 @@ if submitted:
         try:
             with st.spinner("Retrieving and answering…"):
                 r, a = ask(res, make_backend(answer_settings, store), q, strategy)
-            st.session_state["last_answer"] = (r, a.text)
+            st.session_state["last_answer"] = (ws.name, r, a.text)
         except BackendError as exc:
             st.error(str(exc))
 
-if "last_answer" in st.session_state:
-    r, text = st.session_state["last_answer"]
+last = st.session_state.get("last_answer")
+if last is not None and last[0] == ws.name:  # the last answer of this workspace, not another's
+    _, r, text = last
     strat = get_strategy(r.strategy)
     st.markdown(f"#### Answer · {strat.label}")
     st.markdown(md_escape(text))

@@ -301,11 +301,11 @@ def test_ask_with_the_naive_strategy(app):
     _ask(app, QUESTION, strategy="naive")
     heads = [m.value for m in app.markdown if m.value.startswith("#### Answer")]
     assert heads == [f"#### Answer · {get_strategy('naive').label}"]
-    assert app.session_state["last_answer"][0].strategy == "naive"
+    assert app.session_state["last_answer"][1].strategy == "naive"
     for name in ("local", "bridge", "global"):
         _block(app, f"panel_{name}")  # all three panels drawn, possibly with "Nothing at this level"
     assert any(m.value == "#### Sources" for m in app.markdown)
     assert [e for e in app.expander if re.match(r"\[\d+\] ", e.label)]
     # and back to hirag in the same session
     _ask(app, QUESTION, strategy="hirag")
-    assert app.session_state["last_answer"][0].strategy == "hirag"
+    assert app.session_state["last_answer"][1].strategy == "hirag"
