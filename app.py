@@ -42,9 +42,9 @@ with st.sidebar:
         st.success("Backend: offline (heuristic extraction, extractive answers)", icon=":material/offline_bolt:")
 
 pages = [
-    st.Page("pages/workspaces.py", title="Workspaces & upload", icon=":material/folder_open:", default=True),
-    st.Page("pages/build.py", title="Build", icon=":material/construction:"),
-    st.Page("pages/graph.py", title="Graph", icon=":material/hub:"),
-    st.Page("pages/ask.py", title="Ask", icon=":material/question_answer:"),
+    st.Page("views/workspaces.py", title="Workspaces & upload", icon=":material/folder_open:", default=True),
+    st.Page("views/build.py", title="Build", icon=":material/construction:"),
+    st.Page("views/graph.py", title="Graph", icon=":material/hub:"),
+    st.Page("views/ask.py", title="Ask", icon=":material/question_answer:"),
 ]
 st.navigation(pages).run()

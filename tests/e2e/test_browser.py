@@ -267,13 +267,18 @@ def test_user_journey(app_server, page, tmp_path):
     url, home, log_path = app_server
     pg = page
     try:
-        # 1. First start: the sample workspace is created and built in the background.
-        pg.goto(url)
-        expect(pg.locator("h1", has_text="Workspaces & upload")).to_be_visible(timeout=60_000)
+        # 1. First start, through a deep link: the router still runs (sidebar, sample workspace created and
+        #    built in the background), rather than the page file alone.
+        pg.goto(url.rstrip("/") + "/build")
+        expect(pg.locator("h1", has_text="Build")).to_be_visible(timeout=60_000)
         expect(pg.locator("[data-testid='stSidebar']")).to_contain_text("Backend: offline")
+        expect(pg.locator("[data-testid='stSidebarNav']")).to_contain_text("Workspaces & upload")
+        first_run = _build_finished(pg)
+        _go(pg, "Workspaces & upload")
+        expect(pg.locator("h1", has_text="Workspaces & upload")).to_be_visible(timeout=60_000)
         _step(pg, "01-workspaces-first-start")
         _go(pg, "Build")
-        first_run = _build_finished(pg)
+        _build_finished(pg)
         _step(pg, "02-sample-built")
         expect(pg.locator("[data-testid='stMetric']", has_text="Documents")).to_contain_text("15")
         build_before = _sidebar_build(pg)

@@ -21,24 +21,6 @@ UNESCAPED = re.compile(r"(?<!\\)[*_`\[\]<>$]")  # document text in a Markdown la
 QUESTION = "Which university trained the engineer who designed the Halden Barrier's sluice gates?"
 
 
-def _navigation_only(mp: pytest.MonkeyPatch) -> None:
-    """Make AppTest run app.py (and its st.navigation) on every run, as the server does.
-
-    AppTest resets `PagesManager.uses_pages_directory` before each run and the PagesManager then sets it again
-    because a `pages/` folder sits next to app.py; with the flag set, the script runner takes the legacy
-    pages-folder route and, from the second run on, executes the page file alone: no app.py, no sidebar. The server
-    sets the flag once per process and `st.navigation` clears it on the first run, so only AppTest is affected."""
-    from streamlit.runtime.pages_manager import PagesManager
-
-    original = PagesManager.__init__
-
-    def init(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        PagesManager.uses_pages_directory = False
-
-    mp.setattr(PagesManager, "__init__", init)
-
-
 def _clear_streamlit_caches() -> None:
     # st.cache_resource / st.cache_data live for the whole process, across AppTest runs: settings and store
     # cached by another test (or another STRATA_HOME) must not leak in here.
@@ -62,7 +44,6 @@ def ui_home(tmp_path_factory, embedder):
     mp.setenv("STRATA_HOME", str(home))
     mp.setenv("STRATA_BACKEND", "offline")
     mp.setenv("HF_HUB_OFFLINE", "1")
-    _navigation_only(mp)
     _clear_streamlit_caches()
     settings = Settings.from_env()
     assert settings.storage.home == home
@@ -186,7 +167,7 @@ def test_upload_of_a_binary_file_is_refused_without_a_build(app, store):
 def test_build_page_shows_all_stages_done_and_metrics(app, store):
     from core.pipeline import stage_names
 
-    _open(app, "pages/build.py")
+    _open(app, "views/build.py")
     assert [t.value for t in app.title] == ["Build"]
     assert any(s.value.startswith("Build finished · run ") for s in app.success), [s.value for s in app.success]
     stages = app.dataframe[0].value
@@ -217,7 +198,7 @@ def _drawn_nodes(srcdoc: str) -> list[dict]:
 
 
 def test_graph_page_draws_an_offline_iframe_and_notes_the_cap(app, store):
-    _open(app, "pages/graph.py")
+    _open(app, "views/graph.py")
     assert [t.value for t in app.title] == ["Graph"]
     frames = app.get("iframe")
     assert len(frames) == 1
@@ -259,7 +240,7 @@ def _ask(at: AppTest, question: str, strategy: str | None = None) -> AppTest:
 
 
 def test_ask_hirag_shows_three_panels_and_sources(app):
-    _open(app, "pages/ask.py")
+    _open(app, "views/ask.py")
     assert next(s for s in app.selectbox if s.label == "Strategy").value == "hirag"
     _ask(app, QUESTION)
     answer_heads = [m.value for m in app.markdown if m.value.startswith("#### Answer")]
@@ -287,7 +268,7 @@ def test_ask_hirag_shows_three_panels_and_sources(app):
 
 
 def test_ask_with_an_empty_question_warns(app):
-    _open(app, "pages/ask.py")
+    _open(app, "views/ask.py")
     _ask(app, "   ")
     assert [w.value for w in app.warning] == ["Type a question first."]
     assert not [m for m in app.markdown if m.value.startswith("#### Answer")]
@@ -297,7 +278,7 @@ def test_ask_with_an_empty_question_warns(app):
 def test_ask_with_the_naive_strategy(app):
     from core.retrieval.base import get_strategy
 
-    _open(app, "pages/ask.py")
+    _open(app, "views/ask.py")
     _ask(app, QUESTION, strategy="naive")
     heads = [m.value for m in app.markdown if m.value.startswith("#### Answer")]
     assert heads == [f"#### Answer · {get_strategy('naive').label}"]

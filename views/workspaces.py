@@ -70,7 +70,7 @@ if report is not None:
     for r in report.refusals:
         st.warning(f"**{md_escape(r.filename)}** refused: {md_escape(r.reason)}", icon=":material/block:")
     if report.added:
-        st.page_link("pages/build.py", label="Watch the build", icon=":material/construction:")
+        st.page_link("views/build.py", label="Watch the build", icon=":material/construction:")
 if st.session_state.get("build_error"):
     st.error(st.session_state.pop("build_error"))
 
