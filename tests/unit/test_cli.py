@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import TINY_ROWS
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -42,14 +44,7 @@ def closed_port() -> int:
 def corpus(tmp_path_factory):
     """A tiny JSONL corpus with external ids, and a queries file whose gold ids are known."""
     d = tmp_path_factory.mktemp("cli_corpus")
-    rows = [
-        {"id": "d1", "title": "Tidewater Bridge",
-         "text": "The Tidewater Bridge crosses the Salt River at Kelmouth. It was designed by Lena Marsh."},
-        {"id": "d2", "title": "Lena Marsh",
-         "text": "Lena Marsh studied civil engineering at the Okoro Institute under Tomas Brandt."},
-        {"id": "d3", "title": "Arden Orchards",
-         "text": "Arden Orchards grows apples and pears in Arden Vale. Its cider press opened in 1920."},
-    ]
+    rows = [dict(r) for r in TINY_ROWS[:3]]  # d1..d3 of the shared tiny corpus
     (d / "corpus.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     queries = [
         {"id": "q1", "question": rows[2]["text"], "gold_ids": ["d3"]},
