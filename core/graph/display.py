@@ -29,8 +29,6 @@ KIND_COLORS = {
 }
 KIND_SHAPES = {"community": "diamond", "document": "square", "chunk": "box", "relationship": "triangle",
                "statement": "dot", "entity": "dot"}
-ROLE_COLORS = {"entry": "#E63946", "key": "#F77F00", "bridge": "#FCBF49", "community": "#2A9D8F",
-               "chunk": "#E63946", "membership": "#2A9D8F"}
 SHARES = {"entity": 0.5, "community": 0.15, "document": 0.1, "chunk": 0.1, "relationship": 0.1, "statement": 0.05}
 
 
@@ -41,7 +39,6 @@ class DisplayNode:
     label: str
     tooltip: str  # already-escaped HTML
     size: float = 12.0
-    role: str = ""
 
 
 @dataclass
@@ -50,7 +47,6 @@ class DisplayEdge:
     dst: str
     kind: str
     label: str = ""
-    role: str = ""
 
 
 @dataclass
@@ -94,21 +90,15 @@ def search_nodes(store, ws_id: int, text: str, limit: int = 25) -> list[tuple[st
     return rows[:limit]
 
 
-def display_graph(store, ws_id: int, kinds: list[str], limit: int, focus: str | None = None,
-                  highlight: dict[str, str] | None = None) -> DisplayGraph:
-    """A subgraph of at most `limit` nodes of `kinds`: around `focus` when given, else the most important.
-    `highlight` maps node ids to a path role (entry, key, bridge, community…) that must be shown and styled."""
+def display_graph(store, ws_id: int, kinds: list[str], limit: int, focus: str | None = None) -> DisplayGraph:
+    """A subgraph of at most `limit` nodes of `kinds`: around `focus` when given, else the most important."""
     dg = DisplayGraph(available=_available(store, ws_id))
-    highlight = highlight or {}
     wanted = [k for k in kinds if k in KIND_COLORS]
-    chosen: list[str] = list(dict.fromkeys(highlight))[:limit]
     if focus:
-        chosen = list(dict.fromkeys([focus] + chosen + _neighbourhood(store, ws_id, focus, limit)))[:limit]
+        chosen = list(dict.fromkeys([focus] + _neighbourhood(store, ws_id, focus, limit)))[:limit]
     else:
-        chosen += _important(store, ws_id, wanted, max(0, limit - len(chosen)), set(chosen))
+        chosen = _important(store, ws_id, wanted, limit, set())
     nodes = _materialize(store, ws_id, chosen)
-    for n in nodes:
-        n.role = highlight.get(n.id, "")
     dg.nodes = nodes
     ids = {n.id for n in nodes}
     dg.edges = _edges_between(store, ws_id, ids, collapse_relationships="relationship" not in wanted,
@@ -239,14 +229,12 @@ def to_pyvis_html(dg: DisplayGraph, height: int = 650, physics: bool = True) -> 
 
     net = Network(height=f"{height}px", width="100%", directed=True, cdn_resources="in_line", bgcolor="#ffffff")
     for n in dg.nodes:
-        color = ROLE_COLORS.get(n.role) if n.role else None
-        net.add_node(n.id, label=n.label, title=n.tooltip, color={"background": color or KIND_COLORS.get(n.kind, "#999"),
-                     "border": "#222" if n.role else KIND_COLORS.get(n.kind, "#999")},
-                     shape=KIND_SHAPES.get(n.kind, "dot"), size=n.size, kind=n.kind,
-                     borderWidth=3 if n.role else 1, font={"size": 12})
+        color = KIND_COLORS.get(n.kind, "#999")
+        net.add_node(n.id, label=n.label, title=n.tooltip, color={"background": color, "border": color},
+                     shape=KIND_SHAPES.get(n.kind, "dot"), size=n.size, kind=n.kind, font={"size": 12})
     for e in dg.edges:
         net.add_edge(e.src, e.dst, title=html.escape(f"{e.kind}: {e.label}" if e.label else e.kind),
-                     color=ROLE_COLORS.get(e.role, "#c8c8c8"), width=3 if e.role else 1, arrows="to",
+                     color="#c8c8c8", width=1, arrows="to",
                      dashes=e.kind in ("in_community", "child_of"))
     net.set_options(_options(physics))
     page = net.generate_html(notebook=False)

@@ -16,9 +16,6 @@ class AddResult:
     added: list[Document] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)  # titles of documents already present
 
-    def summary(self) -> str:
-        return f"{len(self.added)} added, {len(self.duplicates)} already present"
-
 
 def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
