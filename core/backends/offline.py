@@ -11,7 +11,15 @@ from collections import Counter
 
 from core.backends.base import ContextBlock, Extraction, Finding, Report
 from core.extract.offline import extract_offline
-from core.extract.text import central_sentences, content_words, idf_table, overlap_score, split_sentences, truncate
+from core.extract.text import (
+    central_sentences,
+    content_words,
+    idf_table,
+    overlap_score,
+    split_sentences,
+    strip_label,
+    truncate,
+)
 
 _CITE = re.compile(r"^\[(\d+)\]\s*")
 
@@ -32,9 +40,7 @@ class OfflineBackend:
         sentences: list[str] = []
         seen: set[str] = set()
         for m in material:
-            # material lines are "Name (TYPE): description" or "A — predicate — B: description"
-            head, sep, body = m.partition(": ")
-            for s in split_sentences(body if sep and len(head) <= 150 and "." not in head else m):
+            for s in split_sentences(strip_label(m)):
                 if s not in seen and len(s.split()) >= 4:
                     seen.add(s)
                     sentences.append(s)
@@ -63,7 +69,7 @@ class OfflineBackend:
             for item in section:
                 m = _CITE.match(item)
                 cite = f"[{m.group(1)}]" if m else ""
-                body = item[m.end():] if m else item
+                body = strip_label(item[m.end():] if m else item)
                 for s in split_sentences(body):
                     candidates.append((s, cite, rank))
         if not candidates or not q:

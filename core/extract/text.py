@@ -97,3 +97,9 @@ def overlap_score(query_terms: set[str], text: str, idf: dict[str, float] | None
 def truncate(text: str, n: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= n else text[: n - 1].rsplit(" ", 1)[0] + "…"
+
+
+def strip_label(line: str) -> str:
+    """'Name: description' or 'A — predicate — B: description' -> the description (context and report lines)."""
+    head, sep, body = line.partition(": ")
+    return body if sep and len(head) <= 150 and "." not in head else line
