@@ -62,6 +62,20 @@ class ExtractSettings(BaseModel):
     )
 
 
+class LayerSettings(BaseModel):
+    """HiRAG HiIndex (hirag.txt §4.1): summary layers over the entities."""
+
+    enabled: bool = Field(True, description="Build HiRAG summary layers.")
+    max_layers: int = Field(4, description="Hard cap on summary layers.")
+    membership_threshold: float = Field(0.1, description="Soft GMM membership: posterior at or above this joins.")
+    max_components: int = Field(50, description="Upper bound of the BIC search for the number of clusters.")
+    reduce_dim: int = Field(10, description="PCA dimensions before the Gaussian mixture.")
+    sparsity_stop: float = Field(0.98, description="Stop when cluster sparsity CS_i reaches this.")
+    change_rate_stop: float = Field(0.05, description="Stop when CS_i changes by at most this share.")
+    min_entities: int = Field(4, description="Stop when a layer has fewer entities than this.")
+    seed: int = Field(42, description="Seed of the PCA and the Gaussian mixture.")
+
+
 class CommunitySettings(BaseModel):
     resolution: float = Field(1.0, description="Leiden resolution (gamma) of the modularity objective.")
     max_cluster_size: int = Field(10, description="Communities larger than this are split again one level down.")
@@ -87,6 +101,7 @@ class Settings(BaseModel):
     backend: BackendSettings = BackendSettings()
     embed: EmbedSettings = EmbedSettings()
     extract: ExtractSettings = ExtractSettings()
+    layers: LayerSettings = LayerSettings()
     community: CommunitySettings = CommunitySettings()
     retrieval: RetrievalSettings = RetrievalSettings()
 

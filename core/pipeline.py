@@ -63,11 +63,12 @@ Stage = Callable[[BuildContext], Iterator[Progress]]
 
 
 def stages() -> list[tuple[str, str, Stage]]:
-    """(name, label, function) in build order. Later issues add HiRAG layers, attributed communities, NodeRAG
-    augmentation and HLG topics here, between `communities` and `index`."""
+    """(name, label, function) in build order. Later issues add attributed communities, NodeRAG augmentation
+    and HLG topics here, between `communities` and `index`."""
     from core.extract.resolve import resolve_stage
     from core.extract.stage import extract_stage
     from core.graph.communities import communities_stage
+    from core.graph.layers_stage import layers_stage
     from core.graph.reports import reports_stage
     from core.index.stage import embed_stage, index_stage
     from core.ingest.stage import chunk_stage
@@ -77,6 +78,7 @@ def stages() -> list[tuple[str, str, Stage]]:
         ("extract", "Extract entities, relationships, statements", extract_stage),
         ("resolve", "Merge same-named entities", resolve_stage),
         ("embed", "Embed chunks and entities", embed_stage),
+        ("layers", "HiRAG summary layers", layers_stage),
         ("communities", "WCC and hierarchical Leiden", communities_stage),
         ("reports", "Community reports", reports_stage),
         ("index", "Index community reports", index_stage),

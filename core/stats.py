@@ -26,11 +26,16 @@ def workspace_stats(store, ws: Workspace) -> dict:
                      .order_by(BuildRun.id.desc())).first()  # type: ignore[union-attr]
         stages: dict[str, float] = {}
         modularity: dict[str, float] = {}
+        layers: list[dict] = []
+        stop_reason = None
         if run is not None:
             for sr in s.exec(select(StageRun).where(StageRun.run_id == run.id).order_by(StageRun.ordinal)):
                 stages[sr.stage] = round(sr.seconds, 3)
                 if sr.stage == "communities":
                     modularity = dict((sr.counts or {}).get("modularity", {}))
+                if sr.stage == "layers":
+                    layers = list((sr.counts or {}).get("layers", []))
+                    stop_reason = (sr.counts or {}).get("stop_reason")
     return {
         "workspace": ws.name,
         "build_version": ws.build_version,
@@ -39,7 +44,7 @@ def workspace_stats(store, ws: Workspace) -> dict:
         "nodes": nodes,
         "communities": comms,
         "modularity": modularity,
-        "layers": [],  # HiRAG summary layers arrive with the construction issue
-        "stop_reason": None,
+        "layers": layers,
+        "stop_reason": stop_reason,
         "stages": stages,
     }

@@ -71,6 +71,19 @@ def live() -> None:
         column_config={"progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0)},
         hide_index=True, width="stretch",
     )
+    lay = next((s for s in stages if s.stage == "layers" and s.counts.get("layers")), None)
+    if lay is not None:
+        rows = lay.counts["layers"]
+        a, b = st.columns(2)
+        fig = go.Figure(go.Bar(x=[f"layer {r['layer']}" for r in rows], y=[r["entities"] for r in rows],
+                               marker_color="#5B8E7D", text=[r["entities"] for r in rows], textposition="outside"))
+        fig.update_layout(title="HiRAG: entities per layer", height=280, margin=dict(l=10, r=10, t=40, b=10))
+        a.plotly_chart(fig, width="stretch", key="layers")
+        b.dataframe([{"layer": r["layer"], "entities": r["entities"], "clusters": r["clusters"],
+                      "summary entities": r["summary_entities"], "cluster sparsity": r["cluster_sparsity"],
+                      "change rate": r["change_rate"]} for r in rows], hide_index=True, width="stretch")
+        if lay.counts.get("stop_reason"):
+            b.caption(f"Layering stopped: {lay.counts['stop_reason']}")
     comm = next((s for s in stages if s.stage == "communities" and s.counts), None)
     if comm is not None:
         per_level = comm.counts.get("communities_per_level", {})

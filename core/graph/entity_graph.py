@@ -1,4 +1,6 @@
-"""The entity graph: entities as vertices, relationship nodes collapsed into weighted undirected links.
+"""The entity graph: entities of every layer as vertices, relationship nodes collapsed into weighted undirected
+links, plus HiRAG's `summarizes` links between an entity and its summary entity one layer up (Algorithm 1,
+line 23: the graph of layer i holds the edges between layers i-1 and i).
 
 It is a view of the stored graph (relationship nodes with `subject` / `object` edges), built in memory for
 community detection and for the shortest paths of retrieval; nothing of it is stored twice.
@@ -35,6 +37,8 @@ def load_entity_graph(store, ws_id: int) -> EntityGraph:
         rels = s.exec(select(Node.id, Node.weight).where(Node.workspace_id == ws_id, Node.kind == "relationship")).all()
         ends = s.exec(select(Edge.src, Edge.dst, Edge.kind).where(
             Edge.workspace_id == ws_id, Edge.kind.in_(("subject", "object")))).all()  # type: ignore[attr-defined]
+        ups = s.exec(select(Edge.src, Edge.dst, Edge.weight).where(Edge.workspace_id == ws_id,
+                                                                   Edge.kind == "summarizes")).all()
     index = {e: i for i, e in enumerate(ent_ids)}
     eg = EntityGraph(ids=ent_ids, index=index)
     sub: dict[str, str] = {}
@@ -48,4 +52,8 @@ def load_entity_graph(store, ws_id: int) -> EntityGraph:
         key = (min(index[a], index[b]), max(index[a], index[b]))
         eg.links[key] = eg.links.get(key, 0.0) + float(w or 1.0)
         eg.link_rels.setdefault(key, []).append(rid)
+    for a, b, w in ups:
+        if a in index and b in index and a != b:
+            key = (min(index[a], index[b]), max(index[a], index[b]))
+            eg.links[key] = eg.links.get(key, 0.0) + float(w or 1.0)
     return eg

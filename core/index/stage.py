@@ -48,8 +48,8 @@ def embed_stage(ctx) -> Iterator:
         titles = dict(s.exec(select(Document.id, Document.title).where(Document.workspace_id == ws.id)).all())
         chunks = s.exec(select(Node.id, Node.title, Node.text, Node.document_id)
                         .where(Node.workspace_id == ws.id, Node.kind == "chunk")).all()
-        ents = s.exec(select(Node.id, Node.title, Node.text, Node.type, Node.layer)
-                      .where(Node.workspace_id == ws.id, Node.kind == "entity")).all()
+        ents = s.exec(select(Node.id, Node.title, Node.text, Node.type, Node.layer)  # summary layers embed their own
+                      .where(Node.workspace_id == ws.id, Node.kind == "entity", Node.layer == 0)).all()
     rows = {
         "chunk": [(i, node_text_for_embedding("chunk", t, x, titles.get(d, "")), {"document_id": d or ""})
                   for i, t, x, d in chunks],

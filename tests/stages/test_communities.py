@@ -248,12 +248,16 @@ def test_sample_entity_graph_matches_the_tables(sample_built, sample_graph):
                                                                Node.kind == "relationship")).all())
         ends = s.exec(select(Edge.src, Edge.dst, Edge.kind).where(Edge.workspace_id == ws.id,
                                                                   Edge.kind.in_(("subject", "object")))).all()
+        ups = s.exec(select(Edge.src, Edge.dst, Edge.weight).where(Edge.workspace_id == ws.id,
+                                                                   Edge.kind == "summarizes")).all()
     assert set(eg.ids) == ents
     sub = {src: dst for src, dst, k in ends if k == "subject"}
     obj = {src: dst for src, dst, k in ends if k == "object"}
     want: dict[frozenset, float] = defaultdict(float)
     for rid, w in rel_w.items():
         want[frozenset((sub[rid], obj[rid]))] += w
+    for a, b, w in ups:  # HiRAG's links between an entity and its summary entity
+        want[frozenset((a, b))] += w
     got = {frozenset((eg.ids[a], eg.ids[b])): w for (a, b), w in eg.links.items()}
     assert got.keys() == want.keys()
     for k, w in want.items():

@@ -123,7 +123,8 @@ def test_stats_json(built):
     assert out["nodes"]["document"] == {"0": 3}
     assert out["nodes"]["entity"]["0"] > 0
     assert "leiden" in out["communities"]
-    assert list(out["stages"]) == ["chunk", "extract", "resolve", "embed", "communities", "reports", "index"]
+    assert list(out["stages"]) == ["chunk", "extract", "resolve", "embed", "layers", "communities", "reports",
+                                   "index"]
     assert out["build_version"] == 1
 
 

@@ -1,0 +1,224 @@
+"""HiRAG HiIndex layering (core/graph/layers.py): cluster sparsity (Eq. 17), GMM + BIC, soft membership, stop rules,
+offline summary entities. Real computation on seeded synthetic embeddings."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from core.config import LayerSettings
+from core.graph.layers import (
+    LayerClustering,
+    change_rate,
+    cluster_layer,
+    cluster_sparsity,
+    meta_summary_concepts,
+    stop_reason,
+    summary_entity_offline,
+)
+
+
+def blobs(n: int, d: int, k: int, *, spread: float = 0.5, sep: float = 24.0, seed: int = 0):
+    """n rows around k random centres in d dims (centre distances ~ sep, within-blob std `spread`)."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(k, d)) * sep / np.sqrt(2 * d)
+    labels = np.arange(n) % k
+    rng.shuffle(labels)
+    return (centres[labels] + rng.normal(size=(n, d)) * spread).astype(np.float32), labels
+
+
+def as_partition(clusters: list[list[int]]) -> set[frozenset[int]]:
+    return {frozenset(c) for c in clusters}
+
+
+# ------------------------------------------------------------------------------------------------ cluster sparsity
+
+
+def test_sparsity_all_singletons_is_one():
+    assert cluster_sparsity([[i] for i in range(7)], 7) == 1.0
+
+
+def test_sparsity_one_cluster_of_all_is_zero():
+    assert cluster_sparsity([list(range(7))], 7) == 0.0
+
+
+def test_sparsity_mixed_case_by_hand():
+    # sizes 3, 2, 1 over n = 6: 1 - (3*2 + 2*1 + 0) / (6*5) = 1 - 8/30
+    assert cluster_sparsity([[0, 1, 2], [3, 4], [5]], 6) == pytest.approx(1 - 8 / 30)
+    # 4 pairs of 2 over n = 8: 1 - 4*2/56 = 1 - 1/7
+    assert cluster_sparsity([[0, 1], [2, 3], [4, 5], [6, 7]], 8) == pytest.approx(6 / 7)
+
+
+def test_sparsity_overlapping_clusters_count_as_the_formula_sums():
+    # soft clusters overlap (Eq. 8 allows it); Eq. 17 sums |S|(|S|-1) over clusters: 1 - (6 + 2) / 12
+    assert cluster_sparsity([[0, 1, 2], [2, 3]], 4) == pytest.approx(1 / 3)
+
+
+def test_sparsity_degenerate_sizes():
+    assert cluster_sparsity([[0]], 1) == 1.0
+    assert cluster_sparsity([], 0) == 1.0
+
+
+def test_change_rate_formula():
+    assert change_rate(0.9, None) is None
+    assert change_rate(0.9, 0.8) == pytest.approx(0.1 / 0.8)
+    assert change_rate(0.76, 0.8) == pytest.approx(0.04 / 0.8)  # relative, absolute value
+    assert change_rate(0.0, 0.0) == 0.0
+    assert change_rate(0.5, 0.0) == float("inf")
+
+
+# ----------------------------------------------------------------------------------------------------- clustering
+
+
+def test_bic_picks_three_on_three_separated_blobs():
+    x, labels = blobs(300, 384, 3, seed=1)
+    c = cluster_layer(x, LayerSettings(), layer=0, previous_sparsity=None)
+    assert c.n_components == 3
+    assert min(c.bic, key=lambda kb: kb[1])[0] == 3
+    assert [k for k, _ in c.bic] == sorted(k for k, _ in c.bic)
+    assert max(k for k, _ in c.bic) == min(50, 300 // 2)
+    truth = {frozenset(np.flatnonzero(labels == j).tolist()) for j in range(3)}
+    assert as_partition(c.clusters) == truth
+    # sparsity of three equal clusters of 100 over 300: 1 - 3*100*99 / (300*299)
+    assert c.sparsity == pytest.approx(1 - 3 * 100 * 99 / (300 * 299))
+    assert c.change_rate is None and c.layer == 0 and c.n == 300
+
+
+def test_bic_without_pca_on_low_dimensional_input():
+    x, _ = blobs(240, 2, 3, sep=30.0, seed=3)
+    c = cluster_layer(x, LayerSettings(), layer=1, previous_sparsity=None)
+    assert c.n_components == 3
+
+
+def test_change_rate_is_reported_against_previous_sparsity():
+    x, _ = blobs(300, 384, 3, seed=1)
+    c = cluster_layer(x, LayerSettings(), layer=1, previous_sparsity=0.5)
+    assert c.change_rate == pytest.approx(abs(c.sparsity - 0.5) / 0.5)
+
+
+def test_soft_membership_puts_a_midway_point_in_both_clusters():
+    rng = np.random.default_rng(7)
+    left = rng.normal(size=(100, 2)) + [-4.0, 0.0]
+    right = -left  # mirrored through the origin, so the fitted mixture is symmetric and (0, 0) is truly midway
+    mid = np.array([[0.0, 0.0]])
+    x = np.vstack([left, right, mid])
+    m = len(x) - 1
+    soft = cluster_layer(x, LayerSettings(membership_threshold=0.1), 0, None)
+    assert soft.n_components == 2
+    holding = [c for c in soft.clusters if m in c]
+    assert len(holding) == 2
+    # ordinary points stay in one cluster
+    assert sum(1 for c in soft.clusters if 0 in c) == 1
+    # a threshold above 0.5 leaves only the argmax: exactly one cluster, never none
+    hard = cluster_layer(x, LayerSettings(membership_threshold=0.9), 0, None)
+    assert sum(1 for c in hard.clusters if m in c) == 1
+    assert sorted(i for c in hard.clusters for i in c) == list(range(len(x)))
+
+
+def test_every_row_belongs_to_some_cluster_and_no_cluster_is_empty():
+    x, _ = blobs(500, 64, 6, spread=3.0, seed=4)  # overlapping blobs
+    c = cluster_layer(x, LayerSettings(), 0, None)
+    covered = set().union(*map(set, c.clusters))
+    assert covered == set(range(500))
+    assert all(c.clusters)
+
+
+def test_deterministic_with_the_seed():
+    x, _ = blobs(800, 128, 5, spread=2.0, seed=5)
+    a = cluster_layer(x, LayerSettings(seed=11), 0, None)
+    b = cluster_layer(x.copy(), LayerSettings(seed=11), 0, None)
+    assert a.clusters == b.clusters
+    assert a.bic == b.bic
+    assert a.sparsity == b.sparsity
+
+
+def test_tiny_and_degenerate_layers():
+    one = cluster_layer(np.ones((1, 8)), LayerSettings(), 0, None)
+    assert one.clusters == [[0]] and one.sparsity == 1.0
+    same = cluster_layer(np.ones((5, 8)), LayerSettings(), 0, None)
+    assert same.clusters == [[0, 1, 2, 3, 4]] and same.sparsity == 0.0
+    empty = cluster_layer(np.zeros((0, 8)), LayerSettings(), 0, None)
+    assert empty.clusters == []
+    four = cluster_layer(np.random.default_rng(0).normal(size=(4, 384)), LayerSettings(), 0, None)
+    assert four.n_components <= 2
+    with pytest.raises(ValueError):
+        cluster_layer(np.full((4, 3), np.nan), LayerSettings(), 0, None)
+
+
+def test_twenty_thousand_rows_of_384_dims_cluster(capsys):
+    x, _ = blobs(20_000, 384, 12, spread=1.0, seed=9)
+    t = time.perf_counter()
+    c = cluster_layer(x, LayerSettings(), 0, None)
+    dt = time.perf_counter() - t
+    with capsys.disabled():
+        print(f"\n20,000 x 384: {dt:.2f} s, k = {c.n_components}, {len(c.clusters)} clusters, CS = {c.sparsity:.4f}")
+    assert c.n_components == 12
+    assert set().union(*map(set, c.clusters)) == set(range(20_000))
+    assert 0.0 < c.sparsity < 1.0
+
+
+# ------------------------------------------------------------------------------------------------------ stop rules
+
+
+def _clustering(sparsity: float, rate: float | None, layer: int = 0) -> LayerClustering:
+    return LayerClustering(layer=layer, clusters=[[0, 1], [2, 3]], n_components=2, bic=[(1, 0.0), (2, -1.0)],
+                           sparsity=sparsity, change_rate=rate, n=4)
+
+
+def test_stop_reason_each_rule():
+    cfg = LayerSettings()
+    assert stop_reason(_clustering(0.9, None), 20, cfg) is None
+    assert stop_reason(_clustering(0.9, 0.20, layer=1), 20, cfg) is None
+    assert stop_reason(_clustering(0.983, None), 20, cfg) == "cluster sparsity 0.983 >= 0.98"
+    assert stop_reason(_clustering(0.9, 0.031), 20, cfg) == "sparsity change rate 3.1% <= 5%"
+    assert stop_reason(_clustering(0.9, 0.05), 20, cfg) == "sparsity change rate 5.0% <= 5%"  # <= is inclusive
+    assert stop_reason(_clustering(0.9, None, layer=2), 3, cfg) == "layer 3 has 3 entities (< 4)"
+    assert stop_reason(_clustering(0.9, None, layer=2), 4, cfg) is None
+    assert stop_reason(_clustering(0.9, None, layer=3), 20, cfg) == "reached max_layers 4"
+    assert stop_reason(_clustering(0.9, None, layer=0), 20, LayerSettings(max_layers=1)) == "reached max_layers 1"
+
+
+# ----------------------------------------------------------------------------------------- meta summary and titles
+
+ASTRO = [
+    ("Orion Nebula", "The Orion Nebula is a star forming region. Astronomers observe the nebula with a space telescope."),
+    ("Hubble Space Telescope", "The Hubble Space Telescope observes distant galaxies. The space telescope orbits Earth."),
+    ("Andromeda Galaxy", "The Andromeda Galaxy is the nearest large galaxy. Astronomers measured it with a space telescope."),
+]
+COOK = [
+    ("Sourdough Bread", "Sourdough bread is baked from a fermented dough. Bakers feed the starter with flour and water."),
+    ("Croissant", "A croissant is a pastry baked from laminated dough with butter. Bakers fold the dough many times."),
+    ("Baguette", "The baguette is a long French bread. Its dough is baked in a hot oven by bakers."),
+]
+
+
+def test_meta_summary_concepts_are_shared_terms():
+    texts = [t for _, t in ASTRO + COOK]
+    concepts = meta_summary_concepts(texts, k=6)
+    assert 1 <= len(concepts) <= 6
+    assert concepts == meta_summary_concepts(texts, k=6)
+    for c in concepts:  # each concept occurs in at least two of the texts
+        assert sum(c in t.lower() for t in texts) >= 2
+    assert any(c in ("space telescope", "dough", "bakers", "baked") for c in concepts)
+    assert meta_summary_concepts([]) == []
+
+
+def test_summary_entity_offline_names_differ_across_groups():
+    concepts = meta_summary_concepts([t for _, t in ASTRO + COOK])
+    name_a, desc_a = summary_entity_offline([t for t, _ in ASTRO], [x for _, x in ASTRO], concepts)
+    name_b, _ = summary_entity_offline([t for t, _ in COOK], [x for _, x in COOK], concepts)
+    assert name_a.strip() and name_b.strip()
+    assert name_a != name_b
+    assert "telescope" in name_a.lower() or "astronomers" in name_a.lower() or "galaxy" in name_a.lower()
+    assert any(w in name_b.lower() for w in ("dough", "bakers", "baked", "bread"))
+    # extractive: the description is made of member sentences, and it is deterministic
+    assert any(s in desc_a for _, x in ASTRO for s in x.split(". "))
+    assert (name_a, desc_a) == summary_entity_offline([t for t, _ in ASTRO], [x for _, x in ASTRO], concepts)
+
+
+def test_summary_entity_offline_without_concepts_or_text():
+    name, desc = summary_entity_offline(["Alpha Corp", "Beta Corp"], ["", ""], [])
+    assert name.strip()
+    assert "Alpha Corp" in desc
