@@ -45,6 +45,8 @@ def run_build(name: str, paths: list[str], home: Path) -> dict:
         "nodes": stats["nodes"],
         "communities": stats["communities"],
         "modularity": stats["modularity"],
+        "layers": stats["layers"],
+        "stop_reason": stats["stop_reason"],
         "date": time.strftime("%Y-%m-%d"),
     }
 

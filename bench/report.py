@@ -33,7 +33,13 @@ def main() -> None:
                  for m, v in b["communities"].items()}
         out += ["", "Built: " + ", ".join(f"{n:,} {k}" for k, n in sorted(nodes.items())) + ".",
                 "Communities: " + "; ".join(f"{m} ({c})" for m, c in comms.items()) + ".",
-                "Modularity per level: " + ", ".join(f"L{k}: {v}" for k, v in b["modularity"].items()) + ".", ""]
+                "Modularity per level: " + ", ".join(f"L{k}: {v}" for k, v in b["modularity"].items()) + "."]
+        if b.get("layers"):
+            out.append("HiRAG layers: " + "; ".join(
+                f"layer {r['layer']}: {r['entities']:,} entities"
+                + (f", {r['clusters']} clusters, CS {r['cluster_sparsity']}" if r.get("cluster_sparsity") is not None
+                   else "") for r in b["layers"]) + f"; stopped: {b.get('stop_reason')}.")
+        out.append("")
     out += ["Where the time goes: embedding (the bundled MiniLM on the CPU: chunks and entity descriptions in `embed`, "
             "community reports in `index`) takes most of every build; extraction, Leiden and reports are seconds. "
             "Peak memory includes the embedding model (about 0.5 GiB with torch loaded).", ""]
