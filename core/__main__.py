@@ -157,7 +157,8 @@ def _resources(args, settings: Settings, store: Store):
     if ws.build_version == 0:
         raise UsageError(f"workspace {ws.name!r} has not been built yet (python -m core build --workspace {ws.name})")
     settings.embed.embedder = "ollama" if ws.embedder.startswith("ollama") else "minilm"
-    return open_resources(store, ws, settings, make_embedder(settings.embed, settings.backend))
+    return open_resources(store, ws, settings, make_embedder(settings.embed, settings.backend,
+                                                                  settings.storage.home / "models"))
 
 
 def cmd_ask(args, settings: Settings, store: Store) -> int:

@@ -112,7 +112,7 @@ def make_context(store: Store, ws: Workspace, settings: Settings, embedder: Embe
         from core.backends.ollama_backend import require_ready
 
         require_ready(settings.backend, need_embed=settings.embed.embedder == "ollama")
-    emb = embedder or make_embedder(settings.embed, settings.backend)
+    emb = embedder or make_embedder(settings.embed, settings.backend, settings.storage.home / "models")
     return BuildContext(
         store=store,
         ws=ws,

@@ -151,10 +151,6 @@ class Store:
         with self.session() as s:
             return set(s.exec(select(Checkpoint.unit).where(Checkpoint.workspace_id == ws_id, Checkpoint.stage == stage)))
 
-    def clear_checkpoints(self, ws_id: int, stage: str) -> None:
-        with self.session() as s:
-            s.exec(delete(Checkpoint).where(Checkpoint.workspace_id == ws_id, Checkpoint.stage == stage))
-            s.commit()
 
     def cached_call(self, key: str) -> LLMCall | None:
         with self.session() as s:

@@ -29,7 +29,7 @@ def embedder(kind: str) -> Embedder:
 
     s = settings().model_copy(deep=True)
     s.embed.embedder = "ollama" if kind.startswith("ollama") else "minilm"
-    return make_embedder(s.embed, s.backend)
+    return make_embedder(s.embed, s.backend, s.storage.home / "models")
 
 
 @st.cache_resource(show_spinner="Loading the graph…", max_entries=4)

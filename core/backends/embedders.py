@@ -65,11 +65,12 @@ class MiniLMEmbedder:
         self._run_lock = threading.Lock()
 
     def _resolved_cache_dir(self) -> Path:
+        """Where the ONNX export is kept: the folder the caller gave (STRATA_HOME/models), else a temp folder."""
         if self.cache_dir is not None:
             return self.cache_dir
-        from core.config import Settings
+        import tempfile
 
-        return Path(Settings.from_env().storage.home) / "models"
+        return Path(tempfile.gettempdir()) / "strata-models"
 
     def _candidates(self) -> list[str]:
         if self.requested != "auto":

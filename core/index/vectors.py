@@ -27,7 +27,7 @@ class VectorIndex:
         Path(path).mkdir(parents=True, exist_ok=True)
         self.embedder_name = embedder_name
         self.client = chromadb.PersistentClient(
-            path=str(path), settings=ChromaSettings(anonymized_telemetry=False, allow_reset=True)
+            path=str(path), settings=ChromaSettings(anonymized_telemetry=False)
         )
         self._collections: dict[str, object] = {}
 
@@ -106,7 +106,3 @@ class VectorIndex:
             vecs.extend(np.asarray(e, dtype=np.float32) for e in got["embeddings"])
         return ids, (np.vstack(vecs) if vecs else np.zeros((0, 0), dtype=np.float32))
 
-    def drop_all(self) -> None:
-        for col in self.client.list_collections():
-            self.client.delete_collection(col.name if hasattr(col, "name") else col)
-        self._collections.clear()
