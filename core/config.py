@@ -85,6 +85,48 @@ class CommunitySettings(BaseModel):
     seed: int = Field(42, description="Seed of every randomised step of community detection.")
 
 
+class ResolveSettings(BaseModel):
+    """Entity resolution beyond same-name merging: candidates by name, type and embedding similarity."""
+
+    enabled: bool = Field(True, description="Look for merge candidates after the entities are embedded.")
+    name_similarity: float = Field(0.85, description="Name similarity (0-1) at or above which two names are candidates.")
+    embedding_similarity: float = Field(0.90, description="Cosine at or above which two same-type entities are candidates.")
+    auto_merge: float = Field(0.97, description="Evidence score at or above which a candidate is merged during the build.")
+    neighbours: int = Field(10, description="Nearest entities compared per entity when looking for candidates.")
+
+
+class ArchRAGSettings(BaseModel):
+    """ArchRAG attributed communities (archrag.txt §3.1, Algorithm 1) and the C-HNSW index (§3.1.3)."""
+
+    enabled: bool = Field(True, description="Build attributed communities and the C-HNSW index.")
+    knn: int = Field(10, description="KNN augmentation: each node is linked to its k most similar nodes.")
+    min_similarity: float = Field(0.5, description="KNN links below this cosine similarity are not added.")
+    resolution: float = Field(1.0, description="Resolution of the weighted Leiden run on each level's graph.")
+    max_levels: int = Field(5, description="Termination: at most this many community levels (ArchRAG uses 4-6).")
+    min_nodes: int = Field(4, description="Termination: stop when a level's graph has fewer nodes than this.")
+    chnsw_m: int = Field(5, description="C-HNSW: intra-layer nearest-neighbour links per node (M).")
+    seed: int = Field(42, description="Seed of Leiden and of the C-HNSW construction.")
+
+
+class NodeRAGSettings(BaseModel):
+    """NodeRAG heterograph augmentation and enrichment (noderag.txt §2.3-2.4, Appendix C)."""
+
+    enabled: bool = Field(True, description="Add attribute, high-level element and overview nodes and semantic edges.")
+    community_level: int = Field(0, description="Leiden level whose communities get high-level elements (0 = flat).")
+    betweenness_samples: int = Field(10, description="Pivot nodes of the sampled betweenness centrality (NodeRAG: 10).")
+    max_attributes: int = Field(2000, description="Cap on attribute nodes, most important entities first.")
+    hnsw_m: int = Field(8, description="HNSW M: base-layer links per node become semantic edges (2*M at most).")
+    seed: int = Field(42, description="Seed of betweenness sampling, K-means and HNSW.")
+
+
+class LexicalSettings(BaseModel):
+    """HLG lexical graph (hierarchical-lexical-graph.txt §3): facts linking statements, topics per document."""
+
+    enabled: bool = Field(True, description="Link statements to facts and group them into topics.")
+    topic_similarity: float = Field(0.55, description="Statements of a document whose cosine to a topic's centroid is below this start a new topic.")
+    max_topic_statements: int = Field(12, description="A topic holds at most this many statements.")
+
+
 class RetrievalSettings(BaseModel):
     top_n_entities: int = Field(20, description="HiRAG n: entities retrieved for the local level.")
     top_m_key_entities: int = Field(10, description="HiRAG m: key entities taken per retrieved community.")
@@ -103,6 +145,10 @@ class Settings(BaseModel):
     extract: ExtractSettings = ExtractSettings()
     layers: LayerSettings = LayerSettings()
     community: CommunitySettings = CommunitySettings()
+    resolve: ResolveSettings = ResolveSettings()
+    archrag: ArchRAGSettings = ArchRAGSettings()
+    noderag: NodeRAGSettings = NodeRAGSettings()
+    lexical: LexicalSettings = LexicalSettings()
     retrieval: RetrievalSettings = RetrievalSettings()
 
     @classmethod

@@ -97,6 +97,26 @@ class Community(SQLModel, table=True):
     data: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
 
 
+class EntityMerge(SQLModel, table=True):
+    """A merge candidate between two entities and what became of it. A merge moves every edge of `merged_id` onto
+    `kept_id` (each moved edge remembers where it came from) and keeps the removed node in `snapshot`, so it can be
+    reviewed and undone."""
+
+    __table_args__ = (UniqueConstraint("workspace_id", "kept_id", "merged_id"),
+                      Index("ix_merge_ws_status", "workspace_id", "status"))
+    id: Optional[int] = Field(default=None, primary_key=True)
+    workspace_id: int = Field(foreign_key="workspace.id")
+    kept_id: str
+    merged_id: str
+    score: float = 0.0  # evidence score 0-1
+    evidence: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))  # name, type, cosine, ...
+    status: str = "candidate"  # candidate, merged, rejected, undone
+    auto: bool = False  # merged by the build rather than by a reviewer
+    snapshot: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))  # removed node + moved edges
+    created_at: datetime = Field(default_factory=utcnow)
+    decided_at: Optional[datetime] = None
+
+
 class BuildRun(SQLModel, table=True):
     id: Optional[int] = Field(default=None, primary_key=True)
     workspace_id: int = Field(index=True, foreign_key="workspace.id")

@@ -125,6 +125,14 @@ def fake_report(prompt: str) -> dict[str, Any]:
     }
 
 
+def fake_summary(prompt: str) -> dict[str, Any]:
+    """A summary built from the prompt's material: its names as title and keywords, its first block as text."""
+    material = delimited(prompt, "MATERIAL")
+    names = capitalised_names(" ".join(material))
+    return {"title": " ".join(names[:2]) or "Untitled", "summary": (material[0] if material else "")[:300],
+            "keywords": names[:4]}
+
+
 def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     ref = schema.get("$ref")
     if ref and ref.startswith("#/$defs/"):
@@ -152,6 +160,8 @@ def schema_reply(schema: Any, prompt: str) -> str:
         return json.dumps(fake_extraction(prompt))
     if {"title", "summary", "findings"} <= props:
         return json.dumps(fake_report(prompt))
+    if {"title", "summary", "keywords"} <= props:
+        return json.dumps(fake_summary(prompt))
     return json.dumps(fill_schema(schema))
 
 

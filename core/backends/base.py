@@ -52,6 +52,14 @@ class Report(BaseModel):
     keywords: list[str] = Field(default_factory=list)
 
 
+class Summary(BaseModel):
+    """A short named summary of one subject: a NodeRAG attribute of an important entity, an HLG topic."""
+
+    title: str = Field(description="A short title or keyword phrase naming the subject.")
+    summary: str = Field(description="A few sentences grounded in the material.")
+    keywords: list[str] = Field(default_factory=list)
+
+
 class ContextBlock(BaseModel):
     """What `answer` sees: labelled sections of context, and numbered sources it may cite as [n]."""
 
@@ -73,6 +81,11 @@ class LanguageBackend(Protocol):
         ...
 
     def report(self, title_hint: str, material: list[str]) -> Report: ...
+
+    def summarize(self, task: str, subject: str, material: list[str]) -> Summary:
+        """`task` "attribute": what the material says about entity `subject` (NodeRAG attribute node);
+        "topic": a title and summary of a group of statements of one document (HLG topic)."""
+        ...
 
     def answer(self, question: str, context: ContextBlock) -> str: ...
 

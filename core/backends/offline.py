@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from core.backends.base import ContextBlock, Extraction, Finding, Report
+from core.backends.base import ContextBlock, Extraction, Finding, Report, Summary
 from core.extract.offline import extract_offline
 from core.extract.text import (
     central_sentences,
@@ -60,6 +60,23 @@ class OfflineBackend:
         keywords = names[:5] + [w for w, _ in counts.most_common(12) if all(w not in n.lower() for n in names)][:5]
         rating = round(min(10.0, 2.0 + len(names) / 2 + len(sentences) / 10), 1)
         return Report(title=title, summary=truncate(summary, 700), findings=findings, rating=rating, keywords=keywords)
+
+    def summarize(self, task: str, subject: str, material: list[str]) -> Summary:
+        """Extractive: the most central sentences of the material; an attribute keeps the entity's name as its
+        title, a topic is titled by its most frequent content words."""
+        sentences = list(dict.fromkeys(s for m in material for s in split_sentences(strip_label(m))
+                                       if len(s.split()) >= 3))
+        counts = Counter(w for s in sentences for w in content_words(s))
+        keywords = [w for w, _ in counts.most_common(8)]
+        if task == "topic" or not subject.strip():
+            title = " ".join(w for w in keywords[:3]).title() or truncate(subject, 60) or "Untitled topic"
+        else:
+            title = subject.strip()
+        if not sentences:
+            return Summary(title=title, summary=truncate(" ".join(material), 400) or title, keywords=keywords)
+        central = central_sentences(sentences, 3)
+        summary = " ".join(sentences[i] for i, _ in sorted(central))
+        return Summary(title=truncate(title, 120), summary=truncate(summary, 700), keywords=keywords)
 
     def answer(self, question: str, context: ContextBlock) -> str:
         """The sentences of the context that best cover the question's words, each keeping its [n] citation."""

@@ -27,11 +27,11 @@ import numpy as np
 import ollama
 from pydantic import BaseModel, ValidationError
 
-from core.backends.base import BackendError, ContextBlock, Extraction, Report
+from core.backends.base import BackendError, ContextBlock, Extraction, Report, Summary
 from core.backends.cache import CallCache
-from core.backends.replies import MalformedReply, clean_extraction, clean_report, parse_reply
+from core.backends.replies import MalformedReply, clean_extraction, clean_report, clean_summary, parse_reply
 from core.config import BackendSettings
-from core.extract.prompts import answer_prompt, extraction_prompt, report_prompt
+from core.extract.prompts import answer_prompt, extraction_prompt, report_prompt, summary_prompt
 
 log = logging.getLogger(__name__)
 
@@ -137,13 +137,17 @@ class OllamaBackend:
     def host(self) -> str:
         return self.settings.ollama_host
 
-    # -- the three tasks ------------------------------------------------------------------------------------------
+    # -- the tasks --------------------------------------------------------------------------------------------------
     def extract(self, text: str, entity_types: list[str], subject: str | None = None) -> Extraction:
         prompt = extraction_prompt(text, entity_types, subject)
         return clean_extraction(self._structured("extract", prompt, Extraction))
 
     def report(self, title_hint: str, material: list[str]) -> Report:
         return clean_report(self._structured("report", report_prompt(title_hint, material), Report))
+
+    def summarize(self, task: str, subject: str, material: list[str]) -> Summary:
+        return clean_summary(self._structured(f"summarize-{task}", summary_prompt(task, subject, material), Summary),
+                             subject)
 
     def answer(self, question: str, context: ContextBlock) -> str:
         def parse(content: str) -> str:

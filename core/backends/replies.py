@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from core.backends.base import Extraction, Report
+from core.backends.base import Extraction, Report, Summary
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -190,6 +190,12 @@ def clean_extraction(ex: Extraction) -> Extraction:
         )
     statements = [_flat(s) for s in ex.statements if _flat(s)]
     return Extraction(entities=entities, relationships=relationships, statements=statements)
+
+
+def clean_summary(rep: Summary, subject: str) -> Summary:
+    title = _flat(rep.title) or _flat(subject) or "Untitled"
+    return rep.model_copy(update={"title": title, "summary": rep.summary.strip() or title,
+                                  "keywords": [_flat(k) for k in rep.keywords if _flat(k)]})
 
 
 def clean_report(rep: Report) -> Report:

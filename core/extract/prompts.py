@@ -92,6 +92,30 @@ Reply with one JSON object and nothing else, shaped like:
 """
 
 
+_SUMMARY_GOALS = {
+    "attribute": "Summarize what the material says about the entity {subject}: who or what it is, what it did, "
+    "and how it relates to the other entities named. Title: the entity's name.",
+    "topic": "The material is a group of statements from one document ({subject}). Name the theme they share "
+    "and summarize it. Title: a short topic phrase (2 to 6 words).",
+}
+
+
+def summary_prompt(task: str, subject: str, material: list[str]) -> str:
+    goal = _SUMMARY_GOALS.get(task, _SUMMARY_GOALS["topic"]).format(subject=_inline(subject))
+    blocks = "\n".join(fence(m, f"MATERIAL {i}") for i, m in enumerate(material, 1)) or "(no material)"
+    return f"""-Goal-
+{goal}
+The material is delimited by <<<BEGIN MATERIAL n>>> / <<<END MATERIAL n>>>.
+{_DATA_NOTE}
+
+Write title, summary (2 to 4 sentences) and keywords (3 to 6). Ground every claim in the material only.
+Reply with one JSON object and nothing else, shaped like:
+{{"title": "", "summary": "", "keywords": [""]}}
+
+{blocks}
+"""
+
+
 def _section(items: list[str], label: str) -> str:
     return fence("\n".join(f"- {' '.join(i.split())}" for i in items) if items else "(none)", label)
 

@@ -1,4 +1,4 @@
-"""The embed and index stages: vectors for chunks and entities, then for community reports.
+"""The embed and index stages: vectors for chunks, statements and entities, then for community reports.
 
 Both skip ids already in their collection, so an interrupted build resumes where it stopped.
 """
@@ -48,11 +48,14 @@ def embed_stage(ctx) -> Iterator:
         titles = dict(s.exec(select(Document.id, Document.title).where(Document.workspace_id == ws.id)).all())
         chunks = s.exec(select(Node.id, Node.title, Node.text, Node.document_id)
                         .where(Node.workspace_id == ws.id, Node.kind == "chunk")).all()
+        stmts = s.exec(select(Node.id, Node.text, Node.document_id)
+                       .where(Node.workspace_id == ws.id, Node.kind == "statement")).all()
         ents = s.exec(select(Node.id, Node.title, Node.text, Node.type, Node.layer)  # summary layers embed their own
                       .where(Node.workspace_id == ws.id, Node.kind == "entity", Node.layer == 0)).all()
     rows = {
         "chunk": [(i, node_text_for_embedding("chunk", t, x, titles.get(d, "")), {"document_id": d or ""})
                   for i, t, x, d in chunks],
+        "statement": [(i, x, {"document_id": d or ""}) for i, x, d in stmts],
         "entity": [(i, node_text_for_embedding("entity", t, x[:1000]), {"type": ty, "layer": int(la)})
                    for i, t, x, ty, la in ents],
     }
