@@ -44,6 +44,7 @@ with st.sidebar:
 pages = [
     st.Page("views/workspaces.py", title="Workspaces & upload", icon=":material/folder_open:", default=True),
     st.Page("views/build.py", title="Build", icon=":material/construction:"),
+    st.Page("views/hierarchy.py", title="Hierarchy", icon=":material/donut_large:"),
     st.Page("views/graph.py", title="Graph", icon=":material/hub:"),
     st.Page("views/ask.py", title="Ask", icon=":material/question_answer:"),
 ]

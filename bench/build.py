@@ -2,9 +2,16 @@
 
     python -m bench.build --name sample data/sample
     python -m bench.build --name hotpotqa ../shared/eval/hotpotqa/corpus.jsonl
+    python -m bench.build --name generated --generate 1000000 --seed 7
 
 Each run builds into a fresh STRATA_HOME (bench/out/<name>) with `python -m core build` in a child process,
-reads the stage timings back with `python -m core stats --json`, and writes bench/results/build-<name>.json.
+reads the stage timings back with `python -m core stats --json` (and the stage messages, edge counts from the
+database), and writes bench/results/build-<name>.json. `--generate N` first writes a seeded corpus of about N
+tokens with bench/gen_corpus.py into a temporary folder and builds that. Peak memory is the largest resident set
+of the build process and its children together, sampled every 0.1 s, and never below the kernel's own peak of the
+largest single process (ru_maxrss); CPU seconds (user + system, all threads) are sampled with it and credited
+to the stage running at the time, which tells a stage's own work apart from waiting on a busy machine. `--profile FILE` runs the build under cProfile (slower; for finding hot spots,
+not for the recorded figures).
 """
 
 from __future__ import annotations
@@ -14,35 +21,133 @@ import json
 import os
 import resource
 import shutil
+import sqlite3
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
+
+import psutil
 
 from bench.machine import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_build(name: str, paths: list[str], home: Path) -> dict:
-    env = dict(os.environ, STRATA_HOME=str(home), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    cmd = [sys.executable, "-m", "core", "build", "--quiet", "--workspace", name, *paths]
+class Sampler:
+    """Samples, from a thread, the summed RSS of a process and all its descendants (`.peak`, bytes) and their CPU
+    time, attributed to the build stage running at that moment (read from the workspace database): `.cpu_s`."""
+
+    def __init__(self, pid: int, db: Path, every_s: float = 0.1):
+        self.pid, self.db, self.every_s, self.peak = pid, db, every_s, 0
+        self.cpu_s: dict[str, float] = {}
+        self.peak_of: dict[str, int] = {}  # stage -> peak summed RSS while it ran, bytes
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _stage(self) -> str:
+        if not self.db.exists():
+            return ""
+        try:
+            con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=0.5)
+            try:
+                row = con.execute("SELECT stage FROM stagerun WHERE status = 'running' ORDER BY id DESC LIMIT 1"
+                                  ).fetchone()
+            finally:
+                con.close()
+        except sqlite3.Error:
+            return ""
+        return row[0] if row else ""
+
+    def _run(self) -> None:
+        try:
+            root = psutil.Process(self.pid)
+        except psutil.Error:
+            return
+        cpu: dict[int, float] = {}
+        tick = 0
+        stage = ""
+        while not self._stop.is_set():
+            total = 0
+            try:
+                procs = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                break
+            spent = 0.0
+            for p in procs:
+                try:
+                    total += p.memory_info().rss
+                    t = p.cpu_times()
+                    now = t.user + t.system
+                except psutil.Error:
+                    continue
+                spent += now - cpu.get(p.pid, 0.0)
+                cpu[p.pid] = now
+            if tick % 5 == 0:
+                stage = self._stage()
+            tick += 1
+            key = stage or "(setup)"
+            self.cpu_s[key] = self.cpu_s.get(key, 0.0) + spent
+            self.peak = max(self.peak, total)
+            self.peak_of[key] = max(self.peak_of.get(key, 0), total)
+            self._stop.wait(self.every_s)
+
+    def __enter__(self) -> "Sampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+
+
+def _db_figures(home: Path) -> tuple[dict[str, int], dict[str, str]]:
+    """Edge counts by kind and each stage's last message of the latest finished run, read from the database."""
+    con = sqlite3.connect(home / "strata.db")
+    try:
+        edges = dict(con.execute("SELECT kind, count(*) FROM edge GROUP BY kind ORDER BY kind").fetchall())
+        run = con.execute("SELECT max(id) FROM buildrun WHERE status = 'done'").fetchone()[0]
+        msgs = dict(con.execute("SELECT stage, message FROM stagerun WHERE run_id = ? ORDER BY ordinal",
+                                (run,)).fetchall()) if run is not None else {}
+    finally:
+        con.close()
+    return edges, msgs
+
+
+def run_build(name: str, paths: list[str], home: Path, command: str | None = None, profile: str | None = None
+              ) -> dict:
+    command = command or " ".join(["python -m bench.build --name", name, *paths])
+    env = dict(os.environ, STRATA_HOME=str(home), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               ANONYMIZED_TELEMETRY="False", STRATA_BACKEND="offline")
+    prof = ["-m", "cProfile", "-o", str(Path(profile).resolve())] if profile else []
+    cmd = [sys.executable, *prof, "-m", "core", "build", "--quiet", "--workspace", name, *paths]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with Sampler(proc.pid, home / "strata.db") as peak:
+        out, err = proc.communicate()
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
-        raise SystemExit(f"build failed: {proc.stderr[-2000:]}")
+        raise SystemExit(f"build failed: {err[-3000:]}")
     peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     stats = json.loads(subprocess.run([sys.executable, "-m", "core", "stats", "--workspace", name, "--json"],
                                       cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout)
+    edges, messages = _db_figures(home)
+    stages = stats["stages"]
     return {
         "name": name,
-        "command": " ".join(["python -m bench.build --name", name, *paths]),
+        "command": command,
         "machine": machine(),
         "wall_s": round(wall, 1),
-        "peak_rss_mib": round(peak_kb / 1024, 0),
-        "stages_s": stats["stages"],
+        "setup_s": round(wall - sum(stages.values()), 1),  # interpreter, model load, ingest of the files
+        "peak_rss_mib": round(max(peak.peak / 2**20, peak_kb / 1024), 0),
+        "stages_s": stages,
+        "stages_cpu_s": {k: round(v, 1) for k, v in peak.cpu_s.items()},  # user + system, all threads
+        "stages_peak_rss_mib": {k: round(v / 2**20) for k, v in peak.peak_of.items()},
+        "stage_messages": messages,
         "nodes": stats["nodes"],
+        "edges": edges,
         "communities": stats["communities"],
         "modularity": stats["modularity"],
         "layers": stats["layers"],
@@ -55,13 +160,39 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--name", required=True)
     ap.add_argument("--keep", action="store_true", help="reuse bench/out/<name> (default: build afresh)")
-    ap.add_argument("paths", nargs="+")
+    ap.add_argument("--generate", type=int, default=0, metavar="TOKENS",
+                    help="build a generated corpus of about this many tokens (bench/gen_corpus.py)")
+    ap.add_argument("--seed", type=int, default=7, help="seed of the generated corpus")
+    ap.add_argument("--profile", help="write a cProfile of the build process to this file")
+    ap.add_argument("--out", help="results file (default bench/results/build-<name>.json)")
+    ap.add_argument("paths", nargs="*")
     args = ap.parse_args()
+    if not args.paths and not args.generate:
+        ap.error("give paths to build, or --generate TOKENS")
     home = ROOT / "bench" / "out" / args.name
     if home.exists() and not args.keep:
         shutil.rmtree(home)
-    result = run_build(args.name, args.paths, home)
-    out = ROOT / "bench" / "results" / f"build-{args.name}.json"
+    command = " ".join(["python -m bench.build --name", args.name, *args.paths])
+    corpus: dict = {}
+    tmp = None
+    paths = list(args.paths)
+    if args.generate:
+        from bench.gen_corpus import generate, write_corpus
+
+        command += f" --generate {args.generate} --seed {args.seed}"
+        tmp = Path(tempfile.mkdtemp(prefix="strata-gen-"))
+        t0 = time.perf_counter()
+        corpus = write_corpus(generate(args.generate, args.seed), tmp, args.seed, args.generate)
+        corpus["generate_s"] = round(time.perf_counter() - t0, 1)
+        paths.append(str(tmp / "corpus.jsonl"))
+    try:
+        result = run_build(args.name, paths, home, command, args.profile)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if corpus:
+        result["corpus"] = corpus
+    out = Path(args.out) if args.out else ROOT / "bench" / "results" / f"build-{args.name}.json"
     out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
 

@@ -221,15 +221,14 @@ def cmd_eval(args, settings: Settings, store: Store) -> int:
 
 
 def cmd_stats(args, settings: Settings, store: Store) -> int:
-    from core.stats import workspace_stats
+    from core.stats import format_stats, workspace_stats
 
     ws = store.require_workspace(args.workspace)
     st = workspace_stats(store, ws)
     if args.json:
         print(json.dumps(st))
     else:
-        for k, v in st.items():
-            print(f"{k}: {json.dumps(v)}")
+        print(format_stats(st))
     return 0
 
 

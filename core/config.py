@@ -123,7 +123,8 @@ class LexicalSettings(BaseModel):
     """HLG lexical graph (hierarchical-lexical-graph.txt §3): facts linking statements, topics per document."""
 
     enabled: bool = Field(True, description="Link statements to facts and group them into topics.")
-    topic_similarity: float = Field(0.55, description="Statements of a document whose cosine to a topic's centroid is below this start a new topic.")
+    topic_similarity: float = Field(
+        0.35, description="Average-linkage cosine similarity at which statements of one document join one topic.")
     max_topic_statements: int = Field(12, description="A topic holds at most this many statements.")
 
 

@@ -63,12 +63,15 @@ Stage = Callable[[BuildContext], Iterator[Progress]]
 
 
 def stages() -> list[tuple[str, str, Stage]]:
-    """(name, label, function) in build order. Later issues add attributed communities, NodeRAG augmentation
-    and HLG topics here, between `communities` and `index`."""
+    """(name, label, function) in build order."""
+    from core.extract.merge import merge_stage
     from core.extract.resolve import resolve_stage
     from core.extract.stage import extract_stage
+    from core.graph.attributed_stage import attributed_stage
+    from core.graph.augment_stage import augment_stage
     from core.graph.communities import communities_stage
     from core.graph.layers_stage import layers_stage
+    from core.graph.lexical import lexical_stage
     from core.graph.reports import reports_stage
     from core.index.stage import embed_stage, index_stage
     from core.ingest.stage import chunk_stage
@@ -76,11 +79,15 @@ def stages() -> list[tuple[str, str, Stage]]:
     return [
         ("chunk", "Chunk documents", chunk_stage),
         ("extract", "Extract entities, relationships, statements", extract_stage),
-        ("resolve", "Merge same-named entities", resolve_stage),
-        ("embed", "Embed chunks and entities", embed_stage),
+        ("resolve", "Settle entity names and types", resolve_stage),
+        ("embed", "Embed chunks, statements and entities", embed_stage),
+        ("merge", "Entity resolution: merge candidates", merge_stage),
         ("layers", "HiRAG summary layers", layers_stage),
         ("communities", "WCC and hierarchical Leiden", communities_stage),
+        ("attributed", "ArchRAG attributed communities and C-HNSW", attributed_stage),
         ("reports", "Community reports", reports_stage),
+        ("lexical", "HLG facts and topics", lexical_stage),
+        ("augment", "NodeRAG attributes, high-level elements, semantic edges", augment_stage),
         ("index", "Index community reports", index_stage),
     ]
 
@@ -230,6 +237,7 @@ def _run_stages(ctx: BuildContext, run_id: int, only: list[str] | None) -> Itera
             _update_stage(store, run_id, name, status="done", done=fin.total, total=fin.total, counts=fin.counts,
                           seconds=secs, finished_at=utcnow(), message=fin.message or label)
             yield Event(run_id, name, "done", fin.total, fin.total, fin.message, fin.counts)
+        store.analyze()
         with store.session() as s:
             ws = s.get(Workspace, ctx.ws.id)
             ws.build_version += 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import func
 from sqlmodel import select
 
-from core.models import BuildRun, Community, Document, Node, StageRun, Workspace
+from core.models import BuildRun, Community, Document, Edge, EntityMerge, Node, StageRun, Workspace
 
 
 def workspace_stats(store, ws: Workspace) -> dict:
@@ -17,6 +17,10 @@ def workspace_stats(store, ws: Workspace) -> dict:
             nodes.setdefault(kind, {})[str(layer)] = n
         nodes["document"] = {"0": s.exec(select(func.count()).select_from(Document)
                                          .where(Document.workspace_id == ws.id)).one()}
+        edges = dict(s.exec(select(Edge.kind, func.count()).where(Edge.workspace_id == ws.id)
+                            .group_by(Edge.kind)).all())
+        merges = dict(s.exec(select(EntityMerge.status, func.count()).where(EntityMerge.workspace_id == ws.id)
+                             .group_by(EntityMerge.status)).all())
         comms: dict[str, dict[str, int]] = {}
         for method, level, n in s.exec(select(Community.method, Community.level, func.count())
                                        .where(Community.workspace_id == ws.id)
@@ -42,9 +46,45 @@ def workspace_stats(store, ws: Workspace) -> dict:
         "backend": ws.backend,
         "embedder": ws.embedder,
         "nodes": nodes,
+        "edges": edges,
         "communities": comms,
+        "merges": merges,
         "modularity": modularity,
         "layers": layers,
         "stop_reason": stop_reason,
         "stages": stages,
     }
+
+
+def format_stats(st: dict) -> str:
+    """The stats as a few aligned plain-text tables, for `python -m core stats` without `--json`."""
+    out = [f"workspace {st['workspace']}  build {st['build_version']}  backend {st['backend']}  "
+           f"embedder {st['embedder']}", "", "nodes (kind: count per layer)"]
+    for kind, per_layer in sorted(st["nodes"].items()):
+        total = sum(per_layer.values())
+        layers = "  ".join(f"L{k}={v:,}" for k, v in sorted(per_layer.items(), key=lambda kv: int(kv[0])))
+        out.append(f"  {kind:<14}{total:>9,}   {layers}")
+    out += ["", "edges (kind: count)"]
+    out += [f"  {k:<14}{v:>9,}" for k, v in sorted(st.get("edges", {}).items())]
+    out += ["", "communities (method: count per level, 0 = coarsest)"]
+    for method, per_level in sorted(st["communities"].items()):
+        levels = "  ".join(f"{k}={v:,}" for k, v in sorted(per_level.items(), key=lambda kv: int(kv[0])))
+        out.append(f"  {method:<14}{sum(per_level.values()):>9,}   {levels}")
+    if st.get("modularity"):
+        out.append("  leiden modularity per level: " + "  ".join(
+            f"{k}={v:.3f}" for k, v in sorted(st["modularity"].items(), key=lambda kv: int(kv[0]))))
+    if st.get("layers"):
+        out += ["", "HiRAG layers (entities, clusters, cluster sparsity CS_i, change rate)"]
+        for row in st["layers"]:
+            rate, cs = row.get("change_rate"), row.get("cluster_sparsity")
+            out.append(f"  layer {row['layer']}: {row['entities']:,} entities, {row.get('clusters') or 0:,} clusters, "
+                       f"CS={'-' if cs is None else f'{cs:.3f}'}, change {'-' if rate is None else f'{rate:.1%}'}")
+    if st.get("stop_reason"):
+        out.append(f"  stopped: {st['stop_reason']}")
+    if st.get("merges"):
+        out += ["", "entity merges: " + ", ".join(f"{k} {v:,}" for k, v in sorted(st["merges"].items()))]
+    if st.get("stages"):
+        out += ["", "stage timings (seconds)"]
+        out += [f"  {k:<14}{v:>9.2f}" for k, v in st["stages"].items()]
+        out.append(f"  {'total':<14}{sum(st['stages'].values()):>9.2f}")
+    return "\n".join(out)

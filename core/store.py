@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import event, func
+from sqlalchemy import JSON, event, func
 from sqlmodel import Session, SQLModel, create_engine, delete, select
 
 from core.models import (
@@ -17,6 +18,7 @@ from core.models import (
     Community,
     Document,
     Edge,
+    EntityMerge,
     LLMCall,
     Node,
     QueryLog,
@@ -40,6 +42,21 @@ def content_id(*parts: str) -> str:
     return h.hexdigest()[:20]
 
 
+def bulk_insert(conn, table, rows: list[dict]) -> None:
+    """INSERT `rows` (dicts with the same keys, column names) into `table` through the driver's executemany, JSON
+    columns serialized here as SQLAlchemy would. For large row counts: Core's per-row parameter processing cost
+    more than SQLite's own work in big builds. `conn` is a SQLAlchemy Connection (`session.connection()`)."""
+    if not rows:
+        return
+    cols = list(rows[0])
+    as_json = {c.name for c in table.columns if isinstance(c.type, JSON)}
+    names = ", ".join('"' + c + '"' for c in cols)
+    marks = ", ".join("?" for _ in cols)
+    sql = f'INSERT INTO "{table.name}" ({names}) VALUES ({marks})'
+    dumps = json.dumps
+    conn.exec_driver_sql(sql, [tuple(dumps(r[c]) if c in as_json else r[c] for c in cols) for r in rows])
+
+
 def check_workspace_name(name: str) -> str:
     if not WORKSPACE_NAME.match(name or ""):
         raise StoreError(
@@ -58,6 +75,14 @@ class Store:
         self.engine = create_engine(f"sqlite:///{db_path}", connect_args={"check_same_thread": False, "timeout": 60})
         event.listen(self.engine, "connect", _sqlite_pragmas)
         SQLModel.metadata.create_all(self.engine)
+
+    def analyze(self) -> None:
+        """Refresh the query planner's statistics (after a build): without them SQLite may scan every edge instead
+        of using `ix_edge_ws_dst` for lookups by target node. `analysis_limit` keeps this to a second or so."""
+        with self.engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA analysis_limit=2000")
+            conn.exec_driver_sql("ANALYZE")
+            conn.commit()
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -95,7 +120,7 @@ class Store:
             runs = [r.id for r in s.exec(select(BuildRun).where(BuildRun.workspace_id == ws.id))]
             if runs:
                 s.exec(delete(StageRun).where(StageRun.run_id.in_(runs)))  # type: ignore[union-attr]
-            for table in (BuildRun, Checkpoint, Edge, Node, Community, Document, QueryLog):
+            for table in (BuildRun, Checkpoint, Edge, Node, Community, Document, QueryLog, EntityMerge):
                 s.exec(delete(table).where(table.workspace_id == ws.id))  # type: ignore[attr-defined]
             s.exec(delete(Workspace).where(Workspace.id == ws.id))
             s.commit()

@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core.backends.base import BackendError
+from core.graph.hierarchy import METHODS, frame_signature, hierarchy_figure, hierarchy_frame
 from core.pipeline import active_run, request_cancel
 from core.workspace import start_build
 from ui import resources as R
@@ -33,6 +34,122 @@ if c1.button("Build / resume", type="primary", disabled=running is not None, ico
 if c2.button("Stop", disabled=running is None, icon=":material/stop:"):
     request_cancel(store, running.id)
     st.toast("Stopping after the current unit… the next build resumes from there.")
+
+
+MARGIN = dict(l=10, r=10, t=40, b=10)
+
+
+def _layers(counts: dict) -> None:
+    """HiRAG layers as they appear: entities per layer, cluster sparsity CS_i and its change rate, stop reason."""
+    rows = counts.get("layers") or []
+    if not rows:
+        return
+    a, b = st.columns(2)
+    names = [f"layer {r['layer']}" for r in rows]
+    fig = go.Figure(go.Bar(x=names, y=[r.get("entities", 0) for r in rows], name="entities", marker_color="#5B8E7D",
+                           text=[r.get("entities", 0) for r in rows], textposition="outside", cliponaxis=False))
+    cs = [r.get("cluster_sparsity") for r in rows]
+    if any(v is not None for v in cs):
+        fig.add_trace(go.Scatter(x=names, y=cs, name="cluster sparsity", mode="lines+markers", yaxis="y2",
+                                 marker_color="#BC4B51"))
+    fig.update_layout(title="HiRAG: entities per layer", height=280, margin=MARGIN, showlegend=False,
+                      yaxis2=dict(overlaying="y", side="right", range=[0, 1.05], dtick=0.25, showgrid=False,
+                                  title="cluster sparsity", color="#BC4B51"))
+    a.plotly_chart(fig, width="stretch", key="layers")
+    b.dataframe([{"layer": r.get("layer"), "entities": r.get("entities"), "clusters": r.get("clusters"),
+                  "summary entities": r.get("summary_entities"), "cluster sparsity": r.get("cluster_sparsity"),
+                  "change rate": r.get("change_rate")} for r in rows], hide_index=True, width="stretch")
+    if counts.get("stop_reason"):
+        b.caption(f"Layering stopped: {counts['stop_reason']}")
+
+
+def _per_level_bar(per_level: dict, title: str, color: str, key: str, where) -> None:
+    levels = sorted(per_level, key=int)
+    fig = go.Figure(go.Bar(x=[f"level {lv}" for lv in levels], y=[per_level[lv] for lv in levels],
+                           marker_color=color, text=[per_level[lv] for lv in levels],
+                           textposition="outside", textangle=0, cliponaxis=False))
+    fig.update_layout(title=title, height=280, margin=MARGIN)
+    where.plotly_chart(fig, width="stretch", key=key)
+
+
+def _leiden(counts: dict) -> None:
+    if not counts.get("communities_per_level"):
+        return
+    mod = counts.get("modularity", {})
+    a, b = st.columns(2)
+    _per_level_bar(counts["communities_per_level"], "Leiden communities per level", "#2F6690", "per_level", a)
+    fig2 = go.Figure(go.Scatter(x=[f"level {lv}" for lv in sorted(mod, key=int)],
+                                y=[mod[lv] for lv in sorted(mod, key=int)], mode="lines+markers"))
+    fig2.update_layout(title="Modularity per level", height=280, margin=MARGIN, yaxis_range=[0, 1])
+    b.plotly_chart(fig2, width="stretch", key="modularity")
+    st.caption(f"{counts.get('components', 0)} connected components clustered, "
+               f"{counts.get('tiny_components', 0)} tiny ones (single entities) recorded apart.")
+
+
+def _attributed(counts: dict) -> None:
+    """ArchRAG: attributed communities per level, the KNN augmentation and the C-HNSW index."""
+    if not counts.get("communities_per_level"):
+        return
+    a, b = st.columns(2)
+    _per_level_bar(counts["communities_per_level"], "Attributed communities per level (ArchRAG)", "#9D4EDD",
+                   "attributed_per_level", a)
+    with b:
+        m1, m2, m3 = st.columns(3)
+        m1.metric("Attributed levels", f"{counts.get('levels', len(counts['communities_per_level'])):,}")
+        m2.metric("KNN edges", f"{counts.get('knn_edges', 0):,}")
+        m3.metric("C-HNSW nodes", f"{counts.get('chnsw_nodes', 0):,}")
+        if counts.get("layer_sizes"):
+            st.caption("Nodes per ArchRAG layer: " + " · ".join(f"{n:,}" for n in counts["layer_sizes"]))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _frame_so_far(ws_id: int, method: str, signature: tuple):
+    return hierarchy_frame(store, ws_id, method, max_sectors=400)
+
+
+def _hierarchy_so_far() -> None:
+    """A sunburst of the communities stored right now: it grows as the stages write level after level."""
+    sigs = {m: frame_signature(store, ws.id, m) for m in ("leiden", "attributed")}
+    present = [m for m, sig in sigs.items() if sig]
+    if not present:
+        return
+    with st.container(border=True, key="hierarchy_so_far"):
+        method = present[0]
+        if len(present) > 1:
+            method = st.radio("Hierarchy so far", present, format_func=METHODS.get, horizontal=True,
+                              key="build_hier_method", label_visibility="collapsed")
+        fr = _frame_so_far(ws.id, method, sigs[method])
+        levels = ", ".join(f"{n:,} at level {lv}" for lv, n in sorted(fr.per_level.items()))
+        st.caption(f"Hierarchy so far: {METHODS[method]}, {levels}. Open the Hierarchy page to explore them.")
+        st.plotly_chart(hierarchy_figure(fr, "sunburst", height=420), width="stretch", key="hierarchy_sunburst")
+
+
+def _graph_extras(by_stage: dict) -> None:
+    """Entity resolution, NodeRAG augmentation and HLG topics: their counts once the stages report them."""
+    merge, augment, lexical = by_stage.get("merge", {}), by_stage.get("augment", {}), by_stage.get("lexical", {})
+    metrics = []
+    if merge:
+        metrics += [("Merge candidates", merge.get("candidates", 0)), ("Auto-merged", merge.get("auto_merged", 0))]
+    if lexical:
+        metrics += [("HLG topics", lexical.get("topics", 0)), ("Facts linked", lexical.get("facts_linked", 0)),
+                    ("Cross-document facts", lexical.get("cross_document_facts", 0))]
+    if augment:
+        metrics += [("Important entities", augment.get("important_entities", 0)),
+                    ("Semantic edges", augment.get("semantic_edges", 0)),
+                    ("High-level matches", augment.get("matches", 0))]
+    if not metrics and not augment.get("nodes"):
+        return
+    a, b = st.columns(2)
+    with a:
+        for i in range(0, len(metrics), 3):
+            for col, (label, value) in zip(st.columns(3), metrics[i : i + 3]):
+                col.metric(label, f"{value:,}" if isinstance(value, int) else str(value))
+    nodes = augment.get("nodes") or {}
+    if nodes:
+        fig = go.Figure(go.Bar(x=list(nodes), y=list(nodes.values()), marker_color="#F4A259",
+                               text=list(nodes.values()), textposition="outside", cliponaxis=False))
+        fig.update_layout(title="NodeRAG: nodes added by kind", height=260, margin=MARGIN)
+        b.plotly_chart(fig, width="stretch", key="noderag_nodes")
 
 
 @st.fragment(run_every=1.0 if running is not None else None)
@@ -71,42 +188,17 @@ def live() -> None:
         column_config={"progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0)},
         hide_index=True, width="stretch",
     )
-    lay = next((s for s in stages if s.stage == "layers" and s.counts.get("layers")), None)
-    if lay is not None:
-        rows = lay.counts["layers"]
-        a, b = st.columns(2)
-        fig = go.Figure(go.Bar(x=[f"layer {r['layer']}" for r in rows], y=[r["entities"] for r in rows],
-                               marker_color="#5B8E7D", text=[r["entities"] for r in rows], textposition="outside"))
-        fig.update_layout(title="HiRAG: entities per layer", height=280, margin=dict(l=10, r=10, t=40, b=10))
-        a.plotly_chart(fig, width="stretch", key="layers")
-        b.dataframe([{"layer": r["layer"], "entities": r["entities"], "clusters": r["clusters"],
-                      "summary entities": r["summary_entities"], "cluster sparsity": r["cluster_sparsity"],
-                      "change rate": r["change_rate"]} for r in rows], hide_index=True, width="stretch")
-        if lay.counts.get("stop_reason"):
-            b.caption(f"Layering stopped: {lay.counts['stop_reason']}")
-    comm = next((s for s in stages if s.stage == "communities" and s.counts), None)
-    if comm is not None:
-        per_level = comm.counts.get("communities_per_level", {})
-        mod = comm.counts.get("modularity", {})
-        a, b = st.columns(2)
-        levels = sorted(per_level, key=int)
-        fig = go.Figure(go.Bar(x=[f"level {lv}" for lv in levels], y=[per_level[lv] for lv in levels],
-                               marker_color="#2F6690", text=[per_level[lv] for lv in levels],
-                               textposition="outside", textangle=0, cliponaxis=False))
-        fig.update_layout(title="Leiden communities per level", height=280, margin=dict(l=10, r=10, t=40, b=10))
-        a.plotly_chart(fig, width="stretch", key="per_level")
-        fig2 = go.Figure(go.Scatter(x=[f"level {lv}" for lv in sorted(mod, key=int)],
-                                    y=[mod[lv] for lv in sorted(mod, key=int)], mode="lines+markers"))
-        fig2.update_layout(title="Modularity per level", height=280, margin=dict(l=10, r=10, t=40, b=10),
-                           yaxis_range=[0, 1])
-        b.plotly_chart(fig2, width="stretch", key="modularity")
-        st.caption(f"{comm.counts.get('components', 0)} connected components clustered, "
-                   f"{comm.counts.get('tiny_components', 0)} tiny ones (single entities) recorded apart.")
+    by_stage = {s.stage: s.counts or {} for s in stages}
+    _layers(by_stage.get("layers", {}))
+    _leiden(by_stage.get("communities", {}))
+    _attributed(by_stage.get("attributed", {}))
+    _hierarchy_so_far()
+    _graph_extras(by_stage)
     if run.status == "done":
         done = [s for s in stages if s.status == "done"]
         fig3 = go.Figure(go.Bar(y=[s.stage for s in done], x=[s.seconds for s in done], orientation="h",
                                 marker_color="#81C3D7"))
-        fig3.update_layout(title="Stage timings (s)", height=260, margin=dict(l=10, r=10, t=40, b=10),
+        fig3.update_layout(title="Stage timings (s)", height=260, margin=MARGIN,
                            yaxis_autorange="reversed")
         st.plotly_chart(fig3, width="stretch", key="timings")
     if running is not None and active is None:

@@ -8,6 +8,7 @@ import re
 import unicodedata
 from collections.abc import Iterator
 
+from sqlalchemy import bindparam, update
 from sqlmodel import select
 
 from core.models import Node
@@ -30,25 +31,30 @@ def resolve_stage(ctx) -> Iterator:
     from core.pipeline import Progress
 
     store, ws = ctx.store, ctx.ws
+    t = Node.__table__  # type: ignore[attr-defined]
     with store.session() as s:
         ids = list(s.exec(select(Node.id).where(Node.workspace_id == ws.id, Node.kind == "entity", Node.layer == 0)))
     total = len(ids)
     merged = 0
-    step = 1000
+    step = 5000
     for off in range(0, total, step):
         with store.session() as s:
-            for node in s.exec(select(Node).where(Node.id.in_(ids[off : off + step]))):  # type: ignore[union-attr]
-                data = dict(node.data or {})
+            conn = s.connection()
+            updates = []
+            for nid, title, typ, data in conn.execute(select(t.c.id, t.c.title, t.c.type, t.c.data)
+                                                      .where(t.c.id.in_(ids[off : off + step]))):
+                data = data or {}
                 aliases: dict = data.get("aliases", {})
                 types: dict = data.get("types", {})
                 if aliases:
-                    node.title = max(aliases.items(), key=lambda kv: (kv[1], len(kv[0]), kv[0]))[0]
+                    title = max(aliases.items(), key=lambda kv: (kv[1], len(kv[0]), kv[0]))[0]
                     merged += max(0, len(aliases) - 1)
                 if types:
-                    node.type = max(types.items(), key=lambda kv: (kv[1], kv[0]))[0]
+                    typ = max(types.items(), key=lambda kv: (kv[1], kv[0]))[0]
                 descs = data.get("descriptions", [])
-                node.text = " ".join(descs) if descs else node.title
-                s.add(node)
+                updates.append({"_id": nid, "title": title, "type": typ, "text": " ".join(descs) if descs else title})
+            if updates:
+                conn.execute(update(t).where(t.c.id == bindparam("_id")), updates)
             s.commit()
         yield Progress(min(total, off + step), total, "settled entity names and types",
                        {"entities": total, "surface_forms_merged": merged})

@@ -8,22 +8,24 @@ their `subject` and `object` entities and `derived_from` the chunk.
 
 from __future__ import annotations
 
+import copy
+import json
 import re
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-from sqlalchemy import insert
 from sqlmodel import select
 
 from core.backends.base import Extraction
 from core.extract.resolve import norm_key
-from core.models import Checkpoint, Document, Edge, Node
-from core.store import content_id
+from core.models import Document, Node
+from core.store import bulk_insert, content_id
 
 STAGE = "extract"
 ROW_FORMATS = {"csv", "tsv", "jsonl", "ndjson", "json"}
 _DESC_CAP = 1200
+_OFFLINE_BATCH = 64  # chunks per transaction with the offline heuristics
 
 
 def entity_id(ws_id: int, key: str) -> str:
@@ -54,14 +56,16 @@ def extract_stage(ctx) -> Iterator:
         subject = row_subject(doc) if ctx.backend.name == "offline" else (doc.title if doc else None)
         return ctx.backend.extract(text, types, subject=subject)
 
-    batch = max(1, workers * 4)
+    # A model call is slow: write every few chunks. The heuristics are fast: write many chunks per transaction
+    # (each with its checkpoint, so a stop still resumes at the first unwritten chunk).
+    # (Small builds still write in 50 or more steps, so progress moves and a stop lands mid-stage.)
+    batch = max(1, workers * 4) if ctx.backend.name != "offline" else min(_OFFLINE_BATCH, max(1, total // 50))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for start in range(0, total, batch):
             part = todo[start : start + batch]
             results = list(pool.map(run_one, part)) if workers > 1 else [run_one(r) for r in part]
-            for (cid, _, doc_id), ex in zip(part, results):
-                c = write_extraction(store, ws.id, cid, doc_id, ex)
-                counts.update(c)
+            counts.update(write_extractions(store, ws.id, [(cid, doc_id, ex) for (cid, _, doc_id), ex
+                                                           in zip(part, results)]))
             counts["chunks"] = start + len(part)
             yield Progress(start + len(part), total, f"extracted {start + len(part)}/{total} chunks", dict(counts))
             if ctx.should_stop():
@@ -78,19 +82,24 @@ def row_subject(doc: Document | None) -> str | None:
 
 
 def write_extraction(store, ws_id: int, chunk_id: str, doc_id: str | None, ex: Extraction) -> Counter:
-    """Write one chunk's extraction and its checkpoint in one transaction.
+    """Write one chunk's extraction and its checkpoint in one transaction."""
+    return write_extractions(store, ws_id, [(chunk_id, doc_id, ex)])
 
-    New rows go in through bulk inserts (the ORM's per-object cost dominated large builds); entities and
-    relationships already in the graph are updated in place."""
+
+def write_extractions(store, ws_id: int, items: list[tuple[str, str | None, Extraction]]) -> Counter:
+    """Write the extractions of several chunks, in order, with their checkpoints, in one transaction.
+
+    The result is the same as writing the chunks one by one: entities and relationships already in the graph (or
+    met in an earlier chunk of the batch) are merged in memory, then written once; new rows and every edge go in
+    through the driver's executemany (the ORM's per-object cost dominated large builds)."""
     counts: Counter = Counter()
-    new_nodes: list[dict] = []
-    edges: list[dict] = []
+    new_nodes: dict[str, dict] = {}  # id -> row, inserted at the end
+    changed: dict[str, dict] = {}  # id -> {"weight", "data", "text"} of rows already stored, updated at the end
+    edges: list[tuple] = []
 
-    def edge(src: str, dst: str, kind: str) -> None:
-        edges.append({"workspace_id": ws_id, "src": src, "dst": dst, "kind": kind, "weight": 1.0, "data": {}})
-
-    with store.session() as s:
-        # entities: one node per normalized name
+    # what each chunk names: entities by normalized name, relationships by (subject, object)
+    plans = []
+    for chunk_id, doc_id, ex in items:
         by_name: dict[str, str] = {}
         wanted: dict[str, tuple] = {}
         for e in ex.entities:
@@ -100,33 +109,6 @@ def write_extraction(store, ws_id: int, chunk_id: str, doc_id: str | None, ex: E
             eid = entity_id(ws_id, key)
             by_name[e.name.lower()] = eid
             wanted.setdefault(eid, (key, e))
-        existing = {
-            n.id: n for n in s.exec(select(Node).where(Node.id.in_(list(wanted))))  # type: ignore[union-attr]
-        } if wanted else {}
-        for eid, (key, e) in wanted.items():
-            name, desc = e.name.strip(), (e.description or "").strip()
-            node = existing.get(eid)
-            if node is None:
-                new_nodes.append(_node_row(ws_id, eid, "entity", key=key, title=name, type=e.type, weight=1.0,
-                                           data={"aliases": {name: 1}, "types": {e.type: 1},
-                                                 "descriptions": [desc] if desc else []}))
-                counts["entities_new"] += 1
-            else:
-                data = dict(node.data or {})
-                aliases = dict(data.get("aliases", {}))
-                aliases[name] = aliases.get(name, 0) + 1
-                types = dict(data.get("types", {}))
-                types[e.type] = types.get(e.type, 0) + 1
-                descs = list(data.get("descriptions", []))
-                if desc and desc not in descs and sum(map(len, descs)) < _DESC_CAP:
-                    descs.append(desc)
-                data.update(aliases=aliases, types=types, descriptions=descs)
-                node.data = data
-                node.weight = (node.weight or 0.0) + 1.0
-                s.add(node)
-            edge(chunk_id, eid, "mentions")
-            counts["mentions"] += 1
-        # relationships: nodalized, keyed by (subject, object)
         rel_ids: dict[str, tuple] = {}
         for r in ex.relationships:
             a, b = by_name.get(r.source.lower()), by_name.get(r.target.lower())
@@ -137,51 +119,100 @@ def write_extraction(store, ws_id: int, chunk_id: str, doc_id: str | None, ex: E
                 prev = rel_ids[rid]
                 rel_ids[rid] = (a, b, prev[2], prev[3] + float(r.weight), prev[4])
             else:
-                rel_ids[rid] = (a, b, r.predicate.strip()[:120] or "related to", float(r.weight), r.description.strip())
-        existing_r = {
-            n.id: n for n in s.exec(select(Node).where(Node.id.in_(list(rel_ids))))  # type: ignore[union-attr]
-        } if rel_ids else {}
-        titles = {by_name[e.name.lower()]: e.name for e in reversed(ex.entities) if e.name.lower() in by_name}
-        for rid, (a, b, pred, w, desc) in rel_ids.items():
-            node = existing_r.get(rid)
-            if node is None:
-                new_nodes.append(_node_row(ws_id, rid, "relationship", key=f"{a}|{b}",
-                                           title=f"{titles.get(a, a)} — {pred} — {titles.get(b, b)}"[:300],
-                                           text=desc, type=pred, weight=w,
-                                           data={"source": a, "target": b, "predicates": [pred]}))
-                edge(rid, a, "subject")
-                edge(rid, b, "object")
-                counts["relationships_new"] += 1
-            else:
-                data = dict(node.data or {})
-                preds = list(data.get("predicates", []))
-                if pred not in preds and len(preds) < 10:
-                    preds.append(pred)
-                data["predicates"] = preds
-                node.data = data
-                if desc and desc not in node.text and len(node.text) < _DESC_CAP:
-                    node.text = (node.text + " " + desc).strip()
-                node.weight = (node.weight or 0.0) + w
-                s.add(node)
-            edge(rid, chunk_id, "derived_from")
-        # statements: propositions of this chunk, mentioning the chunk's entities they name
-        for k, text in enumerate(dict.fromkeys(t.strip() for t in ex.statements if t.strip())):
-            sid = content_id(str(ws_id), "statement", chunk_id, str(k))
-            new_nodes.append(_node_row(ws_id, sid, "statement", title=text[:80], text=text, document_id=doc_id,
-                                       ord=k))
-            edge(sid, chunk_id, "derived_from")
-            low = text.lower()
-            for eid in sorted({eid for name, eid in by_name.items() if name in low}):
-                edge(sid, eid, "mentions")
-            counts["statements"] += 1
+                rel_ids[rid] = (a, b, r.predicate.strip()[:120] or "related to", float(r.weight),
+                                r.description.strip())
+        plans.append((chunk_id, doc_id, ex, by_name, wanted, rel_ids))
+
+    with store.session() as s:
         conn = s.connection()
-        if new_nodes:
-            conn.execute(insert(Node.__table__), new_nodes)  # type: ignore[attr-defined]
+        stored = _load(conn, {i for p in plans for i in (*p[4], *p[5])})
+
+        def current(nid: str) -> dict | None:
+            """The row as it stands after the chunks already merged: a new row, a changed row or a stored one."""
+            if nid in new_nodes:
+                return new_nodes[nid]
+            if nid in changed:
+                return changed[nid]
+            row = stored.get(nid)
+            if row is not None:
+                changed[nid] = row
+            return row
+
+        for chunk_id, doc_id, ex, by_name, wanted, rel_ids in plans:
+            for eid, (key, e) in wanted.items():
+                name, desc = e.name.strip(), (e.description or "").strip()
+                node = current(eid)
+                if node is None:
+                    new_nodes[eid] = _node_row(ws_id, eid, "entity", key=key, title=name, type=e.type, weight=1.0,
+                                               data={"aliases": {name: 1}, "types": {e.type: 1},
+                                                     "descriptions": [desc] if desc else []})
+                    counts["entities_new"] += 1
+                else:
+                    data = node["data"]
+                    aliases = data.setdefault("aliases", {})
+                    aliases[name] = aliases.get(name, 0) + 1
+                    types = data.setdefault("types", {})
+                    types[e.type] = types.get(e.type, 0) + 1
+                    descs = data.setdefault("descriptions", [])
+                    if desc and desc not in descs and sum(map(len, descs)) < _DESC_CAP:
+                        descs.append(desc)
+                    node["weight"] = (node["weight"] or 0.0) + 1.0
+                edges.append((ws_id, chunk_id, eid, "mentions", 1.0, "{}"))
+                counts["mentions"] += 1
+            # relationships: nodalized, keyed by (subject, object)
+            titles = {by_name[e.name.lower()]: e.name for e in reversed(ex.entities) if e.name.lower() in by_name}
+            for rid, (a, b, pred, w, desc) in rel_ids.items():
+                node = current(rid)
+                if node is None:
+                    new_nodes[rid] = _node_row(ws_id, rid, "relationship", key=f"{a}|{b}",
+                                               title=f"{titles.get(a, a)} — {pred} — {titles.get(b, b)}"[:300],
+                                               text=desc, type=pred, weight=w,
+                                               data={"source": a, "target": b, "predicates": [pred]})
+                    edges.append((ws_id, rid, a, "subject", 1.0, "{}"))
+                    edges.append((ws_id, rid, b, "object", 1.0, "{}"))
+                    counts["relationships_new"] += 1
+                else:
+                    preds = node["data"].setdefault("predicates", [])
+                    if pred not in preds and len(preds) < 10:
+                        preds.append(pred)
+                    if desc and desc not in node["text"] and len(node["text"]) < _DESC_CAP:
+                        node["text"] = (node["text"] + " " + desc).strip()
+                    node["weight"] = (node["weight"] or 0.0) + w
+                edges.append((ws_id, rid, chunk_id, "derived_from", 1.0, "{}"))
+            # statements: propositions of this chunk, mentioning the chunk's entities they name
+            names = list(by_name.items())
+            for k, text in enumerate(dict.fromkeys(t.strip() for t in ex.statements if t.strip())):
+                sid = content_id(str(ws_id), "statement", chunk_id, str(k))
+                new_nodes[sid] = _node_row(ws_id, sid, "statement", title=text[:80], text=text, document_id=doc_id,
+                                           ord=k)
+                edges.append((ws_id, sid, chunk_id, "derived_from", 1.0, "{}"))
+                low = text.lower()
+                for eid in sorted({eid for name, eid in names if name in low}):
+                    edges.append((ws_id, sid, eid, "mentions", 1.0, "{}"))
+                counts["statements"] += 1
+        bulk_insert(conn, Node.__table__, list(new_nodes.values()))  # type: ignore[attr-defined]
+        if changed:
+            conn.exec_driver_sql("UPDATE node SET weight = ?, text = ?, data = ? WHERE id = ?",
+                                 [(r["weight"], r["text"], json.dumps(r["data"]), nid) for nid, r in changed.items()])
         if edges:
-            conn.execute(insert(Edge.__table__), edges)  # type: ignore[attr-defined]
-        s.add(Checkpoint(workspace_id=ws_id, stage=STAGE, unit=chunk_id))
+            conn.exec_driver_sql("INSERT INTO edge (workspace_id, src, dst, kind, weight, data) "
+                                 "VALUES (?, ?, ?, ?, ?, ?)", edges)
+        conn.exec_driver_sql("INSERT INTO checkpoint (workspace_id, stage, unit) VALUES (?, ?, ?)",
+                             [(ws_id, STAGE, cid) for cid, _, _ in items])
         s.commit()
     return counts
+
+
+def _load(conn, ids) -> dict[str, dict]:
+    """id -> {"weight", "text", "data"} of the stored nodes among `ids` (the data a private copy, to update)."""
+    ids = list(ids)
+    out: dict[str, dict] = {}
+    t = Node.__table__  # type: ignore[attr-defined]
+    for i in range(0, len(ids), 900):
+        for nid, w, text, data in conn.execute(select(t.c.id, t.c.weight, t.c.text, t.c.data)
+                                               .where(t.c.id.in_(ids[i : i + 900]))):
+            out[nid] = {"weight": w, "text": text or "", "data": copy.deepcopy(dict(data or {}))}
+    return out
 
 
 def _node_row(ws_id: int, nid: str, kind: str, **fields) -> dict:

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 
 import igraph as ig
 import leidenalg
-from sqlmodel import delete, select
+from sqlalchemy import bindparam, delete, select, update
 
 from core.config import CommunitySettings
 from core.graph.entity_graph import EntityGraph, load_entity_graph
 from core.models import Community, Edge
-from core.store import content_id
+from core.store import bulk_insert, content_id
 
 METHODS = ("wcc", "leiden")
 
@@ -39,11 +39,23 @@ class Hierarchy:
     tiny_components: int = 0
 
 
+# Leiden passes run until a pass improves the quality by less than this share of it (or not at all). Iterating
+# until nothing changes took 70 passes and 55 s on the 41k-entity graph of the generated 1M-token corpus, the last
+# 55 of them adding 0.2 % to the quality between them; 1e-4 stops after 15 passes. Small graphs converge first.
+LEIDEN_TOLERANCE = 1e-4
+LEIDEN_MAX_PASSES = 100
+
+
 def leiden_partition(g: ig.Graph, weights: list[float] | None, resolution: float, seed: int) -> list[int]:
-    part = leidenalg.find_partition(
-        g, leidenalg.RBConfigurationVertexPartition, weights=weights, resolution_parameter=resolution,
-        seed=seed, n_iterations=-1,
-    )
+    """Seeded Leiden (RB configuration model, i.e. modularity at `resolution`) run to convergence: passes repeat
+    while one still improves the quality by at least LEIDEN_TOLERANCE of it, at most LEIDEN_MAX_PASSES."""
+    part = leidenalg.RBConfigurationVertexPartition(g, weights=weights, resolution_parameter=resolution)
+    opt = leidenalg.Optimiser()
+    opt.set_rng_seed(seed)
+    for _ in range(LEIDEN_MAX_PASSES):
+        gain = opt.optimise_partition(part, n_iterations=1)
+        if gain <= LEIDEN_TOLERANCE * abs(part.quality()):
+            break
     return list(part.membership)
 
 
@@ -154,25 +166,36 @@ def communities_stage(ctx) -> Iterator:
 
 def write_communities(store, ws_id: int, rows: list[Community], members_of: dict[str, list[str]],
                       methods: tuple[str, ...]) -> None:
-    """Replace the communities of `methods` by `rows`, keeping unchanged ones (and their reports) as they are."""
+    """Replace the communities of `methods` by `rows`, keeping unchanged ones (and their reports) as they are.
+
+    One transaction; new rows and their `in_community` edges go in through bulk inserts (the ORM took 35 s for
+    the 10k communities and 200k member edges of a 1M-token corpus)."""
+    t = Community.__table__  # type: ignore[attr-defined]
+    e = Edge.__table__  # type: ignore[attr-defined]
+    rows = list({r.id: r for r in rows}.values())
     with store.session() as s:
-        old = {c.id for c in s.exec(select(Community).where(Community.workspace_id == ws_id,
-                                                            Community.method.in_(methods)))}  # type: ignore[attr-defined]
+        conn = s.connection()
+        old = {i for (i,) in conn.execute(select(t.c.id).where(t.c.workspace_id == ws_id, t.c.method.in_(methods)))}
         new = {r.id for r in rows}
-        gone = list(old - new)
+        gone = sorted(old - new)
         for i in range(0, len(gone), 500):
             part = gone[i : i + 500]
-            s.exec(delete(Edge).where(Edge.workspace_id == ws_id, Edge.kind == "in_community",
-                                      Edge.dst.in_(part)))  # type: ignore[attr-defined]
-            s.exec(delete(Community).where(Community.id.in_(part)))  # type: ignore[attr-defined]
-        kept = {c.id: c for c in s.exec(select(Community).where(Community.id.in_(list(old & new))))}  # type: ignore[attr-defined]
-        for r in rows:
-            if r.id in kept:
-                k = kept[r.id]
-                k.parent_id, k.size, k.data = r.parent_id, r.size, dict(k.data or {}) | dict(r.data or {})
-                s.add(k)
-                continue
-            s.add(r)
-            for m in members_of[r.id]:
-                s.add(Edge(workspace_id=ws_id, src=m, dst=r.id, kind="in_community"))
+            conn.execute(delete(e).where(e.c.workspace_id == ws_id, e.c.kind == "in_community", e.c.dst.in_(part)))
+            conn.execute(delete(t).where(t.c.id.in_(part)))
+        kept_ids = sorted(old & new)
+        kept_data: dict[str, dict] = {}
+        for i in range(0, len(kept_ids), 500):
+            for cid, data in conn.execute(select(t.c.id, t.c.data).where(t.c.id.in_(kept_ids[i : i + 500]))):
+                kept_data[cid] = dict(data or {})
+        kept = [{"_id": r.id, "parent_id": r.parent_id, "size": r.size, "data": kept_data[r.id] | dict(r.data or {})}
+                for r in rows if r.id in kept_data]
+        if kept:
+            conn.execute(update(t).where(t.c.id == bindparam("_id")), kept)
+        fresh = [r for r in rows if r.id not in kept_data]
+        bulk_insert(conn, t, [{"id": r.id, "workspace_id": ws_id, "method": r.method, "level": r.level,
+                               "parent_id": r.parent_id, "size": r.size, "title": r.title or "",
+                               "summary": r.summary or "", "report": dict(r.report or {}), "data": dict(r.data or {})}
+                              for r in fresh])
+        bulk_insert(conn, e, [{"workspace_id": ws_id, "src": m, "dst": r.id, "kind": "in_community", "weight": 1.0,
+                               "data": {}} for r in fresh for m in members_of[r.id]])
         s.commit()

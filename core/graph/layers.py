@@ -278,12 +278,12 @@ def summary_entity_offline(member_titles: list[str], member_texts: list[str], co
     n = max(len(member_titles), len(member_texts))
     titles = [(member_titles[i] if i < len(member_titles) else "") or "" for i in range(n)]
     texts = [(member_texts[i] if i < len(member_texts) else "") or "" for i in range(n)]
-    per_member = [set(_terms(f"{t}. {x}")) for t, x in zip(titles, texts)]
     df: Counter[str] = Counter()
     tf: Counter[str] = Counter()
-    for s, t, x in zip(per_member, titles, texts):
-        df.update(s)
-        tf.update(_terms(f"{t}. {x}"))
+    for t, x in zip(titles, texts):
+        terms = _terms(f"{t}. {x}")
+        df.update(set(terms))
+        tf.update(terms)
 
     def rank(ws) -> list[str]:
         return sorted(ws, key=lambda w: (-df[w], -len(w.split()), -tf[w], w))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+from sqlalchemy import bindparam, update
 from sqlmodel import select
 
 from core.backends.base import Report
@@ -78,7 +79,8 @@ def reports_stage(ctx) -> Iterator:
         return
     elements = CommunityElements(store, ws.id)
     workers = ctx.settings.backend.concurrency if ctx.backend.name == "ollama" else 1
-    batch = max(32, workers * 4)
+    batch = max(32, workers * 4) if workers > 1 else 256  # reports written per transaction
+    table = Community.__table__  # type: ignore[attr-defined]
 
     def build(cid: str) -> tuple[str, Report]:
         hint, material = report_material(*elements.of(cid))
@@ -89,12 +91,9 @@ def reports_stage(ctx) -> Iterator:
             part = todo[off : off + batch]
             results = list(pool.map(build, part)) if workers > 1 else [build(c) for c in part]
             with store.session() as s:
-                for cid, rep in results:
-                    c = s.get(Community, cid)
-                    c.title = rep.title[:300]
-                    c.summary = rep.summary
-                    c.report = rep.model_dump()
-                    s.add(c)
+                s.connection().execute(update(table).where(table.c.id == bindparam("_id")), [
+                    {"_id": cid, "title": rep.title[:300], "summary": rep.summary, "report": rep.model_dump()}
+                    for cid, rep in results])
                 s.commit()
             yield Progress(off + len(part), total, f"{off + len(part)}/{total} reports", {"reports": off + len(part)})
             if ctx.should_stop():

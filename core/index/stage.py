@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
+
 from sqlmodel import select
 
 from core.models import Community, Document, Node
@@ -23,18 +25,26 @@ def node_text_for_embedding(kind: str, title: str, text: str, doc_title: str = "
 
 
 def _embed_missing(ctx, kind: str, rows: list[tuple[str, str, dict]]) -> Iterator[tuple[int, int]]:
-    """Embed (id, text, meta) rows whose text is not in the collection of `kind` yet; yields (done, total)."""
+    """Embed (id, text, meta) rows whose text is not in the collection of `kind` yet; yields (done, total).
+
+    Rows go to the embedder sorted by length, so each batch pads to about its own length, and a text that occurs
+    more than once (the same sentence in two overlapping chunks) is embedded once."""
     have = ctx.index.existing(kind)
     todo = []
     for i, text, meta in rows:
         h = content_id(text)
         if have.get(i) != h:
             todo.append((i, text, meta | {"h": h}))
-    step = max(ctx.settings.embed.batch_size * 4, 64)
+    todo.sort(key=lambda r: (len(r[1]), r[1]))  # equal texts end up next to each other
+    step = max(ctx.settings.embed.batch_size * 16, 256)
+    last: dict[str, np.ndarray] = {}  # vectors of the previous part, for a run of equal texts cut by a boundary
     for off in range(0, len(todo), step):
         part = todo[off : off + step]
-        vecs = ctx.embedder.embed([t for _, t, _ in part])
+        texts = list(dict.fromkeys(t for _, t, _ in part if t not in last))
+        got = dict(zip(texts, ctx.embedder.embed(texts))) if texts else {}
+        vecs = np.vstack([got[t] if t in got else last[t] for _, t, _ in part])
         ctx.index.upsert(kind, [i for i, _, _ in part], vecs, [m for _, _, m in part])
+        last = got
         yield off + len(part), len(todo)
         if ctx.should_stop():
             return
@@ -47,11 +57,12 @@ def embed_stage(ctx) -> Iterator:
     with ctx.store.session() as s:
         titles = dict(s.exec(select(Document.id, Document.title).where(Document.workspace_id == ws.id)).all())
         chunks = s.exec(select(Node.id, Node.title, Node.text, Node.document_id)
-                        .where(Node.workspace_id == ws.id, Node.kind == "chunk")).all()
+                        .where(Node.workspace_id == ws.id, Node.kind == "chunk").order_by(Node.id)).all()
         stmts = s.exec(select(Node.id, Node.text, Node.document_id)
-                       .where(Node.workspace_id == ws.id, Node.kind == "statement")).all()
+                       .where(Node.workspace_id == ws.id, Node.kind == "statement").order_by(Node.id)).all()
         ents = s.exec(select(Node.id, Node.title, Node.text, Node.type, Node.layer)  # summary layers embed their own
-                      .where(Node.workspace_id == ws.id, Node.kind == "entity", Node.layer == 0)).all()
+                      .where(Node.workspace_id == ws.id, Node.kind == "entity", Node.layer == 0)
+                      .order_by(Node.id)).all()
     rows = {
         "chunk": [(i, node_text_for_embedding("chunk", t, x, titles.get(d, "")), {"document_id": d or ""})
                   for i, t, x, d in chunks],

@@ -12,27 +12,15 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import signal
-import socket
-import sqlite3
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
-from urllib.parse import urlparse
 
-import psutil
 import pytest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
-LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 BUILD_TIMEOUT_MS = 180_000
 
 UPLOAD_NAME = "brackwater_lighthouse.md"
@@ -50,161 +38,7 @@ BINARY_NAME = "scanned_contract.pdf"
 QUESTION = "Who restored the Fresnel lens of the Brackwater Lighthouse, and where did she learn lens grinding?"
 
 
-# -- the server ---------------------------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-            return r.status == 200 and r.read().decode().strip() == "ok"
-    except OSError:
-        return False
-
-
-def _ours(proc: psutil.Process, home: Path) -> bool:
-    """A process started for this test: its STRATA_HOME is our temporary home."""
-    try:
-        env_home = proc.environ().get("STRATA_HOME")
-    except (psutil.Error, OSError):
-        return False
-    return env_home is not None and Path(env_home).resolve() == home.resolve()
-
-
-def _strata_processes(server: subprocess.Popen, home: Path) -> list[psutil.Process]:
-    """The server, everything it started (build workers run in sessions of their own, so a process-group kill
-    misses them), and any process whose environment names our STRATA_HOME or whose pid a BuildRun row recorded."""
-    found: dict[int, psutil.Process] = {}
-    with contextlib.suppress(psutil.Error):
-        root = psutil.Process(server.pid)
-        found[root.pid] = root
-        for child in root.children(recursive=True):
-            found[child.pid] = child
-    # Workers outlive a dead server (re-parented to init): find them by the pid their BuildRun recorded and by a
-    # scan of every process for our STRATA_HOME; a pid counts only while its process has that environment.
-    candidates: set[int] = set()
-    db = home / "strata.db"
-    if db.exists():
-        with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect(db, timeout=5)) as con:
-            candidates |= {pid for (pid,) in con.execute("select pid from buildrun where pid is not null")}
-    candidates |= set(psutil.pids())
-    for pid in candidates - set(found) - {os.getpid()}:
-        with contextlib.suppress(psutil.Error):
-            p = psutil.Process(pid)
-            if _ours(p, home):
-                found[pid] = p
-    return list(found.values())
-
-
-def _cmdline(p: psutil.Process) -> list[str]:
-    try:
-        return p.cmdline()
-    except (psutil.Error, OSError):
-        return []
-
-
-def _alive(p: psutil.Process) -> bool:
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def _stop(server: subprocess.Popen, home: Path) -> None:
-    procs = _strata_processes(server, home)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(server.pid, signal.SIGTERM)  # the server's own group (start_new_session=True)
-    for p in procs:  # workers: each leads its own session and group
-        with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
-            if p.pid != server.pid and os.getpgid(p.pid) == p.pid:
-                os.killpg(p.pid, signal.SIGTERM)
-            else:
-                p.terminate()
-    _, alive = psutil.wait_procs(procs, timeout=10)
-    for p in alive:
-        with contextlib.suppress(psutil.Error):
-            p.kill()
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(server.pid, signal.SIGKILL)
-    psutil.wait_procs(alive, timeout=10)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        server.wait(timeout=10)
-    left = [p for p in _strata_processes(server, home) if _alive(p)]
-    assert not left, f"processes survived the teardown: {[(p.pid, _cmdline(p)) for p in left]}"
-
-
-@pytest.fixture(scope="module")
-def app_server(tmp_path_factory):
-    """`streamlit run app.py` on a free port with a fresh STRATA_HOME; yields (base url, home, log path)."""
-    home = tmp_path_factory.mktemp("strata_e2e")
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = dict(os.environ)
-    env.update(STRATA_HOME=str(home), STRATA_BACKEND="offline", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               ANONYMIZED_TELEMETRY="False", STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
-    log_path = home / "server.log"
-    with open(log_path, "wb") as log:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
-             "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + 90
-        while not _healthy(url):
-            assert server.poll() is None, f"streamlit exited ({server.returncode}):\n{log_path.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"no health answer in 90 s:\n{log_path.read_text()[-3000:]}"
-            time.sleep(0.3)
-        yield url, home, log_path
-    finally:
-        _stop(server, home)
-
-
-# -- the browser --------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-@pytest.fixture
-def page(browser):
-    """A page whose every request off this machine is aborted; screenshots on failure."""
-    blocked: list[str] = []
-
-    def offline(route):
-        url = route.request.url
-        parsed = urlparse(url)
-        if parsed.scheme in ("data", "blob", "about") or parsed.hostname in LOCAL_HOSTS:
-            route.continue_()
-        else:
-            blocked.append(url)
-            route.abort()
-
-    ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
-    ctx.route("**/*", offline)
-    pg = ctx.new_page()
-    pg.set_default_timeout(30_000)
-    errors: list[str] = []
-    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    pg.blocked = blocked  # type: ignore[attr-defined]
-    pg.js_errors = errors  # type: ignore[attr-defined]
-    yield pg
-    if blocked:
-        print("requests aborted (not local):", *sorted(set(blocked))[:20], sep="\n  ")
-    ctx.close()
-
-
+# -- screenshots ----------------------------------------------------------------------------------------------------
 def _shot(pg, name: str, always: bool = True) -> None:
     if not always and not os.environ.get("STRATA_E2E_SCREENSHOTS"):
         return

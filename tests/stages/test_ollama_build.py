@@ -33,7 +33,13 @@ def test_ollama_build_extracts_reports_and_answers(tmp_path, tiny_corpus, build,
             calls = sess.exec(select(LLMCall).where(LLMCall.backend == "ollama")).all()
         assert entities, "the model's entities are in the graph"
         assert all(c.title and c.summary for c in comms), "every community has a generated report"
-        assert {c.task for c in calls} >= {"extract", "report"}
+        # every construction ran through the model: reports (Leiden and ArchRAG), NodeRAG attributes, HLG topics
+        assert {c.task for c in calls} >= {"extract", "report", "summarize-attribute", "summarize-topic"}
+        assert {c.method for c in comms} >= {"leiden", "attributed"}
+        with b.store.session() as sess:
+            kinds = {n.kind for n in sess.exec(select(Node).where(Node.workspace_id == b.ws.id))}
+        assert kinds >= {"chunk", "statement", "entity", "relationship", "attribute", "high_level", "overview",
+                         "topic"}
         assert b.ws.backend == "ollama" and b.ws.chat_model == s.backend.chat_model
         # every chat request asked for structured output with a JSON schema
         bodies = [body for path, body in fake.requests if path == "/api/chat"]

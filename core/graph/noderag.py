@@ -1,0 +1,186 @@
+"""NodeRAG graph maths (noderag.txt §2.3-2.4, Appendix C.2-C.3): pure functions over numpy, igraph and faiss.
+
+* Important entities (§2.3 "Node importance based augmentation", Appendix C.2): the k-core of the decomposed
+  heterograph (entities, relationships, statements) with NodeRAG's default k = round(ln|V| * sqrt(mean degree)),
+  united with the entities whose betweenness (estimated from a few seeded pivot sources, Brandes 2008) exceeds
+  mean * round(log10|V|); both sets keep only entities mentioned more than once.
+* Semantic matching within community (Appendix C.3): K-means with round(sqrt(n)) clusters over the embeddings of
+  statements, attributes and high-level elements; a high-level element is linked to every node of its cluster
+  that lies in its community.
+* HNSW semantic edges (§2.4): the base layer of a faiss HNSW graph over every embedded node; a pair already
+  linked in the graph has that edge's weight raised instead of a second edge.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import igraph as ig
+import numpy as np
+
+
+# ---------------------------------------------------------------------------------------------- important entities
+def kcore_k(n_vertices: int, n_edges: int) -> int:
+    """NodeRAG's default k = round(ln|V| * sqrt(average degree)), at least 1."""
+    if n_vertices <= 1:
+        return 1
+    avg_degree = 2.0 * n_edges / n_vertices
+    return max(1, round(math.log(n_vertices) * math.sqrt(avg_degree)))
+
+
+@dataclass
+class Importance:
+    selected: list[int]  # vertex indices of the important entities, most important first (capped)
+    k: int  # k of the k-core actually used (0: the graph has no edges, no core selection)
+    in_core: set[int]  # entity vertices of the k-core with weight > 1
+    by_betweenness: set[int]  # entity vertices above the betweenness threshold with weight > 1
+    coreness: list[int]
+    betweenness: np.ndarray
+
+
+def sampled_betweenness(g: ig.Graph, samples: int, seed: int) -> np.ndarray:
+    """Betweenness of every vertex counted over shortest paths from `samples` seeded pivot sources (all
+    sources when the graph is not larger than that), rescaled by n / samples to estimate the full value."""
+    n = g.vcount()
+    if n == 0:
+        return np.zeros(0)
+    if samples <= 0 or samples >= n:
+        return np.asarray(g.betweenness(directed=False), dtype=float)
+    sources = np.sort(np.random.default_rng(seed).choice(n, size=samples, replace=False))
+    bt = np.asarray(g.betweenness(directed=False, sources=sources.tolist()), dtype=float)
+    return bt * (n / samples)
+
+
+def important_entities(g: ig.Graph, is_entity: np.ndarray, weight: np.ndarray, samples: int, seed: int,
+                       cap: int, k: int | None = None) -> Importance:
+    """Important entities of the undirected graph `g` (simple; vertices flagged by `is_entity`, `weight` = mentions).
+
+    k-core: k defaults to `kcore_k`; when the k-core is empty the maximum core is used instead. Betweenness:
+    above mean * round(log10|V|). Both keep only entities with weight > 1. The union is ordered by (core number,
+    betweenness, weight), highest first, and capped at `cap`."""
+    n = g.vcount()
+    is_entity = np.asarray(is_entity, dtype=bool)
+    weight = np.asarray(weight, dtype=float)
+    if n == 0:
+        return Importance([], 0, set(), set(), [], np.zeros(0))
+    coreness = g.coreness()
+    core = np.asarray(coreness)
+    k = kcore_k(n, g.ecount()) if k is None else max(1, k)
+    if core.max() < k:
+        k = int(core.max())  # the k-core is empty: fall back to the maximum core
+    eligible = is_entity & (weight > 1)
+    in_core = set(np.flatnonzero(eligible & (core >= k)).tolist()) if k > 0 else set()
+    bt = sampled_betweenness(g, samples, seed)
+    scale = round(math.log10(n)) if n > 0 else 0
+    threshold = bt.mean() * scale
+    by_bt = set(np.flatnonzero(eligible & (bt > threshold)).tolist())
+    union = in_core | by_bt
+    ranked = sorted(union, key=lambda v: (-core[v], -bt[v], -weight[v], v))
+    return Importance(ranked[: max(0, cap)], k, in_core, by_bt, list(coreness), bt)
+
+
+# ---------------------------------------------------------------------------------------------- faiss helpers
+@contextmanager
+def faiss_threads(n: int):
+    """Run faiss with `n` OpenMP threads (one thread keeps HNSW insertion and K-means deterministic)."""
+    import faiss
+
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(n)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
+# ---------------------------------------------------------------------------------------------- semantic matching
+def kmeans_labels(vecs: np.ndarray, seed: int, k: int | None = None) -> np.ndarray:
+    """K-means cluster of every row with k = round(sqrt(n)) clusters (NodeRAG), seeded; faiss on one thread."""
+    import faiss
+
+    x = np.ascontiguousarray(vecs, dtype=np.float32)
+    n = len(x)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    k = max(1, round(math.sqrt(n))) if k is None else max(1, min(k, n))
+    if k == 1:
+        return np.zeros(n, dtype=np.int64)
+    with faiss_threads(1):
+        km = faiss.Kmeans(x.shape[1], k, niter=20, seed=int(seed), min_points_per_centroid=1,
+                          max_points_per_centroid=256, verbose=False)
+        km.train(x)
+        _, lab = km.index.search(x, 1)
+    return lab.ravel().astype(np.int64)
+
+
+def semantic_matches(labels: np.ndarray, community: np.ndarray, is_high: np.ndarray) -> list[tuple[int, int]]:
+    """(h, j) pairs: high-level row h and every other row j of the same K-means cluster and the same community
+    (community < 0 means none: never matched). A pair of two high-level rows appears once, as (lower, higher)."""
+    labels = np.asarray(labels)
+    community = np.asarray(community)
+    is_high = np.asarray(is_high, dtype=bool)
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i in np.flatnonzero(community >= 0).tolist():
+        groups.setdefault((int(labels[i]), int(community[i])), []).append(i)
+    pairs: list[tuple[int, int]] = []
+    for members in groups.values():
+        highs = [m for m in members if is_high[m]]
+        for h in highs:
+            for j in members:
+                if j != h and (not is_high[j] or h < j):
+                    pairs.append((h, j))
+    return sorted(pairs)
+
+
+# ---------------------------------------------------------------------------------------------- HNSW edges
+def hnsw_base_pairs(vecs: np.ndarray, m: int, seed: int) -> np.ndarray:
+    """Undirected pairs (i < j, unique, sorted) of the base layer of an HNSW graph (faiss IndexHNSWFlat, inner
+    product, M = m) over the rows of `vecs`, built on one thread with a seeded level generator."""
+    import faiss
+
+    x = np.ascontiguousarray(vecs, dtype=np.float32)
+    n = len(x)
+    if n < 2:
+        return np.zeros((0, 2), dtype=np.int64)
+    index = faiss.IndexHNSWFlat(x.shape[1], max(2, int(m)), faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.rng = faiss.RandomGenerator(int(seed))
+    with faiss_threads(1):
+        index.add(x)
+    h = index.hnsw
+    neighbors = faiss.vector_to_array(h.neighbors)
+    offsets = faiss.vector_to_array(h.offsets).astype(np.int64)
+    cum = faiss.vector_to_array(h.cum_nneighbor_per_level)
+    base = int(cum[1])  # slots of level 0: neighbours of node i are neighbors[offsets[i] : offsets[i] + base]
+    slots = offsets[:n, None] + np.arange(base, dtype=np.int64)[None, :]
+    nb = neighbors[slots].astype(np.int64)
+    src = np.repeat(np.arange(n, dtype=np.int64), base)
+    dst = nb.ravel()
+    keep = (dst >= 0) & (dst != src)
+    src, dst = src[keep], dst[keep]
+    pairs = np.stack([np.minimum(src, dst), np.maximum(src, dst)], axis=1)
+    return np.unique(pairs, axis=0) if len(pairs) else np.zeros((0, 2), dtype=np.int64)
+
+
+def split_linked(pairs: np.ndarray, linked: np.ndarray, n: int) -> np.ndarray:
+    """Boolean mask over `pairs` (i < j): True where the undirected pair is already in `linked` (any order)."""
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    linked = np.asarray(linked, dtype=np.int64).reshape(-1, 2)
+    if len(pairs) == 0 or len(linked) == 0:
+        return np.zeros(len(pairs), dtype=bool)
+    lo, hi = np.minimum(linked[:, 0], linked[:, 1]), np.maximum(linked[:, 0], linked[:, 1])
+    return np.isin(pairs[:, 0] * n + pairs[:, 1], lo * n + hi)
+
+
+def pair_scores(vecs: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+    """Inner product (cosine for unit rows) of every pair."""
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    if len(pairs) == 0:
+        return np.zeros(0, dtype=np.float32)
+    out = np.empty(len(pairs), dtype=np.float32)
+    step = 100_000
+    for off in range(0, len(pairs), step):
+        p = pairs[off : off + step]
+        out[off : off + step] = np.einsum("ij,ij->i", vecs[p[:, 0]], vecs[p[:, 1]])
+    return out

@@ -1,0 +1,111 @@
+"""The hierarchy in a real browser (fixtures in conftest.py: a fresh `streamlit run app.py` on an empty STRATA_HOME,
+Debian's chromium, every request off the machine aborted): the Build page draws the communities as a sunburst while
+the sample workspace builds on first start; on the Hierarchy page a click on a sector opens that community's
+report, members and sources."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
+
+BUILD_TIMEOUT_MS = 180_000
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+
+
+def _leiden_titles(home) -> dict[str, str]:
+    with sqlite3.connect(home / "strata.db", timeout=10) as con:
+        return dict(con.execute("select id, title from community where method = 'leiden'"))
+
+
+def _shot(pg, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(Exception):  # a screenshot never hides the real failure
+        pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def test_hierarchy_grows_on_the_build_page_and_a_click_opens_a_community(app_server, page):
+    from playwright.sync_api import expect
+
+    url, home, log_path = app_server
+    pg = page
+    try:
+        # 1. First start: the sample builds in the background; the Build page draws the hierarchy once it exists.
+        pg.goto(url.rstrip("/") + "/build")
+        expect(pg.locator("h1", has_text="Build")).to_be_visible(timeout=60_000)
+        so_far = pg.locator(".st-key-hierarchy_so_far")
+        expect(so_far).to_contain_text("Hierarchy so far", timeout=BUILD_TIMEOUT_MS)
+        sectors = so_far.locator(".js-plotly-plot g.slice path.surface")
+        expect(sectors.nth(1)).to_be_attached(timeout=30_000)  # the root and at least one community
+        caption = so_far.locator("[data-testid='stCaptionContainer']").first.inner_text()
+        m = re.search(r"Hierarchy so far: Leiden communities, ([\d,]+) at level 0", caption)
+        assert m, caption
+        assert sectors.count() >= 1 + int(m.group(1).replace(",", ""))  # every level-0 community has its sector
+        if os.environ.get("STRATA_E2E_SCREENSHOTS"):
+            _shot(pg, "h1-build-hierarchy-so-far")
+        # the Hierarchy page reads a finished build
+        done = pg.locator("[data-testid='stAlert']").filter(
+            has_text=re.compile(r"Build finished · run \d+|Build failed|stopped without finishing"))
+        expect(done.first).to_be_visible(timeout=BUILD_TIMEOUT_MS)
+        assert "Build finished" in done.first.inner_text(), done.first.inner_text()
+        expect(so_far.locator(".js-plotly-plot")).to_have_count(1)  # the picture stays after the build
+
+        # 2. The Hierarchy page: a sunburst; a click on a community's sector opens it below.
+        pg.locator("[data-testid='stSidebarNav'] a", has_text="Hierarchy").first.click()
+        expect(pg.locator("h1", has_text="Hierarchy")).to_be_visible()
+        chart = pg.locator("[data-testid='stPlotlyChart'] .js-plotly-plot")
+        expect(chart.locator("g.slice path.surface").nth(1)).to_be_attached(timeout=30_000)
+        titles = _leiden_titles(home)
+        assert titles
+        detail = pg.locator(".st-key-hier_detail")
+        expect(detail).to_have_count(0)
+        slices = chart.locator("g.slice")
+        target = None
+        deadline = time.monotonic() + 10
+        while target is None and time.monotonic() < deadline:  # a sector whose label is drawn
+            for i in range(slices.count()):
+                text = slices.nth(i).locator("text")
+                name = text.first.text_content() if text.count() else ""
+                if name and name != "Leiden communities" and not re.fullmatch(r"[\d,]+ more", name):
+                    target = slices.nth(i)
+                    break
+            pg.wait_for_timeout(200)
+        assert target is not None, "no labelled sector in the sunburst"
+        label = target.locator("text").first.text_content().rstrip("…")
+        target.locator("path.surface").click(force=True)
+        heading = detail.locator("h3")
+        expect(heading).to_be_visible(timeout=30_000)
+        opened = heading.inner_text().strip()
+        assert opened in titles.values(), (opened, sorted(titles.values())[:5])
+        assert opened.startswith(label.strip()), (opened, label)
+        expect(pg.get_by_role("combobox", name="Open a community")).to_have_value(
+            re.compile("^" + re.escape(opened[:30])))  # the list beside the chart follows the click
+        # its report, members and sources
+        expect(detail).to_contain_text("importance")
+        expect(detail.locator("[data-testid='stCaptionContainer']").first).to_contain_text("members")
+        detail.get_by_role("tab", name="Members").click()
+        expect(detail.get_by_text(re.compile(r"^Entity \(\d+\)$")).first).to_be_visible()
+        detail.get_by_role("tab", name="Sources").click()
+        expect(detail.get_by_text(re.compile(r"document\(s\) mention its members"))).to_be_visible()
+        expect(detail.locator("[data-testid='stSelectbox']", has_text="Read a source document")).to_be_visible()
+        detail.get_by_role("tab", name="Subgraph").click()
+        frame = detail.locator("iframe[title='st.iframe']")
+        expect(frame).to_have_count(1)
+        handle = frame.element_handle().content_frame()
+        assert handle is not None
+        handle.wait_for_function("() => window.network && window.network.body.data.nodes.length > 0",
+                                 timeout=30_000)
+        if os.environ.get("STRATA_E2E_SCREENSHOTS"):
+            _shot(pg, "h2-hierarchy-community-opened")
+        assert not pg.js_errors, pg.js_errors
+    except BaseException:
+        _shot(pg, "hierarchy-failure")
+        print(f"server log ({log_path}):\n{log_path.read_text(errors='replace')[-4000:]}")
+        raise

@@ -1,0 +1,216 @@
+"""NodeRAG graph maths (core/graph/noderag.py) on hand-made graphs and vectors: the k-core k formula and selection
+(checked against networkx), betweenness selection of a bridge, semantic matching within cluster and community,
+the HNSW base-layer edges (checked against faiss' own neighbour ranges) and the weight boost of an already linked
+pair written by the augment stage."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import faiss
+import igraph as ig
+import networkx as nx
+import numpy as np
+import pytest
+from sqlalchemy import insert
+from sqlmodel import select
+
+from core.graph import noderag
+from core.graph.augment_stage import _write_edges, keyword_title
+from core.models import Edge, Node
+from core.store import Store
+
+
+def to_nx(g: ig.Graph) -> nx.Graph:
+    G = nx.Graph()
+    G.add_nodes_from(range(g.vcount()))
+    G.add_edges_from(g.get_edgelist())
+    return G
+
+
+def core_and_fringe() -> tuple[ig.Graph, np.ndarray, np.ndarray]:
+    """Entities 0-5 form a 6-clique (core number 5); entities 6-8 hang off it in a path; statements 9-14 each
+    mention two clique entities. Entity 5 is in the clique but mentioned only once (weight 1)."""
+    edges = [(i, j) for i in range(6) for j in range(i + 1, 6)]
+    edges += [(5, 6), (6, 7), (7, 8)]
+    edges += [(9 + s, s) for s in range(6)] + [(9 + s, (s + 1) % 6) for s in range(6)]
+    g = ig.Graph(n=15, edges=edges)
+    is_entity = np.array([True] * 9 + [False] * 6)
+    weight = np.array([3, 2, 2, 4, 2, 1, 2, 2, 2] + [0] * 6, dtype=float)
+    return g, is_entity, weight
+
+
+# ---------------------------------------------------------------------------------------------- k-core
+def test_kcore_k_is_noderag_default_formula():
+    assert noderag.kcore_k(100, 150) == round(math.log(100) * math.sqrt(3.0)) == 8
+    assert noderag.kcore_k(1000, 500) == round(math.log(1000) * 1.0) == 7
+    assert noderag.kcore_k(10, 0) == 1  # clamped
+    assert noderag.kcore_k(1, 0) == 1
+
+
+def test_kcore_selection_matches_networkx_and_needs_two_mentions():
+    g, is_entity, weight = core_and_fringe()
+    G = to_nx(g)
+    for k in (2, 3, 5):
+        imp = noderag.important_entities(g, is_entity, weight, samples=100, seed=1, cap=100, k=k)
+        expected = {v for v in nx.k_core(G, k).nodes if is_entity[v] and weight[v] > 1}
+        assert imp.k == k
+        assert imp.in_core == expected, k
+        assert 5 not in imp.in_core  # in every core, but mentioned once
+    assert {v for v in nx.k_core(G, 5).nodes} == set(range(6))
+    assert imp.coreness == [nx.core_number(G)[v] for v in range(g.vcount())]
+
+
+def test_default_k_falls_back_to_the_maximum_core():
+    g, is_entity, weight = core_and_fringe()
+    g.add_vertices(10)  # ten more statements, each mentioning entity 8: |V| = 25, mean degree 3.2, k = 6
+    g.add_edges([(15 + s, 8) for s in range(10)])
+    is_entity, weight = np.append(is_entity, [False] * 10), np.append(weight, [0.0] * 10)
+    k = noderag.kcore_k(g.vcount(), g.ecount())
+    assert k > max(g.coreness())  # the default k-core of this graph is empty
+    imp = noderag.important_entities(g, is_entity, weight, samples=100, seed=1, cap=100)
+    assert k == 6 and imp.k == max(g.coreness()) == 5
+    assert imp.in_core == {v for v in nx.k_core(to_nx(g)).nodes if is_entity[v] and weight[v] > 1} == {0, 1, 2, 3, 4}
+
+
+# ---------------------------------------------------------------------------------------------- betweenness
+def two_cliques_and_bridge(bridge_weight: float) -> tuple[ig.Graph, np.ndarray, np.ndarray]:
+    """Two 8-cliques of entities (0-7, 9-16) linked only through entity 8."""
+    edges = [(i, j) for i in range(8) for j in range(i + 1, 8)]
+    edges += [(9 + i, 9 + j) for i in range(8) for j in range(i + 1, 8)]
+    edges += [(0, 8), (8, 9)]
+    g = ig.Graph(n=17, edges=edges)
+    weight = np.full(17, 2.0)
+    weight[8] = bridge_weight
+    return g, np.ones(17, dtype=bool), weight
+
+
+def test_betweenness_selects_the_bridge():
+    g, is_entity, weight = two_cliques_and_bridge(2.0)
+    exact = noderag.sampled_betweenness(g, samples=100, seed=3)
+    ref = nx.betweenness_centrality(to_nx(g), normalized=False)
+    assert np.allclose(exact, [ref[v] for v in range(g.vcount())])
+    assert int(np.argmax(exact)) == 8
+    imp = noderag.important_entities(g, is_entity, weight, samples=100, seed=3, cap=100)
+    assert 8 in imp.by_betweenness
+    assert imp.by_betweenness == {0, 8, 9}  # the bridge and the two clique members it touches
+    assert 8 not in imp.in_core  # a bridge is not in the dense core
+
+
+def test_sampled_betweenness_is_seeded_and_still_finds_the_bridge():
+    g, is_entity, weight = two_cliques_and_bridge(2.0)
+    a = noderag.sampled_betweenness(g, samples=6, seed=11)
+    assert np.array_equal(a, noderag.sampled_betweenness(g, samples=6, seed=11))
+    imp = noderag.important_entities(g, is_entity, weight, samples=6, seed=11, cap=100)
+    assert 8 in imp.by_betweenness
+
+
+def test_bridge_mentioned_once_is_not_important_and_cap_keeps_the_core_first():
+    g, is_entity, weight = two_cliques_and_bridge(1.0)
+    imp = noderag.important_entities(g, is_entity, weight, samples=100, seed=3, cap=100)
+    assert 8 not in imp.selected
+    capped = noderag.important_entities(g, is_entity, weight, samples=100, seed=3, cap=3)
+    assert len(capped.selected) == 3
+    core = g.coreness()
+    assert all(core[v] == max(core) for v in capped.selected)
+    assert capped.selected[0] in (0, 9)  # highest core, then highest betweenness
+
+
+# ---------------------------------------------------------------------------------------------- semantic matching
+def test_semantic_matches_only_within_cluster_and_community():
+    labels = np.array([0, 0, 0, 1, 1, 0, 0, 1])
+    community = np.array([0, 0, 1, 0, 0, -1, 0, 0])
+    is_high = np.array([True, False, False, False, True, False, True, False])
+    pairs = noderag.semantic_matches(labels, community, is_high)
+    assert pairs == [(0, 1), (0, 6), (4, 3), (4, 7), (6, 1)]
+    for h, j in pairs:
+        assert is_high[h] and labels[h] == labels[j] and community[h] == community[j] >= 0
+
+
+def test_kmeans_uses_sqrt_n_clusters_and_is_seeded():
+    rng = np.random.default_rng(0)
+    centers = rng.normal(size=(4, 16)) * 10
+    x = np.vstack([c + rng.normal(size=(25, 16)) for c in centers]).astype(np.float32)
+    labels = noderag.kmeans_labels(x, seed=5)
+    assert len(set(labels.tolist())) <= round(math.sqrt(len(x))) == 10
+    assert np.array_equal(labels, noderag.kmeans_labels(x, seed=5))
+    for b in range(4):  # a K-means cluster never mixes two well separated blobs
+        for other in range(4):
+            if other != b:
+                assert not set(labels[b * 25:(b + 1) * 25]) & set(labels[other * 25:(other + 1) * 25])
+
+
+# ---------------------------------------------------------------------------------------------- HNSW edges
+def unit_rows(n: int, d: int, seed: int) -> np.ndarray:
+    x = np.random.default_rng(seed).normal(size=(n, d)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_hnsw_pairs_are_the_base_layer_neighbours_once_each():
+    x = unit_rows(300, 24, 1)
+    pairs = noderag.hnsw_base_pairs(x, m=4, seed=9)
+    # the same index built here, its level-0 lists read through faiss' own neighbor_range
+    index = faiss.IndexHNSWFlat(24, 4, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.rng = faiss.RandomGenerator(9)
+    faiss.omp_set_num_threads(1)
+    index.add(x)
+    nb = faiss.vector_to_array(index.hnsw.neighbors)
+    want = set()
+    for i in range(len(x)):
+        begin, end = np.zeros(1, dtype=np.uint64), np.zeros(1, dtype=np.uint64)
+        index.hnsw.neighbor_range(i, 0, faiss.swig_ptr(begin), faiss.swig_ptr(end))
+        for j in nb[int(begin[0]):int(end[0])]:
+            if j >= 0 and j != i:
+                want.add((min(i, int(j)), max(i, int(j))))
+    got = [tuple(p) for p in pairs.tolist()]
+    assert len(got) == len(set(got))  # once each
+    assert all(i < j for i, j in got)
+    assert set(got) == want
+    assert np.array_equal(pairs, noderag.hnsw_base_pairs(x, m=4, seed=9))  # deterministic
+    assert len(got) >= len(x) - 1  # every vector has at least one neighbour
+    sc = noderag.pair_scores(x, pairs)
+    i, j = pairs[0]
+    assert sc[0] == pytest.approx(float(x[i] @ x[j]), abs=1e-5)
+
+
+def test_split_linked_marks_pairs_linked_in_either_order():
+    pairs = np.array([[0, 1], [1, 2], [2, 5]])
+    mask = noderag.split_linked(pairs, np.array([[5, 2], [0, 3]]), n=6)
+    assert mask.tolist() == [False, False, True]
+
+
+def test_linked_pair_gets_weight_raised_instead_of_a_semantic_edge(tmp_path):
+    store = Store(tmp_path / "db.sqlite")
+    ws = store.create_workspace("w")
+    ids = ["c0", "s1", "s2", "s3"]
+    kinds = ["chunk", "statement", "statement", "statement"]
+    with store.session() as s:
+        s.connection().execute(insert(Node.__table__), [
+            {"id": i, "workspace_id": ws.id, "kind": k, "key": "", "title": i, "text": i, "type": "", "layer": 0,
+             "weight": 1.0, "document_id": None, "ord": None, "data": {}} for i, k in zip(ids, kinds)])
+        s.add(Edge(workspace_id=ws.id, src="s1", dst="c0", kind="derived_from"))
+        s.commit()
+    ctx = SimpleNamespace(store=store, ws=ws)
+    pairs = np.array([[0, 1], [1, 2], [2, 3]])
+    scores = np.array([0.9, 0.8, 0.7], dtype=np.float32)
+
+    def edges():
+        with store.session() as s:
+            return sorted((e.src, e.dst, e.kind, e.weight, tuple(sorted(e.data))) for e in s.exec(select(Edge)))
+
+    assert _write_edges(ctx, ids, [], pairs, scores) == (2, 1)
+    first = edges()
+    assert ("s1", "c0", "derived_from", 2.0, ("hnsw",)) in first
+    semantic = {(a, b) for a, b, k, _, _ in first if k == "semantic"}
+    assert semantic == {("s1", "s2"), ("s2", "s3")}  # no semantic edge for the linked pair c0-s1
+    assert _write_edges(ctx, ids, [], pairs, scores) == (2, 1)
+    assert edges() == first  # re-run: no second boost, no new rows
+    assert _write_edges(ctx, ids, [], pairs[1:], scores[1:]) == (2, 0)
+    assert ("s1", "c0", "derived_from", 1.0, ()) in edges()  # the boost is taken back with its HNSW pair
+
+
+def test_keyword_title_keeps_content_words_and_numbers():
+    assert keyword_title("The choir sang while 1,000 lanterns rose over the harbour.") == \
+        "choir sang 1,000 lanterns rose harbour"
+    assert keyword_title("Of the and") == "Of the and"
