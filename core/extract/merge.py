@@ -41,7 +41,7 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from core.extract.names import combined_score, name_similarity, name_tokens
-from core.extract.resolve import norm_key
+from core.extract.resolve import norm_key, settle
 from core.models import Edge, EntityMerge, Node, utcnow
 
 _GENERIC = frozenset({"", "CONCEPT", "UNKNOWN", "OTHER"})
@@ -193,14 +193,7 @@ def _row(obj) -> dict:
 
 def _settle(node: Node) -> None:
     """Title, type and text from the merged mentions, exactly as the resolve stage settles them."""
-    data = node.data or {}
-    aliases, types = data.get("aliases", {}), data.get("types", {})
-    if aliases:
-        node.title = max(aliases.items(), key=lambda kv: (kv[1], len(kv[0]), kv[0]))[0]
-    if types:
-        node.type = max(types.items(), key=lambda kv: (kv[1], kv[0]))[0]
-    descs = data.get("descriptions", [])
-    node.text = " ".join(descs) if descs else node.title
+    node.title, node.type, node.text = settle(node.title, node.type, node.data)
 
 
 def _counts(node: Node, field: str) -> dict:

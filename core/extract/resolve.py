@@ -27,6 +27,20 @@ def norm_key(name: str) -> str:
     return _LEADING.sub("", s)
 
 
+def settle(title: str, typ: str, data: dict | None) -> tuple[str, str, str]:
+    """(title, type, text) of an entity from all its mentions: the most used surface form (longest on ties), the
+    most used type, its descriptions joined (or its title)."""
+    data = data or {}
+    aliases: dict = data.get("aliases", {})
+    types: dict = data.get("types", {})
+    if aliases:
+        title = max(aliases.items(), key=lambda kv: (kv[1], len(kv[0]), kv[0]))[0]
+    if types:
+        typ = max(types.items(), key=lambda kv: (kv[1], kv[0]))[0]
+    descs = data.get("descriptions", [])
+    return title, typ, " ".join(descs) if descs else title
+
+
 def resolve_stage(ctx) -> Iterator:
     from core.pipeline import Progress
 
@@ -43,16 +57,9 @@ def resolve_stage(ctx) -> Iterator:
             updates = []
             for nid, title, typ, data in conn.execute(select(t.c.id, t.c.title, t.c.type, t.c.data)
                                                       .where(t.c.id.in_(ids[off : off + step]))):
-                data = data or {}
-                aliases: dict = data.get("aliases", {})
-                types: dict = data.get("types", {})
-                if aliases:
-                    title = max(aliases.items(), key=lambda kv: (kv[1], len(kv[0]), kv[0]))[0]
-                    merged += max(0, len(aliases) - 1)
-                if types:
-                    typ = max(types.items(), key=lambda kv: (kv[1], kv[0]))[0]
-                descs = data.get("descriptions", [])
-                updates.append({"_id": nid, "title": title, "type": typ, "text": " ".join(descs) if descs else title})
+                merged += max(0, len((data or {}).get("aliases", {})) - 1)
+                title, typ, text = settle(title, typ, data)
+                updates.append({"_id": nid, "title": title, "type": typ, "text": text})
             if updates:
                 conn.execute(update(t).where(t.c.id == bindparam("_id")), updates)
             s.commit()

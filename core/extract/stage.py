@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from sqlmodel import select
 
 from core.backends.base import Extraction
+from core.extract.merge import merged_into
 from core.extract.resolve import norm_key
 from core.models import Document, Node
 from core.store import bulk_insert, content_id
@@ -48,6 +49,7 @@ def extract_stage(ctx) -> Iterator:
     types = ctx.settings.extract.entity_types
     workers = ctx.settings.backend.concurrency if ctx.backend.name == "ollama" else 1
     counts = Counter()
+    redirect = merged_into(store, ws.id) if total else {}
 
     def run_one(row) -> Extraction:
         _, text, doc_id = row
@@ -65,7 +67,7 @@ def extract_stage(ctx) -> Iterator:
             part = todo[start : start + batch]
             results = list(pool.map(run_one, part)) if workers > 1 else [run_one(r) for r in part]
             counts.update(write_extractions(store, ws.id, [(cid, doc_id, ex) for (cid, _, doc_id), ex
-                                                           in zip(part, results)]))
+                                                           in zip(part, results)], redirect))
             counts["chunks"] = start + len(part)
             yield Progress(start + len(part), total, f"extracted {start + len(part)}/{total} chunks", dict(counts))
             if ctx.should_stop():
@@ -81,13 +83,12 @@ def row_subject(doc: Document | None) -> str | None:
     return None if re.search(r" #\d+$", doc.title) else doc.title
 
 
-def write_extraction(store, ws_id: int, chunk_id: str, doc_id: str | None, ex: Extraction) -> Counter:
-    """Write one chunk's extraction and its checkpoint in one transaction."""
-    return write_extractions(store, ws_id, [(chunk_id, doc_id, ex)])
-
-
-def write_extractions(store, ws_id: int, items: list[tuple[str, str | None, Extraction]]) -> Counter:
+def write_extractions(store, ws_id: int, items: list[tuple[str, str | None, Extraction]],
+                      redirect: dict[str, str] | None = None) -> Counter:
     """Write the extractions of several chunks, in order, with their checkpoints, in one transaction.
+
+    `redirect` maps entities merged away by entity resolution to the entity holding their mentions now, so a new
+    mention of a merged name joins that entity instead of bringing the merged node back.
 
     The result is the same as writing the chunks one by one: entities and relationships already in the graph (or
     met in an earlier chunk of the batch) are merged in memory, then written once; new rows and every edge go in
@@ -107,6 +108,7 @@ def write_extractions(store, ws_id: int, items: list[tuple[str, str | None, Extr
             if not key:
                 continue
             eid = entity_id(ws_id, key)
+            eid = redirect.get(eid, eid) if redirect else eid
             by_name[e.name.lower()] = eid
             wanted.setdefault(eid, (key, e))
         rel_ids: dict[str, tuple] = {}

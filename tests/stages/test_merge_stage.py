@@ -84,3 +84,30 @@ def test_build_merges_a_company_named_two_ways_and_a_rerun_adds_nothing(tmp_path
     assert [m.status for m in list_merges(store, ws.id) if m.merged_id == gone] == ["undone"]
     with store.session() as s:
         assert s.get(Node, gone) is not None
+
+
+def test_a_new_mention_of_a_merged_name_joins_the_entity_it_was_merged_into(tmp_path, build):
+    from core.workspace import ingest_paths
+
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    for name, text in DOCS.items():
+        (corpus / name).write_text(text, encoding="utf-8")
+    settings, store, ws, embedder = build(tmp_path / "home", [corpus])
+    kept, gone = entity_id(ws.id, norm_key("Acme Corporation")), entity_id(ws.id, norm_key("Acme Corporation Inc"))
+    assert [(m.kept_id, m.merged_id) for m in list_merges(store, ws.id, "merged")] == [(kept, gone)]
+    with store.session() as s:
+        weight = s.get(Node, kept).weight
+
+    more = tmp_path / "more"
+    more.mkdir()
+    (more / "later.md").write_text("# Later\n\nAcme Corporation Inc opened an office in Kelmouth in 2023.\n",
+                                   encoding="utf-8")
+    assert ingest_paths(store, ws, [more], settings).added
+    ctx = make_context(store, ws, settings, embedder=embedder)
+    assert list(run_build(ctx, create_run(store, ws, settings).id))[-1].status == "done"
+    with store.session() as s:
+        assert s.get(Node, gone) is None, "the merged name did not come back as its own entity"
+        node = s.get(Node, kept)
+    assert node.weight == weight + 1
+    assert node.data["aliases"]["Acme Corporation Inc"] == 2
