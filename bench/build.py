@@ -10,8 +10,8 @@ database), and writes bench/results/build-<name>.json. `--generate N` first writ
 tokens with bench/gen_corpus.py into a temporary folder and builds that. Peak memory is the largest resident set
 of the build process and its children together, sampled every 0.1 s, and never below the kernel's own peak of the
 largest single process (ru_maxrss); CPU seconds (user + system, all threads) are sampled with it and credited
-to the stage running at the time, which tells a stage's own work apart from waiting on a busy machine. `--profile FILE` runs the build under cProfile (slower; for finding hot spots,
-not for the recorded figures).
+to the stage running at the time, which tells a stage's own work apart from waiting on a busy machine.
+`--profile FILE` runs the build under cProfile (slower; for finding hot spots, not for the recorded figures).
 """
 
 from __future__ import annotations
@@ -67,8 +67,6 @@ class Sampler:
         except psutil.Error:
             return
         cpu: dict[int, float] = {}
-        tick = 0
-        stage = ""
         while not self._stop.is_set():
             total = 0
             try:
@@ -85,10 +83,8 @@ class Sampler:
                     continue
                 spent += now - cpu.get(p.pid, 0.0)
                 cpu[p.pid] = now
-            if tick % 5 == 0:
-                stage = self._stage()
-            tick += 1
-            key = stage or "(setup)"
+            stage = self._stage()
+            key = stage or "(outside stages)"
             self.cpu_s[key] = self.cpu_s.get(key, 0.0) + spent
             self.peak = max(self.peak, total)
             self.peak_of[key] = max(self.peak_of.get(key, 0), total)

@@ -4,9 +4,9 @@
 
 writes DIR/corpus.jsonl (one {"id", "title", "text"} per line) and DIR/meta.json (tokens, documents, seed).
 
-The world holds people, organisations (universities, companies, bands, newspapers, museums), places (cities,
-regions, rivers, countries), works (books, albums, films, buildings) and events (festivals, prizes, battles,
-championships), tied together by facts: people are born in cities, study at universities, work for and found
+The world (bench/gen_world.py) holds people, organisations (universities, companies, bands, newspapers, museums),
+places (cities, regions, rivers, countries), works (novels, albums, films, plays) and events (festivals, prizes,
+battles, championships), tied together by facts: people are born in cities, study at universities, work for and found
 organisations, write works and win prizes; organisations sit in cities; cities lie in regions on rivers. Every
 entity's facts are fixed by the seed, so two articles that mention the same person agree about her, and
 popularity follows a Zipf-like law: a few names recur across hundreds of articles, most occur once or twice, as in
@@ -22,172 +22,10 @@ import json
 import math
 import random
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.gen_world import FIELDS, JOBS, MONTHS, ORG_KINDS, SECTORS, World, make_world
 from core.ingest.tokens import get_tokenizer
-
-# -- name material ------------------------------------------------------------------------------------------------
-_F_ON = "Al Bel Cor Da Ed El Fa Gil Hal Ines Jo Ka Lu Mar Nel Or Pia Quin Ro Sel Ta Ul Ver Wil Yas Zo Ari Bri Cas Dor".split()
-_F_MID = ["", "", "a", "e", "i", "o", "an", "el", "ri", "va", "li", "mo"]
-_F_END = "ric na len tor wyn dra mond sa rin ette ias o a is ard iel ana eth ina us".split()
-_S_ON = ("Ash Brem Cor Dun Fen Gal Hart Ivel Kes Lorn Mar Nor Orr Pell Quen Rav Sel Tam Vance Wex Alden Bryn "
-         "Cald Drey Emer Fal Gorm Holt Isen Jast Kell Lind Mors Nash Ost Prent Rusk Stav Thorn Ulm Varr Wend").split()
-_S_END = "ford wick ley mont ridge ton holm by stead wood ard ell mere croft berg ham field ing sen quist".split()
-_P_ON = ("Kel Bar Ost Mir Tal Vor Sun Ard Bel Cran Dal Esk Gran Hol Ily Jor Lan Mer Nal Pra Riv Sal Tor Ulv "
-         "Wes Yar Zel Amb Brig Cor Dun Fal Gel Har Ire Kos Lum Mav Nor Pel").split()
-_P_END = "mouth ford haven burg ton stead wick port dale field more bury gate holm minster ness vik ora ia".split()
-_ADJ = ("Silent Amber Hollow Northern Iron Glass Scarlet Quiet Broken Golden Distant Winter Salt Paper Copper "
-        "Silver Crimson Last Open Lantern Pale Wild Hidden Burning Sunken Restless Patient Bright").split()
-_NOUN = ("Harbour Orchard Lantern Meridian Archive Garden Tide Signal Engine Harvest Compass River Mirror Tower "
-         "Season Atlas Canal Kingdom Letter Machine Voyage Field Chorus Border Island Circle Window Bridge").split()
-_FIELDS = ("hydrology|mathematics|civil engineering|medieval history|organic chemistry|marine biology|linguistics|"
-           "architecture|economics|astronomy|philosophy|musicology|geology|public health|botany|computer science|"
-           "sociology|metallurgy|cartography|law").split("|")
-_SECTORS = ("shipbuilding|textiles|rail transport|publishing|software|pharmaceuticals|brewing|glassmaking|banking|"
-            "agricultural machinery|telecommunications|porcelain|aviation|insurance|printing|mining").split("|")
-_GENRES = ("novel|poetry collection|studio album|documentary film|opera|short story collection|history|memoir|"
-           "feature film|symphony|play|travel book").split("|")
-_JOBS = ("engineer|novelist|painter|physician|composer|historian|architect|economist|politician|journalist|"
-         "chemist|cartographer|sculptor|diplomat|singer|mathematician|astronomer|lawyer|teacher|photographer").split("|")
-_MONTHS = "January February March April May June July August September October November December".split()
-
-
-def _title_word(rng: random.Random, on: list[str], mid: list[str], end: list[str]) -> str:
-    w = rng.choice(on) + rng.choice(mid) + rng.choice(end)
-    for a in "aeiou":  # no "Piaanard"
-        w = w.replace(a + a, a)
-    return w.capitalize()
-
-
-def _unique(make, n: int, rng: random.Random) -> list[str]:
-    out: list[str] = []
-    seen: set[str] = set()
-    tries = 0
-    while len(out) < n and tries < n * 20:
-        tries += 1
-        name = make(rng)
-        if name not in seen:
-            seen.add(name)
-            out.append(name)
-    return out
-
-
-@dataclass
-class World:
-    """Entity names per kind (index 0 = most popular) and the facts linking them (index arrays into the pools)."""
-
-    rng: random.Random
-    names: dict[str, list[str]] = field(default_factory=dict)
-    facts: dict[str, dict[str, list]] = field(default_factory=dict)
-
-    def pick(self, kind: str, rng: random.Random, skew: float = 2.2) -> int:
-        """A Zipf-like draw: low indices (popular entities) far more often than high ones."""
-        return min(int(len(self.names[kind]) * rng.random() ** skew), len(self.names[kind]) - 1)
-
-    def name(self, kind: str, i: int) -> str:
-        return self.names[kind][i]
-
-
-def make_world(tokens: int, seed: int) -> World:
-    rng = random.Random(f"world:{seed}")
-    scale = max(tokens, 20_000) / 1_000_000
-    n = {"person": int(120_000 * scale), "city": int(8_000 * scale), "region": int(400 * scale) + 8,
-         "river": int(600 * scale) + 8, "country": max(12, int(80 * scale)), "org": int(22_000 * scale),
-         "work": int(26_000 * scale), "event": int(6_000 * scale)}
-    w = World(rng)
-
-    def person(r):
-        first = _title_word(r, _F_ON, _F_MID, _F_END)
-        last = _title_word(r, _S_ON, [""] * 6 + ["a", "e", "o"], _S_END)
-        return f"{first} {last}" if r.random() < 0.85 else f"{first} {_title_word(r, _F_ON, _F_MID, _F_END)} {last}"
-
-    w.names["person"] = _unique(person, n["person"], rng)
-    w.names["city"] = _unique(lambda r: (("Port " if r.random() < 0.08 else "New " if r.random() < 0.05 else "")
-                                         + _title_word(r, _P_ON, _F_MID, _P_END)), n["city"], rng)
-    w.names["region"] = _unique(lambda r: _title_word(r, _P_ON, _F_MID, ["a", "ia", "and", "mark", "shire", "ey"])
-                                + " " + r.choice(["Province", "County", "Valley", "District", "Region"]), n["region"], rng)
-    w.names["river"] = _unique(lambda r: _title_word(r, _P_ON, _F_MID, ["en", "a", "is", "ow", "e", "ar"]) + " River",
-                               n["river"], rng)
-    w.names["country"] = _unique(lambda r: (r.choice(["Republic of ", "Kingdom of ", ""])
-                                            + _title_word(r, _P_ON, _F_MID, ["and", "ia", "ara", "istan", "ovia"])),
-                                 n["country"], rng)
-    cities = w.names["city"]
-
-    def org(r):
-        c, s = r.choice(cities), _title_word(r, _S_ON, [""], _S_END)
-        return r.choice([f"University of {c}", f"{c} Institute of Technology", f"{s} Industries", f"{s} Press",
-                         f"{c} Railway Company", f"{s} Records", f"{c} Symphony Orchestra", f"{s} Labs",
-                         f"{c} Museum of Art", f"{s} and {_title_word(r, _S_ON, [''], _S_END)} Bank",
-                         f"{c} Courier", f"{r.choice(_ADJ)} {r.choice(_NOUN)} Band", f"{s} Foundation",
-                         f"{c} Football Club", f"{s} Shipyards", f"{c} Academy of Sciences"])
-
-    w.names["org"] = _unique(org, n["org"], rng)
-    w.names["work"] = _unique(lambda r: r.choice([f"The {r.choice(_ADJ)} {r.choice(_NOUN)}",
-                                                  f"{r.choice(_NOUN)} of {r.choice(_NOUN)}s",
-                                                  f"A {r.choice(_NOUN)} in {r.choice(cities)}",
-                                                  f"{r.choice(_ADJ)} {r.choice(_NOUN)}s"]), n["work"], rng)
-    w.names["event"] = _unique(lambda r: r.choice([f"{r.choice(cities)} Music Festival", f"Battle of {r.choice(cities)}",
-                                                   f"{_title_word(r, _S_ON, [''], _S_END)} Prize",
-                                                   f"{r.choice(cities)} Film Festival",
-                                                   f"{r.choice(cities)} Rowing Championship",
-                                                   f"{r.choice(cities)} Summit", f"{r.choice(cities)} Book Award"]),
-                               n["event"], rng)
-    for k in n:
-        n[k] = len(w.names[k])
-    f = w.facts
-    unis = [j for j, nm in enumerate(w.names["org"]) if any(x in nm for x in ("University", "Institute", "Academy"))]
-    f["person"] = {k: [] for k in ("born", "year", "job", "field", "uni", "employer", "spouse", "died")}
-    for _ in range(n["person"]):
-        y = rng.randint(1820, 1990)
-        f["person"]["born"].append(w.pick("city", rng, 1.6))
-        f["person"]["year"].append(y)
-        f["person"]["job"].append(rng.choice(_JOBS))
-        f["person"]["field"].append(rng.choice(_FIELDS))
-        f["person"]["uni"].append(unis[min(int(len(unis) * rng.random() ** 2.0), len(unis) - 1)])
-        f["person"]["employer"].append(w.pick("org", rng, 1.8))
-        f["person"]["spouse"].append(w.pick("person", rng, 1.5) if rng.random() < 0.5 else -1)
-        f["person"]["died"].append(y + rng.randint(40, 95) if y < 1950 and rng.random() < 0.8 else 0)
-    f["org"] = {"city": [w.pick("city", rng, 1.7) for _ in range(n["org"])],
-                "founder": [w.pick("person", rng, 1.7) for _ in range(n["org"])],
-                "year": [rng.randint(1780, 2015) for _ in range(n["org"])],
-                "sector": [rng.choice(_SECTORS) for _ in range(n["org"])],
-                "staff": [int(10 ** rng.uniform(1.3, 4.8)) for _ in range(n["org"])]}
-    f["city"] = {"region": [w.pick("region", rng, 1.3) for _ in range(n["city"])],
-                 "river": [w.pick("river", rng, 1.5) for _ in range(n["city"])],
-                 "pop": [int(10 ** rng.uniform(3.2, 6.4)) for _ in range(n["city"])],
-                 "year": [rng.randint(900, 1900) for _ in range(n["city"])]}
-    f["region"] = {"country": [w.pick("country", rng, 1.2) for _ in range(n["region"])]}
-    f["work"] = {"author": [w.pick("person", rng, 1.8) for _ in range(n["work"])],
-                 "publisher": [w.pick("org", rng, 1.9) for _ in range(n["work"])],
-                 "year": [rng.randint(1850, 2020) for _ in range(n["work"])],
-                 "genre": [rng.choice(_GENRES) for _ in range(n["work"])],
-                 "setting": [w.pick("city", rng, 1.6) for _ in range(n["work"])]}
-    for j, a in enumerate(f["work"]["author"]):  # within the author's working life
-        f["work"]["year"][j] = f["person"]["year"][a] + rng.randint(22, 60)
-        if f["person"]["died"][a]:
-            f["work"]["year"][j] = min(f["work"]["year"][j], f["person"]["died"][a])
-    f["event"] = {"city": [w.pick("city", rng, 1.6) for _ in range(n["event"])],
-                  "year": [rng.randint(1850, 2020) for _ in range(n["event"])],
-                  "winner": [w.pick("person", rng, 1.8) for _ in range(n["event"])]}
-    # reverse facts, so an article about a parent lists its children
-    w.facts["rev"] = {"works_of": {}, "founded": {}, "alumni": {}, "orgs_in": {}, "born_in": {}, "won": {}}
-    rev = w.facts["rev"]
-    for j, a in enumerate(f["work"]["author"]):
-        rev["works_of"].setdefault(a, []).append(j)
-    for j, p in enumerate(f["org"]["founder"]):
-        rev["founded"].setdefault(p, []).append(j)
-    for j, c in enumerate(f["org"]["city"]):
-        rev["orgs_in"].setdefault(c, []).append(j)
-    for j, u in enumerate(f["person"]["uni"]):
-        rev["alumni"].setdefault(u, []).append(j)
-    for j, c in enumerate(f["person"]["born"]):
-        rev["born_in"].setdefault(c, []).append(j)
-    for j, p in enumerate(f["event"]["winner"]):
-        if not w.names["event"][j].startswith("Battle"):
-            rev["won"].setdefault(p, []).append(j)
-    return w
-
 
 # -- sentences -----------------------------------------------------------------------------------------------------
 _ACTIVITIES = ("study the old harbour records|survey the flood plain|attend a conference on {field}|open a new office|"
@@ -206,9 +44,9 @@ def _date(rng: random.Random, year: int) -> str:
     """"on 12 March 1987", "in March 1987" or "in 1987"."""
     r = rng.random()
     if r < 0.35:
-        return f"on {rng.randint(1, 28)} {rng.choice(_MONTHS)} {year}"
+        return f"on {rng.randint(1, 28)} {rng.choice(MONTHS)} {year}"
     if r < 0.55:
-        return f"in {rng.choice(_MONTHS)} {year}"
+        return f"in {rng.choice(MONTHS)} {year}"
     return f"in {year}"
 
 
@@ -242,13 +80,14 @@ class Writer:
         r, n = self.rng, self.n
         return [
             lambda: f"In {r.randint(1900, 2022)}, {subject} was the subject of an exhibition at the {n('org')}.",
-            lambda: f"{n('person')}, {_a(r.choice(_JOBS))} from {n('city')}, wrote about {subject} in {r.randint(1900, 2022)}.",
+            lambda: f"{n('person')}, {_a(r.choice(JOBS))} from {n('city')}, wrote about {subject} in {r.randint(1900, 2022)}.",
             lambda: f"Local histories of {n('city')} mention {subject} several times.",
             lambda: f"A documentary about {subject}, directed by {n('person')}, was shown at the {n('event', self.festival())}.",
-            lambda: f"{subject} appears in a {r.randint(1950, 2022)} survey of {r.choice(_FIELDS)} compiled by the {n('org')}.",
+            lambda: f"{subject} appears in a {r.randint(1950, 2022)} survey of {r.choice(FIELDS)} compiled by the {n('org')}.",
             lambda: f"The {n('org')} holds {r.randint(3, 4000):,} photographs and papers related to {subject}.",
-            lambda: f"According to {n('person')}, {subject} shaped the study of {r.choice(_FIELDS)} in {n('region')}.",
-            lambda: f"Records from {r.randint(1850, 2000)} show a payment of {r.randint(2, 500)},000 crowns from the {n('org')} connected with {subject}.",
+            lambda: f"According to {n('person')}, {subject} shaped the study of {r.choice(FIELDS)} in {n('region')}.",
+            lambda: (f"Records from {r.randint(1850, 2000)} show a payment of {r.randint(2, 500)},000 crowns from the "
+                     f"{n('org')} connected with {subject}."),
         ]
 
     def q(self, j: int | None = None) -> str:
@@ -256,7 +95,7 @@ class Writer:
 
     def fill(self, s: str) -> str:
         r = self.rng
-        return s.format(field=r.choice(_FIELDS), person=self.n("person"), t=r.randint(14, 31), n=r.randint(3, 40),
+        return s.format(field=r.choice(FIELDS), person=self.n("person"), t=r.randint(14, 31), n=r.randint(3, 40),
                         mm=r.randint(400, 2200), river=self.n("river"))
 
     # -- people
@@ -272,9 +111,11 @@ class Writer:
                            f"{name} ({span}) is {_a(f['job'][i])} and writer on {f['field'][i]}.",
                            f"{name} was {_a(f['job'][i])} from {born}, best known for work in {f['field'][i]}."])]
         early = [r.choice([f"{name} was born in {born} {_date(r, y)}.",
-                           f"Born in {born} in {y}, {last} grew up near the {self.n('river', self.w.facts['city']['river'][f['born'][i]])}.",
+                           f"Born in {born} in {y}, {last} grew up near the "
+                           f"{self.n('river', self.w.facts['city']['river'][f['born'][i]])}.",
                            f"{last} was born in {y} in {born}, the youngest of {r.randint(2, 7)} children."]),
-                 r.choice([f"{his} father worked as a {r.choice(_JOBS)} and {his.lower()} mother ran a small {r.choice(_SECTORS)} business.",
+                 r.choice([f"{his} father worked as a {r.choice(JOBS)} and {his.lower()} mother ran a small "
+                           f"{r.choice(SECTORS)} business.",
                            f"{he} attended school in {self.n('city')} before moving to {born} at the age of {r.randint(8, 17)}."]),
                  r.choice([f"{last} studied {f['field'][i]} at the {uni}, graduating in {y + r.randint(20, 26)}.",
                            f"At the {uni}, {last} studied under {self.n('person')} and took a degree in {f['field'][i]}."])]
@@ -286,7 +127,8 @@ class Writer:
         for j in rev["works_of"].get(i, [])[:6]:
             wf = self.w.facts["work"]
             career.append(r.choice([f"{his} {wf['genre'][j]} {self.q(j)} appeared in {wf['year'][j]}.",
-                                    f"{self.q(j)}, {_a(wf['genre'][j])} published by {self.n('org', wf['publisher'][j])}, followed in {wf['year'][j]}.",
+                                    f"{self.q(j)}, {_a(wf['genre'][j])} published by "
+                                    f"{self.n('org', wf['publisher'][j])}, followed in {wf['year'][j]}.",
                                     f"In {wf['year'][j]} {last} completed {self.q(j)}, set in {self.n('city', wf['setting'][j])}."]))
         life = []
         if f["spouse"][i] >= 0 and f["spouse"][i] != i:
@@ -305,12 +147,12 @@ class Writer:
             lambda: f"{self.n('person')} described {last} as {r.choice(_PRAISE)}.",
             lambda: f"{last}'s letters to {self.n('person')} are kept by the {self.n('org')}.",
             lambda: f"A biography of {last} by {self.n('person')} appeared in {r.randint(1900, 2020)}.",
-            lambda: f"{last} collaborated with {self.n('person')} on {self.q()} and later on a study of {r.choice(_FIELDS)}.",
+            lambda: f"{last} collaborated with {self.n('person')} on {self.q()} and later on a study of {r.choice(FIELDS)}.",
             lambda: f"{last} served on the board of {self.n('org')} from {r.randint(1900, 1990)} to {r.randint(1991, 2020)}.",
             lambda: f"During the {self.n('event')}, {last} met {self.n('person')}, who became a lifelong friend.",
             lambda: f"{last} donated {r.randint(2, 900)} manuscripts to the {self.n('org')} in {r.randint(1900, 2020)}.",
-            lambda: f"{last} spent the winter of {r.randint(1850, 2015)} in {self.n('city')}, writing about {r.choice(_FIELDS)}.",
-            lambda: f"In {r.randint(1880, 2020)}, {last} gave the annual lecture of the {self.n('org')} on {r.choice(_FIELDS)}.",
+            lambda: f"{last} spent the winter of {r.randint(1850, 2015)} in {self.n('city')}, writing about {r.choice(FIELDS)}.",
+            lambda: f"In {r.randint(1880, 2020)}, {last} gave the annual lecture of the {self.n('org')} on {r.choice(FIELDS)}.",
             lambda: f"Students of {last} at the {self.n('org')} included {self.n('person')} and {self.n('person')}.",
             lambda: f"A portrait of {last} by {self.n('person')} hangs in the {self.n('org')}.",
             lambda: f"{last} disagreed publicly with {self.n('person')} over the early history of {self.n('city')}.",
@@ -324,24 +166,26 @@ class Writer:
         name = self.n("org", i)
         city = self.n("city", f["city"][i])
         region = self.n("region", self.w.facts["city"]["region"][f["city"][i]])
-        kind = ("university" if "University" in name or "Institute" in name or "Academy" in name else
-                "band" if "Band" in name else "newspaper" if "Courier" in name else
-                "orchestra" if "Orchestra" in name else "bank" if name.endswith(" Bank") else "museum" if "Museum" in name else "club" if "Club" in name
-                else f"{f['sector'][i]} company")
+        kind = next((k for cue, k in ORG_KINDS if cue in name), f"{f['sector'][i]} company")
         intro = [r.choice([f"The {name} is {_a(kind)} based in {city}, {region}.",
                            f"{name} is {_a(kind)} with its headquarters in {city}."]),
                  r.choice([f"It was founded in {f['year'][i]} by {self.n('person', f['founder'][i])}.",
                            f"{self.n('person', f['founder'][i])} established it {_date(r, f['year'][i])}."]),
-                 f"It employs about {f['staff'][i]:,} people." if kind.endswith("company") else
-                 f"It has about {f['staff'][i]:,} members."]
+                 f"It has released {r.randint(2, 14)} albums." if kind == "rock band" else
+                 f"It has about {r.randint(40, 120)} musicians." if kind == "orchestra" else
+                 f"It has about {f['staff'][i]:,} students." if "university" in kind else
+                 f"It has about {f['staff'][i]:,} members." if kind in ("learned society", "football club") else
+                 f"It employs about {f['staff'][i]:,} people."]
         history = [r.choice([f"In {f['year'][i] + r.randint(5, 60)}, the {name} moved to larger premises near the {self.n('river')}.",
-                             f"The {name} acquired {self.n('org')} in {f['year'][i] + r.randint(5, 90)} for {r.randint(2, 900)} million crowns."])]
+                             f"The {name} acquired {self.n('org')} in {f['year'][i] + r.randint(5, 90)} for "
+                             f"{r.randint(2, 900)} million crowns."])]
         alumni = [self.n("person", p) for p in rev["alumni"].get(i, [])[:6]]
         if alumni:
             history.append(f"Notable people associated with the {name} include {_join(alumni)}.")
         works = [j for j, pub in enumerate(self.w.facts["work"]["publisher"][:4000]) if pub == i][:4]
         for j in works:
-            history.append(f"The {name} published {self.q(j)} by {self.n('person', self.w.facts['work']['author'][j])} in {self.w.facts['work']['year'][j]}.")
+            wf = self.w.facts["work"]
+            history.append(f"The {name} published {self.q(j)} by {self.n('person', wf['author'][j])} in {wf['year'][j]}.")
         return name, [intro, history]
 
     def org_filler(self, i: int) -> list:
@@ -352,9 +196,9 @@ class Writer:
             lambda: f"The {name} sponsors the {self.n('event', self.festival())}.",
             lambda: f"Revenue reached {r.randint(2, 950)} million crowns in {r.randint(1990, 2022)}, up {r.randint(2, 40)} percent.",
             lambda: f"A strike at the {name} in {r.randint(1900, 2000)} lasted {r.randint(2, 30)} weeks.",
-            lambda: f"The {name} works closely with the {self.n('org')} on {r.choice(_FIELDS)}.",
+            lambda: f"The {name} works closely with the {self.n('org')} on {r.choice(FIELDS)}.",
             lambda: f"Its archive holds the papers of {self.n('person')} and {self.n('person')}.",
-            lambda: f"The {name} merged its {r.choice(_SECTORS)} division with the {self.n('org')} in {r.randint(1900, 2020)}.",
+            lambda: f"The {name} merged its {r.choice(SECTORS)} division with the {self.n('org')} in {r.randint(1900, 2020)}.",
             lambda: f"In {r.randint(1900, 2020)}, a new headquarters designed by {self.n('person')} opened in {self.n('city')}.",
             lambda: f"The {name} was nationalised in {r.randint(1920, 1960)} and sold again in {r.randint(1961, 2010)}.",
             lambda: f"By {r.randint(1900, 2020)}, the {name} had {r.randint(2, 80)} branches across {self.n('region')}.",
@@ -382,7 +226,7 @@ class Writer:
         r, name = self.rng, self.n("city", i)
         return [
             lambda: self.fill(r.choice(_CLIMATE)),
-            lambda: f"The economy of {name} rests on {r.choice(_SECTORS)} and {r.choice(_SECTORS)}.",
+            lambda: f"The economy of {name} rests on {r.choice(SECTORS)} and {r.choice(SECTORS)}.",
             lambda: f"A railway line to {self.n('city')} opened in {r.randint(1840, 1960)}.",
             lambda: f"The {self.n('event', self.festival())} has been held in {name} since {r.randint(1900, 2010)}.",
             lambda: f"{name} was badly damaged by a fire in {r.randint(1600, 1950)} and rebuilt by {self.n('person')}.",
@@ -429,7 +273,7 @@ class Writer:
             lambda: f"{self.n('person')} adapted {t} for the stage in {r.randint(1900, 2022)}.",
             lambda: f"{t} was shortlisted for the {self.n('event')}.",
             lambda: f"A translation by {self.n('person')} appeared in {r.randint(1920, 2022)}.",
-            lambda: f"Scholars of {r.choice(_FIELDS)} often cite {t} alongside {self.q()}.",
+            lambda: f"Scholars of {r.choice(FIELDS)} often cite {t} alongside {self.q()}.",
             lambda: f"The first edition of {t} ran to {r.randint(90, 900)} pages.",
             lambda: f"In {r.randint(1900, 2022)}, {t} was reissued by the {self.n('org')} with a preface by {self.n('person')}.",
             lambda: f"{t} was banned in {self.n('country')} between {r.randint(1900, 1950)} and {r.randint(1951, 1990)}.",

@@ -10,6 +10,7 @@ from bench.build import ROOT
 STEPS = [  # paths relative to the checkout, as the commands recorded in docs/BENCHMARKS.md read
     ["bench.build", "--name", "sample", "data/sample"],
     ["bench.build", "--name", "hotpotqa", "../shared/eval/hotpotqa/corpus.jsonl"],
+    ["bench.build", "--name", "generated", "--generate", "1000000", "--seed", "7"],  # bench/gen_corpus.py
     ["bench.retrieval", "--set", "hotpotqa"],
     ["bench.retrieval", "--set", "2wikimultihopqa"],
     ["bench.retrieval", "--set", "multihoprag_small"],

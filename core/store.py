@@ -57,6 +57,20 @@ def bulk_insert(conn, table, rows: list[dict]) -> None:
     conn.exec_driver_sql(sql, [tuple(dumps(r[c]) if c in as_json else r[c] for c in cols) for r in rows])
 
 
+def release_memory() -> None:
+    """Hand memory a finished stage let go of back to the system: a full garbage collection, then glibc's
+    malloc_trim (a no-op elsewhere). Without it the build process keeps every stage's high-water mark: on the
+    1M-token corpus the resident set stayed 200-570 MB above what the next stage needed, stage after stage."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
 def check_workspace_name(name: str) -> str:
     if not WORKSPACE_NAME.match(name or ""):
         raise StoreError(

@@ -190,8 +190,12 @@ class _Runtime:
 
         with self._pool_lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix=f"minilm-{self.name}")
+                self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix=f"minilm-{self.name}",
+                                                initializer=self._init_worker)
         return self._pool
+
+    def _init_worker(self) -> None:
+        """Runs once in each worker thread before its first batch."""
 
     def forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:  # (b, s) int64 -> (b, 384) float32
         raise NotImplementedError
@@ -234,8 +238,6 @@ class TorchRuntime(_Runtime):
         super().__init__(model_dir)
         import torch
 
-        if self.workers > 1:  # one thread per forward, `workers` forwards at once (see _Runtime)
-            torch.set_num_threads(1)
         self._torch = torch
         self._model = _build_bert(model_dir)
         ids, mask = self.padded(_PROBES)
@@ -244,6 +246,12 @@ class TorchRuntime(_Runtime):
         cos = _cosines(self.forward(ids, mask), ref)
         if cos.min() < 0.9995:
             raise BackendError(f"bfloat16 vectors drift from float32 (cosine {cos.min():.5f})")
+
+    def _init_worker(self) -> None:
+        """One thread per forward, `workers` forwards at once (see _Runtime). Set from the worker thread itself:
+        torch hands the count to OpenMP, whose thread count is per calling thread, and the caller's thread (which
+        faiss and scikit-learn use, through the same libgomp) must keep every core."""
+        self._torch.set_num_threads(1)
 
     def forward(self, ids, mask):
         torch = self._torch

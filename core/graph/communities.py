@@ -18,7 +18,7 @@ from sqlalchemy import bindparam, delete, select, update
 from core.config import CommunitySettings
 from core.graph.entity_graph import EntityGraph, load_entity_graph
 from core.models import Community, Edge
-from core.store import bulk_insert, content_id
+from core.store import bulk_insert, content_id, release_memory
 
 METHODS = ("wcc", "leiden")
 
@@ -161,7 +161,10 @@ def communities_stage(ctx) -> Iterator:
         "communities_per_level": levels,
         "modularity": {str(k): round(v, 4) for k, v in h.modularity.items()},
     }
-    yield Progress(3, 3, f"{len(h.clusters)} Leiden communities on {len(levels)} levels", counts)
+    n_clusters = len(h.clusters)
+    del eg, g, h, rows, members_of
+    release_memory()
+    yield Progress(3, 3, f"{n_clusters} Leiden communities on {len(levels)} levels", counts)
 
 
 def write_communities(store, ws_id: int, rows: list[Community], members_of: dict[str, list[str]],

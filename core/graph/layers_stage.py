@@ -25,7 +25,7 @@ from core.graph.layers import (
 )
 from core.index.stage import node_text_for_embedding
 from core.models import Edge, Node
-from core.store import content_id
+from core.store import content_id, release_memory
 
 
 def _clear_summary_layers(ctx) -> None:
@@ -113,6 +113,8 @@ def layers_stage(ctx) -> Iterator:
         previous = c.sparsity
         ids = new_ids  # the next layer: the summary entities just made (size and layer cap checked above)
         layer += 1
+    del vec_of, titles, texts
+    release_memory()
     yield Progress(1, 1, f"{len(layers)} layer(s) clustered; stopped: {reason}",
                    {"layers": layers, "stop_reason": reason})
 

@@ -17,6 +17,7 @@ from sqlmodel import select
 from core.backends.base import Report
 from core.extract.text import truncate
 from core.models import Community, Edge, Node
+from core.store import release_memory
 
 MAX_ENTITIES = 30
 MAX_RELATIONSHIPS = 40
@@ -98,4 +99,6 @@ def reports_stage(ctx) -> Iterator:
             yield Progress(off + len(part), total, f"{off + len(part)}/{total} reports", {"reports": off + len(part)})
             if ctx.should_stop():
                 return
+    elements = None  # drop the loaded graph before handing memory back
+    release_memory()
 

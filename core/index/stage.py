@@ -12,7 +12,7 @@ import numpy as np
 from sqlmodel import select
 
 from core.models import Community, Document, Node
-from core.store import content_id
+from core.store import content_id, release_memory
 
 
 def node_text_for_embedding(kind: str, title: str, text: str, doc_title: str = "") -> str:
@@ -75,6 +75,8 @@ def embed_stage(ctx) -> Iterator:
         for done, total in _embed_missing(ctx, kind, kind_rows):
             yield Progress(done, total, f"embedded {done}/{total} {'entities' if kind == 'entity' else kind + 's'}", counts | {kind: done})
         counts[f"{kind}_vectors"] = ctx.index.count(kind)
+    del rows, chunks, stmts, ents
+    release_memory()
     yield Progress(1, 1, "vectors stored", counts)
 
 

@@ -40,7 +40,8 @@ def chunk_stage(ctx) -> Iterator:
         edges: list[dict] = []
         title = ""
         with store.session() as s:
-            docs = {d.id: d for d in s.exec(select(Document).where(Document.id.in_([d for d, _ in todo[i:j]])))}  # type: ignore[union-attr]
+            ids = [d for d, _ in todo[i:j]]
+            docs = {d.id: d for d in s.exec(select(Document).where(Document.id.in_(ids)))}  # type: ignore[union-attr]
             for doc_id, _ in todo[i:j]:
                 doc = docs[doc_id]
                 title = doc.title

@@ -1,0 +1,65 @@
+"""The extract stage writes many chunks per transaction: the graph must be exactly what writing the chunks one at a
+time gives (entities and relationships met again, in the same batch or a later one, merged in the same order)."""
+
+from __future__ import annotations
+
+import json
+
+from sqlmodel import select
+
+from core.backends.offline import OfflineBackend
+from core.config import ExtractSettings
+from core.extract.stage import write_extractions
+from core.models import Checkpoint, Edge, Node
+from core.pipeline import create_run, make_context, run_build
+from core.store import Store
+from core.workspace import ingest_paths
+from tests.conftest import SAMPLE_DIR
+
+
+def _chunked(home, settings_factory, embedder):
+    settings = settings_factory(home)
+    store = Store(settings.storage.db_path)
+    ws = store.create_workspace("w")
+    ingest_paths(store, ws, [SAMPLE_DIR], settings)
+    ctx = make_context(store, ws, settings, embedder=embedder)
+    list(run_build(ctx, create_run(store, ws, settings).id, only=["chunk"]))
+    return store, ws
+
+
+def _rows(store, ws_id):
+    with store.session() as s:
+        nodes = [(n.id, n.kind, n.key, n.title, n.text, n.type, n.layer, n.weight, n.document_id, n.ord,
+                  json.dumps(n.data, sort_keys=True)) for n in s.exec(select(Node).where(Node.workspace_id == ws_id,
+                                                                                  Node.kind != "chunk"))]
+        edges = [(e.id, e.src, e.dst, e.kind, e.weight) for e in s.exec(select(Edge).where(
+            Edge.workspace_id == ws_id, Edge.kind != "next", Edge.kind != "derived_from"))]
+        edges += [(e.src, e.dst) for e in s.exec(select(Edge).where(Edge.workspace_id == ws_id,
+                                                                     Edge.kind == "derived_from"))]
+        cps = sorted(s.exec(select(Checkpoint.unit).where(Checkpoint.stage == "extract")))
+    return sorted(nodes), sorted(edges, key=str), cps
+
+
+def test_batched_writes_equal_chunk_by_chunk_writes(tmp_path, make_settings, embedder):
+    one_store, one_ws = _chunked(tmp_path / "one", make_settings, embedder)
+    batch_store, batch_ws = _chunked(tmp_path / "batch", make_settings, embedder)
+    with one_store.session() as s:
+        chunks = s.exec(select(Node.id, Node.text, Node.document_id).where(Node.kind == "chunk")
+                        .order_by(Node.document_id, Node.ord)).all()
+    backend = OfflineBackend()
+    types = ExtractSettings().entity_types
+    items = [(cid, doc, backend.extract(text, types)) for cid, text, doc in chunks]
+    assert len(items) > 20
+
+    for item in items:
+        write_extractions(one_store, one_ws.id, [item])
+    # uneven batches, so names recur both inside a batch and across batches
+    for a, b in ((0, 7), (7, 8), (8, 30), (30, len(items))):
+        write_extractions(batch_store, batch_ws.id, items[a:b])
+
+    one, batched = _rows(one_store, one_ws.id), _rows(batch_store, batch_ws.id)
+    assert one[0] == batched[0]
+    assert one[1] == batched[1]
+    assert one[2] == batched[2] == sorted(c for c, _, _ in items)
+    entities = [n for n in one[0] if n[1] == "entity"]
+    assert any(n[7] > 1 for n in entities), "some entity was met in several chunks"
