@@ -34,12 +34,15 @@ def rows(store, ws_id):
     return nodes, edges, merges
 
 
-def test_build_merges_a_company_named_two_ways_and_a_rerun_adds_nothing(tmp_path, build):
-    corpus = tmp_path / "docs"
-    corpus.mkdir()
+def write_docs(folder):
+    folder.mkdir()
     for name, text in DOCS.items():
-        (corpus / name).write_text(text, encoding="utf-8")
-    settings, store, ws, embedder = build(tmp_path / "home", [corpus])
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def test_build_merges_a_company_named_two_ways_and_a_rerun_adds_nothing(tmp_path, build):
+    settings, store, ws, embedder = build(tmp_path / "home", [write_docs(tmp_path / "docs")])
     kept, gone = entity_id(ws.id, norm_key("Acme Corporation")), entity_id(ws.id, norm_key("Acme Corporation Inc"))
 
     merged = list_merges(store, ws.id, "merged")
@@ -89,11 +92,7 @@ def test_build_merges_a_company_named_two_ways_and_a_rerun_adds_nothing(tmp_path
 def test_a_new_mention_of_a_merged_name_joins_the_entity_it_was_merged_into(tmp_path, build):
     from core.workspace import ingest_paths
 
-    corpus = tmp_path / "docs"
-    corpus.mkdir()
-    for name, text in DOCS.items():
-        (corpus / name).write_text(text, encoding="utf-8")
-    settings, store, ws, embedder = build(tmp_path / "home", [corpus])
+    settings, store, ws, embedder = build(tmp_path / "home", [write_docs(tmp_path / "docs")])
     kept, gone = entity_id(ws.id, norm_key("Acme Corporation")), entity_id(ws.id, norm_key("Acme Corporation Inc"))
     assert [(m.kept_id, m.merged_id) for m in list_merges(store, ws.id, "merged")] == [(kept, gone)]
     with store.session() as s:
