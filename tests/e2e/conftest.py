@@ -25,6 +25,9 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+# A page switch on a busy 2-core CI machine (a build worker running beside the server) can take longer than
+# Playwright's 5 s default; every expectation without its own timeout waits this long instead.
+EXPECT_TIMEOUT_MS = 30_000
 
 
 # -- the server ---------------------------------------------------------------------------------------------------
@@ -144,7 +147,9 @@ def app_server(tmp_path_factory):
 # -- the browser --------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def browser():
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
 
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
@@ -171,7 +176,7 @@ def page(browser):
     ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
     ctx.route("**/*", offline)
     pg = ctx.new_page()
-    pg.set_default_timeout(30_000)
+    pg.set_default_timeout(EXPECT_TIMEOUT_MS)
     errors: list[str] = []
     pg.on("pageerror", lambda exc: errors.append(str(exc)))
     pg.blocked = blocked  # type: ignore[attr-defined]
