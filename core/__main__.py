@@ -1,4 +1,5 @@
-"""The command line: `python -m core build|ask|eval|stats|workspaces|worker`, driving the same engine as the app.
+"""The command line: `python -m core build|ask|eval|stats|history|workspaces|worker`, driving the same engine as
+the app.
 
 Exit status: 0 on success, 1 when the work failed (build error, unreachable Ollama), 2 on bad arguments or a
 missing workspace; the reason is printed on one line to stderr.
@@ -82,6 +83,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--workspace", required=True)
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_stats)
+
+    h = sub.add_parser("history", help="the questions asked of a workspace, newest first, or all of them as JSON")
+    h.add_argument("--workspace", required=True)
+    h.add_argument("--json", action="store_true", help="every question with its answer and full retrieval result")
+    h.add_argument("--limit", type=_non_negative, default=20)
+    h.set_defaults(func=cmd_history)
 
     w = sub.add_parser("workspaces", help="list workspaces")
     w.set_defaults(func=cmd_workspaces)
@@ -229,6 +236,18 @@ def cmd_stats(args, settings: Settings, store: Store) -> int:
         print(json.dumps(st))
     else:
         print(format_stats(st))
+    return 0
+
+
+def cmd_history(args, settings: Settings, store: Store) -> int:
+    from core.history import export_json, list_queries
+
+    ws = store.require_workspace(args.workspace)
+    if args.json:
+        print(export_json(store, ws.id))
+        return 0
+    for q in list_queries(store, ws.id, args.limit or 20):
+        print(f"{q.created_at:%Y-%m-%d %H:%M:%S}  {q.strategy:<20} {q.ms:8.1f} ms  {q.question}")
     return 0
 
 

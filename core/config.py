@@ -60,6 +60,9 @@ class ExtractSettings(BaseModel):
         ["PERSON", "ORGANIZATION", "LOCATION", "EVENT", "WORK", "DATE", "CONCEPT"],
         description="Entity types the extractor may assign.",
     )
+    subject_weight: float = Field(
+        4.0, description="Weight of a chunk's `mentions` edge to its document's subject (the entity a titled row is "
+                         "named after, e.g. an encyclopedia page); other mentions weigh 1.")
 
 
 class LayerSettings(BaseModel):
@@ -128,7 +131,106 @@ class LexicalSettings(BaseModel):
     max_topic_statements: int = Field(12, description="A topic holds at most this many statements.")
 
 
+class GraphRAGLocalSettings(BaseModel):
+    """GraphRAG local search (hierarchical-graph-rag.md "Local retrieval"): caps and the token budget."""
+
+    top_entities: int = Field(10, description="Entry entities: exact name matches and entity-index hits.")
+    oversample: int = Field(2, description="Entity-index hits fetched per entry entity, layer-0 ones kept first.")
+    top_chunks: int = Field(10, description="topChunks: chunks that mention the entry entities, kept after ranking.")
+    top_communities: int = Field(5, description="topCommunities: community reports kept after ranking.")
+    community_level: int = Field(2, description="Each entity counts for its finest Leiden community of level <= "
+                                                "this, 0 = coarsest (GraphRAG's --community-level roll-up).")
+    top_inside_rels: int = Field(20, description="topInsideRels: relationships between two entry entities.")
+    top_outside_rels: int = Field(20, description="topOutsideRels: relationships from an entry entity outward.")
+    max_tokens: int = Field(8000, description="Token budget of the whole context; lowest-ranked items drop first.")
+    text_unit_prop: float = Field(0.5, description="Share of max_tokens for chunks (GraphRAG text_unit_prop).")
+    community_prop: float = Field(0.25, description="Share of max_tokens for community reports (GraphRAG "
+                                                    "community_prop); the rest is for entities and relationships.")
+
+
+class GraphRAGGlobalSettings(BaseModel):
+    """GraphRAG global search (hierarchical-graph-rag.md "Global retrieval"): map-reduce over community reports."""
+
+    top_communities: int = Field(10, description="Communities first taken from the community-summary index.")
+    expand_children: bool = Field(True, description="Expand by level: add the child communities of those found.")
+    max_reports: int = Field(20, description="Reports sent to the map step after expansion.")
+    points_per_report: int = Field(5, description="Map step: at most this many rated points per report.")
+    min_importance: int = Field(1, description="Points rated below this (0-100 scale as GraphRAG) are filtered out.")
+    max_tokens: int = Field(8000, description="Token budget of the points sent to the reduce step.")
+    top_entities: int = Field(10, description="Local section: members of the chosen communities nearest the question.")
+    member_sharpness: float = Field(16.0, description="Sources: a member's chunks count rating x similarity to this "
+                                                      "power, so a community's nearest members dominate.")
+
+
+class NodeRAGQuerySettings(BaseModel):
+    """NodeRAG search (noderag.txt §2.5, Appendix C.4): dual search, shallow PPR, per-kind caps."""
+
+    entry_k: int = Field(5, description="Vector search: nearest T/S/A/H nodes taken as entry points (over the four "
+                         "kinds together, or per kind when joint_entries is off). Published code: 10; 5 measured "
+                         "better on hotpotqa and 2wikimultihopqa.")
+    alpha: float = Field(0.5, description="PPR teleport (restart) probability.")
+    iterations: int = Field(2, description="PPR power iterations (shallow).")
+    cross_nodes: int = Field(10, description="Top cross nodes (retrievable T/S/A/H) kept from the PPR ranking.")
+    top_entity: int = Field(10, description="Top entities by PPR (not returned; their attributes are).")
+    top_relationship: int = Field(30, description="Top relationships by PPR, returned.")
+    top_high_level: int = Field(10, description="Top overview titles by PPR (not returned; their high-level "
+                                "elements are).")
+    joint_entries: bool = Field(True, description="Vector entries: the entry_k nearest over all retrievable kinds "
+                                "together (one HNSW, as in the paper) instead of entry_k per kind.")
+    degree_cap: bool = Field(False, description="Cap each link weight at 1/degree of its ends before the walk "
+                             "(the published code's unbalance_adjust; not in the paper).")
+    exact_weight: float = Field(2.0, description="Personalization weight of an exact-match entry relative to a "
+                                "vector entry (the published code's accuracy_weight / similarity_weight, 1 there).")
+    subject_share: float = Field(2.0, description="Sources: each top entity (whose attributes are returned) adds "
+                                 "this multiple of its PPR score to the chunks about it (its subject mentions), so "
+                                 "an entity reached by the walk brings the passage about it; 0 turns it off.")
+    proper_names_only: bool = Field(True, description="Exact matching keeps only names that start in upper case "
+                                    "or with a digit in the question (offline stand-in for LLM entity extraction).")
+
+
+class ArchRAGQuerySettings(BaseModel):
+    """ArchRAG search (archrag.txt §3.2): C-HNSW hierarchical search, then adaptive filtering."""
+
+    k_per_layer: int = Field(5, description="k nearest nodes taken on every C-HNSW layer.")
+    ef: int = Field(256, description="SearchLayer candidate list (>= k) on each C-HNSW layer; on hotpotqa's 14k "
+                                     "entities 256 finds 93% of the exact top 5, 32 finds 75%.")
+    max_tokens: int = Field(8000, description="Adaptive filtering keeps the most relevant parts within this budget.")
+    points_per_part: int = Field(3, description="Analysis: at most this many rated points (sentences offline) per "
+                                                "retrieved part.")
+    min_relevance: float = Field(0.1, description="Analysis points rated at or below this relevance (cosine offline, "
+                                                  "0-1) are dropped, like the paper's score-0 points.")
+    max_part_sentences: int = Field(12, description="Offline analysis reads at most this many sentences of a part.")
+    chunks_per_entity: int = Field(50, description="Chunks analysed per layer-0 entity, most-mentioning first.")
+    community_members: int = Field(3, description="A community's sources: the chunks of this many of its members "
+                                                  "nearest the question.")
+
+
+class HLGQuerySettings(BaseModel):
+    """HLG StatementGraphRAG / TopicGraphRAG (hierarchical-lexical-graph.txt §4)."""
+
+    statement_k: int = Field(50, description="StatementGraphRAG: statements taken by vector search (entry points).")
+    keyword_k: int = Field(50, description="Statements taken by keyword (entity) matching (entry points).")
+    topic_k: int = Field(50, description="TopicGraphRAG: topics taken by vector search; their statements enter.")
+    beam_width: int = Field(50, description="Beam search width B: paths kept per start and depth; also the "
+                                            "neighbours of an expanded statement scored (nearest to the question).")
+    depth: int = Field(3, description="Beam search depth D_max (statement -> entity -> statement hops).")
+    top_k: int = Field(10, description="Statements (or chunks) kept after reranking and the diversity filter.")
+    rerank: str = Field("context", description="Offline reranker: 'context' (cosine of the question to the "
+                                               "statement plus its chunk) or 'similarity' (to the statement alone).")
+    bridge_max_statements: int = Field(3, description="Sources: a hop (two statements sharing an entity) places a "
+                                                      "document only through an entity at most this many "
+                                                      "statements mention (not a hub).")
+    diversity_threshold: float = Field(
+        0.005, description="Diversity threshold τ (the paper's 0.5 %): an item whose TF-IDF cosine to a kept, "
+                           "better item is >= 1 - τ is dropped as a near-duplicate; 0 keeps all but exact repeats.")
+
+
 class RetrievalSettings(BaseModel):
+    graphrag_local: GraphRAGLocalSettings = GraphRAGLocalSettings()
+    graphrag_global: GraphRAGGlobalSettings = GraphRAGGlobalSettings()
+    noderag: NodeRAGQuerySettings = NodeRAGQuerySettings()
+    archrag: ArchRAGQuerySettings = ArchRAGQuerySettings()
+    hlg: HLGQuerySettings = HLGQuerySettings()
     top_n_entities: int = Field(20, description="HiRAG n: entities retrieved for the local level.")
     top_m_key_entities: int = Field(10, description="HiRAG m: key entities taken per retrieved community.")
     max_communities: int = Field(8, description="Communities kept for the global level, most-hit first.")

@@ -1,12 +1,22 @@
-"""Ask: a question, a strategy, the answer beside its local / bridge / global context and its sources."""
+"""Ask: a question put to one to three strategies side by side; each answer beside its local / bridge / global
+context (every item names its node, one click shows it on the Graph page), its sources (best chunk and document),
+the path it took drawn on the graph, and its timings. Below: what each strategy's sections mean, and the
+workspace's query history (re-open, JSON export). Logic lives in core/ (workspace.ask, graph/route, history)."""
 
 from __future__ import annotations
+
+import json
+import re
+from collections import Counter
 
 import streamlit as st
 
 from core.backends.base import BackendError
+from core.extract.text import truncate
+from core.graph.route import legend_html, route_graph, route_html
+from core.history import count_queries, export_json, list_queries, open_query
 from core.pipeline import make_backend
-from core.retrieval.base import SECTIONS, get_strategy, strategy_names
+from core.retrieval.base import SECTIONS, Retrieval, get_strategy, strategy_names
 from core.workspace import ask
 from ui import resources as R
 from ui.text import md_escape, md_label
@@ -19,60 +29,195 @@ if ws is None or ws.build_version == 0:
     st.stop()
 
 SECTION_HELP = {"local": "Detail", "bridge": "Connection", "global": "Overview"}
+MAX_ITEMS = 12
+_SECTION_NAME = re.compile(r"(^|; )((?:local|bridge|global)(?: and (?:local|bridge|global))*):")
+RESULTS = "ask_results"  # session state: (workspace name, [(Retrieval, answer text), ...])
+
+
+def _about(name: str) -> tuple[str, str]:
+    try:
+        s = get_strategy(name)
+        return s.label, s.description
+    except KeyError:  # a past result of a strategy this version no longer has
+        return name, ""
+
+
+@st.cache_data(show_spinner=False, max_entries=48)
+def _route(ws_id: int, build_version: int, payload: str, height: int) -> tuple[str, str, str]:
+    rg = route_graph(Retrieval.from_dict(json.loads(payload)), store, ws_id)
+    return route_html(rg, height=height), legend_html(rg), rg.note
+
+
+def _show_on_graph(node_id: str, key: str) -> None:
+    if st.button("Show on graph", key=key, icon=":material/hub:", type="tertiary"):
+        st.session_state["graph_focus"] = node_id
+        st.switch_page("views/graph.py")
+
+
+def _panel(i: int, r: Retrieval, section: str, key: str, width: int) -> None:
+    items = r.sections.get(section, [])
+    with st.container(border=True, key=key):
+        st.markdown(f"**{section.capitalize()}** · {SECTION_HELP[section]} ({len(items)})")
+        if not items:
+            st.caption("Nothing at this level for this strategy.")
+            return
+        kinds = Counter(it.kind for it in items)
+        st.caption("From " + ", ".join(f"{n} {k} node{'s' if n > 1 else ''}" for k, n in kinds.most_common())
+                   + "; each names its node.")
+        for j, it in enumerate(items[:MAX_ITEMS]):
+            with st.expander(f"{md_label(it.title, width)} · {it.kind} · {it.score:.2f}"):
+                st.markdown(md_escape(it.text[:1500]))
+                level = f" · level {it.level}" if it.level is not None else ""
+                st.caption(f"node {md_escape(it.id)} · {it.kind}{level}")
+                _show_on_graph(it.id, f"go_{i}_{section}_{j}")
+        if len(items) > MAX_ITEMS:
+            st.caption(f"and {len(items) - MAX_ITEMS} more")  # (a leading "+ " would render as a list)
+
+
+def _sources(i: int, r: Retrieval, width: int) -> None:
+    st.markdown("#### Sources")
+    if not r.sources:
+        st.caption("No sources.")
+    docs = store.documents_by_id(ws.id, [s.document_id for s in r.sources])
+    chunks = store.nodes_by_id(ws.id, [s.chunk_ids[0] for s in r.sources if s.chunk_ids])
+    for k, s in enumerate(r.sources, 1):
+        d = docs.get(s.document_id)
+        with st.expander(f"[{k}] {md_label(s.title, width)} · {s.score:.2f}"):
+            if d is not None:
+                st.caption(md_escape(d.filename + (f" · id {d.external_id}" if d.external_id else "")))
+            chunk_tab, doc_tab = st.tabs(["Best chunk", "Document"])
+            with chunk_tab:
+                c = chunks.get(s.chunk_ids[0]) if s.chunk_ids else None
+                st.text(c.text[:3000] if c is not None else "(no chunk recorded)")
+                if c is not None:
+                    st.caption(f"chunk {md_escape(c.id)} · {len(s.chunk_ids)} chunk(s) of this document "
+                               "back the context")
+            with doc_tab:
+                if d is None:
+                    st.caption("The document is no longer in the workspace.")
+                else:
+                    st.text(d.text[:3000] + ("…" if len(d.text) > 3000 else ""))
+                    _show_on_graph(d.id, f"godoc_{i}_{k}")
+
+
+def _path(i: int, r: Retrieval, height: int) -> None:
+    st.markdown("#### Path on the graph")
+    if not r.path_nodes and not r.sources:
+        st.caption("This strategy visited no graph nodes.")
+        return
+    page, legend, note = _route(ws.id, ws.build_version, json.dumps(r.to_dict()), height)
+    with st.container(key=f"route_{i}"):
+        st.iframe(page, height=height + 40)
+    st.markdown(legend, unsafe_allow_html=True)  # Strata's own role / kind names and colours only
+    if note:
+        st.caption(note)
+
+
+def _timings(r: Retrieval) -> None:
+    t = r.trace.get("timings_ms", {})
+
+    def ms(v: float) -> str:
+        return f"{v:,.0f} ms" if v >= 10 else f"{v:.1f} ms"
+
+    steps = " · ".join(f"{k} {ms(v)}" for k, v in t.items() if k not in ("retrieval_total", "answer"))
+    total = f"retrieval {ms(t['retrieval_total'])}" if "retrieval_total" in t else ""
+    answer = f"answer {ms(t['answer'])}" if "answer" in t else ""
+    st.caption("Timings: " + " · ".join(x for x in (steps, total, answer) if x))
+    with st.expander("Path and trace (JSON)"):
+        st.json({"path": r.to_dict()["path"], "trace": r.trace}, expanded=False)
+
+
+def _answer(i: int, r: Retrieval, text: str, wide: bool) -> None:
+    label, description = _about(r.strategy)
+    st.markdown(f"#### Answer · {label}")
+    st.markdown(md_escape(text))
+    if description:
+        st.caption(md_escape(description))
+    if wide:
+        for col, section in zip(st.columns(3), SECTIONS):
+            with col:
+                _panel(i, r, section, f"panel_{section}", 70)
+        left, right = st.columns([5, 6])
+        with left:
+            _sources(i, r, 90)
+        with right:
+            _path(i, r, 460)
+            _timings(r)
+    else:
+        tabs = st.tabs([f"{s.capitalize()} ({len(r.sections.get(s, []))})" for s in SECTIONS])
+        for tab, section in zip(tabs, SECTIONS):
+            with tab:
+                _panel(i, r, section, f"panel_{i}_{section}", 44)
+        _path(i, r, 360)
+        _sources(i, r, 50)
+        _timings(r)
+
 
 names = strategy_names()
 with st.form("ask"):
     q = st.text_area("Question", key="question", height=80,
                      placeholder="e.g. Which university trained the engineer who designed the barrier's gates?")
-    strategy = st.selectbox("Strategy", names, index=names.index("hirag") if "hirag" in names else 0,
-                            format_func=lambda n: get_strategy(n).label)
+    chosen = st.multiselect("Strategies", names, default=["hirag"] if "hirag" in names else names[:1],
+                            max_selections=3, key="strategies", format_func=lambda n: _about(n)[0],
+                            help="Up to three, answered side by side on the same question.")
     submitted = st.form_submit_button("Ask", type="primary", icon=":material/send:")
+
+with st.expander("What local, bridge and global mean for each strategy"):
+    st.markdown("\n".join(f"- **{md_escape(_about(n)[0])}** (`{n}`): " + _SECTION_NAME.sub(
+        r"\1*\2*:", md_escape(_about(n)[1])) for n in names))
 
 if submitted:
     if not q.strip():
         st.warning("Type a question first.")
+    elif not chosen:
+        st.warning("Choose at least one strategy.")
     else:
         res = R.resources(ws.name, ws.build_version)
         answer_settings = settings.model_copy(deep=True)
         answer_settings.backend.kind = "ollama" if ws.backend == "ollama" else "offline"
+        backend, done = make_backend(answer_settings, store), []
         try:
-            with st.spinner("Retrieving and answering…"):
-                r, a = ask(res, make_backend(answer_settings, store), q, strategy)
-            st.session_state["last_answer"] = (ws.name, r, a.text)
+            for name in chosen:
+                with st.spinner(f"Retrieving and answering with {_about(name)[0]}…"):
+                    r, a = ask(res, backend, q, name)
+                done.append((r, a.text))
         except BackendError as exc:
             st.error(str(exc))
+        if done:
+            st.session_state[RESULTS] = (ws.name, done)
 
-last = st.session_state.get("last_answer")
-if last is not None and last[0] == ws.name:  # the last answer of this workspace, not another's
-    _, r, text = last
-    strat = get_strategy(r.strategy)
-    st.markdown(f"#### Answer · {strat.label}")
-    st.markdown(md_escape(text))
-    st.caption(strat.description)
-    cols = st.columns(3)
-    for col, name in zip(cols, SECTIONS):
-        items = r.sections[name]
-        with col:
-            with st.container(border=True, key=f"panel_{name}"):
-                st.markdown(f"**{name.capitalize()}** · {SECTION_HELP[name]} ({len(items)})")
-                if not items:
-                    st.caption("Nothing at this level for this strategy.")
-                for it in items[:12]:
-                    with st.expander(f"{md_label(it.title, 70)} · {it.kind} · {it.score:.2f}"):
-                        st.markdown(md_escape(it.text[:1500]))
-                        st.caption(f"node {it.id}" + (f" · level {it.level}" if it.level is not None else ""))
-                if len(items) > 12:
-                    st.caption(f"and {len(items) - 12} more")  # (a leading "+ " would render as a list)
-    st.markdown("#### Sources")
-    docs = store.documents_by_id(ws.id, [s.document_id for s in r.sources])
-    chunk_nodes = store.nodes_by_id(ws.id, [s.chunk_ids[0] for s in r.sources if s.chunk_ids])
-    for i, s in enumerate(r.sources, 1):
-        d = docs.get(s.document_id)
-        with st.expander(f"[{i}] {md_label(s.title, 90)} · {s.score:.2f}"):
-            if s.chunk_ids and s.chunk_ids[0] in chunk_nodes:
-                st.markdown("**Best chunk**")
-                st.text(chunk_nodes[s.chunk_ids[0]].text[:3000])
-            if d is not None:
-                st.caption(md_escape(d.filename + (f" · id {d.external_id}" if d.external_id else "")))
-    with st.expander("Path and trace"):
-        st.json({"path": r.to_dict()["path"], "trace": r.trace}, expanded=False)
+shown = st.session_state.get(RESULTS)
+if shown is not None and shown[0] == ws.name:  # the last answers of this workspace, not another's
+    results = shown[1]
+    if len(results) == 1:
+        _answer(0, *results[0], wide=True)
+    else:
+        for i, (col, (r, text)) in enumerate(zip(st.columns(len(results), gap="medium"), results)):
+            with col, st.container(key=f"answer_{i}"):
+                _answer(i, r, text, wide=False)
+
+st.divider()
+st.subheader("History")
+entries = list_queries(store, ws.id, 50)
+if not entries:
+    st.caption("No question asked in this workspace yet.")
+else:
+    total = count_queries(store, ws.id)
+    st.dataframe([{"asked (UTC)": e.created_at.strftime("%Y-%m-%d %H:%M:%S"), "strategy": e.strategy,
+                   "question": e.question, "retrieval ms": round(e.ms, 1), "sources": e.n_sources}
+                  for e in entries], hide_index=True, width="stretch", key="history_table")
+    st.caption(f"{total:,} question(s) asked in this workspace" + (", the latest 50 shown." if total > 50 else "."))
+    by_id = {e.id: e for e in entries}
+    a, b, c = st.columns([6, 1, 2], vertical_alignment="bottom")
+    picked = a.multiselect("Re-open past results (up to three, side by side)", list(by_id), max_selections=3,
+                           key="history_pick", format_func=lambda i: f"#{i} · {by_id[i].strategy} · "
+                           f"{truncate(by_id[i].question, 80)}")
+    if b.button("Re-open", key="history_open", disabled=not picked, icon=":material/history:"):
+        opened = [x for x in (open_query(store, ws.id, i) for i in picked) if x is not None]
+        if opened:
+            st.session_state[RESULTS] = (ws.name, opened)
+            st.rerun()
+        st.warning("Those results can no longer be read.")
+    c.download_button("Download JSON", data=lambda: export_json(store, ws.id), on_click="ignore",
+                      file_name=f"strata-{ws.name}-queries.json", mime="application/json",
+                      icon=":material/download:", key="history_download")

@@ -50,6 +50,7 @@ def extract_stage(ctx) -> Iterator:
     workers = ctx.settings.backend.concurrency if ctx.backend.name == "ollama" else 1
     counts = Counter()
     redirect = merged_into(store, ws.id) if total else {}
+    subjects = {d: t for d, doc in docs.items() if (t := row_subject(doc))}
 
     def run_one(row) -> Extraction:
         _, text, doc_id = row
@@ -67,7 +68,8 @@ def extract_stage(ctx) -> Iterator:
             part = todo[start : start + batch]
             results = list(pool.map(run_one, part)) if workers > 1 else [run_one(r) for r in part]
             counts.update(write_extractions(store, ws.id, [(cid, doc_id, ex) for (cid, _, doc_id), ex
-                                                           in zip(part, results)], redirect))
+                                                           in zip(part, results)], redirect, subjects,
+                                            ctx.settings.extract.subject_weight))
             counts["chunks"] = start + len(part)
             yield Progress(start + len(part), total, f"extracted {start + len(part)}/{total} chunks", dict(counts))
             if ctx.should_stop():
@@ -83,9 +85,22 @@ def row_subject(doc: Document | None) -> str | None:
     return None if re.search(r" #\d+$", doc.title) else doc.title
 
 
+def subject_keys(title: str | None) -> set[str]:
+    """Normalized names a document's subject answers to: its title, and its title without a trailing
+    parenthetical qualifier ("Steve Smith (musician)" -> "steve smith")."""
+    if not title:
+        return set()
+    return {k for k in (norm_key(title), norm_key(re.sub(r"\s*\([^()]*\)\s*$", "", title))) if k}
+
+
 def write_extractions(store, ws_id: int, items: list[tuple[str, str | None, Extraction]],
-                      redirect: dict[str, str] | None = None) -> Counter:
+                      redirect: dict[str, str] | None = None, subjects: dict[str, str] | None = None,
+                      subject_weight: float = 1.0) -> Counter:
     """Write the extractions of several chunks, in order, with their checkpoints, in one transaction.
+
+    `subjects` maps a document to the title naming its subject (`row_subject`): a chunk's `mentions` edge to the
+    entity of that name weighs `subject_weight` and is marked {"subject": true}, so walks over the graph know
+    which chunks are *about* an entity rather than merely naming it.
 
     `redirect` maps entities merged away by entity resolution to the entity holding their mentions now, so a new
     mention of a merged name joins that entity instead of bringing the merged node back.
@@ -141,6 +156,7 @@ def write_extractions(store, ws_id: int, items: list[tuple[str, str | None, Extr
             return row
 
         for chunk_id, doc_id, ex, by_name, wanted, rel_ids in plans:
+            about = subject_keys((subjects or {}).get(doc_id)) if doc_id else set()
             for eid, (key, e) in wanted.items():
                 name, desc = e.name.strip(), (e.description or "").strip()
                 node = current(eid)
@@ -159,7 +175,11 @@ def write_extractions(store, ws_id: int, items: list[tuple[str, str | None, Extr
                     if desc and desc not in descs and sum(map(len, descs)) < _DESC_CAP:
                         descs.append(desc)
                     node["weight"] = (node["weight"] or 0.0) + 1.0
-                edges.append((ws_id, chunk_id, eid, "mentions", 1.0, "{}"))
+                if key in about:
+                    edges.append((ws_id, chunk_id, eid, "mentions", subject_weight, '{"subject": true}'))
+                    counts["subject_mentions"] += 1
+                else:
+                    edges.append((ws_id, chunk_id, eid, "mentions", 1.0, "{}"))
                 counts["mentions"] += 1
             # relationships: nodalized, keyed by (subject, object)
             titles = {by_name[e.name.lower()]: e.name for e in reversed(ex.entities) if e.name.lower() in by_name}

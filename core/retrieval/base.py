@@ -14,11 +14,12 @@ from functools import cached_property
 from typing import Protocol
 
 import numpy as np
+from sqlmodel import select
 
 from core.backends.base import Embedder
 from core.config import Settings
 from core.index.vectors import VectorIndex
-from core.models import Workspace
+from core.models import Document, Node, Workspace
 from core.store import Store
 
 SECTIONS = ("local", "bridge", "global")
@@ -122,6 +123,46 @@ class Resources:
 
         return GraphView.load(self.store, self.ws.id, self.index)
 
+    @cached_property
+    def hetero(self):
+        """Every node and edge as one sparse matrix (core/graph/hetero.py), for PPR and beam search."""
+        from core.graph.hetero import HeteroGraph
+
+        return HeteroGraph.load(self.store, self.ws.id)
+
+    @cached_property
+    def chunk_bm25(self):
+        """BM25 over chunks, each with its document's title, as the chunks are embedded."""
+        from core.index.stage import node_text_for_embedding
+        from core.retrieval.lexicon import BM25
+
+        with self.store.session() as s:
+            titles = dict(s.exec(select(Document.id, Document.title).where(Document.workspace_id == self.ws.id)).all())
+            rows = s.exec(select(Node.id, Node.title, Node.text, Node.document_id).where(
+                Node.workspace_id == self.ws.id, Node.kind == "chunk").order_by(Node.id)).all()
+        return BM25.build([r[0] for r in rows],
+                          [node_text_for_embedding("chunk", t, x, titles.get(d, "")) for _, t, x, d in rows])
+
+    @cached_property
+    def names(self):
+        """Exact-match names: extracted entities (layer 0) by their normalized key, overview nodes by title."""
+        from core.extract.resolve import norm_key
+        from core.retrieval.lexicon import NameIndex
+
+        out: dict[str, list[str]] = {}
+        with self.store.session() as s:
+            for nid, key, title in s.exec(select(Node.id, Node.key, Node.title).where(
+                    Node.workspace_id == self.ws.id, Node.kind == "entity", Node.layer == 0)):
+                k = key or norm_key(title)
+                if k:
+                    out.setdefault(k, []).append(nid)
+            for nid, title in s.exec(select(Node.id, Node.title).where(Node.workspace_id == self.ws.id,
+                                                                       Node.kind == "overview")):
+                k = norm_key(title)
+                if k:
+                    out.setdefault(k, []).append(nid)
+        return NameIndex(out)
+
     def embed_query(self, question: str) -> np.ndarray:
         return self.embedder.embed([question])[0]
 
@@ -154,9 +195,15 @@ def get_strategy(name: str) -> Strategy:
     return _REGISTRY[name]()
 
 
+STRATEGY_MODULES = ("naive", "hirag", "graphrag_local", "graphrag_global", "noderag", "archrag", "hlg")
+
+
 def _load_all() -> None:
-    # one import per strategy module; each registers itself. Later issues add graphrag, noderag, archrag, hlg.
-    from core.retrieval import hirag, naive  # noqa: F401
+    # one module per design; importing it registers its strategies, in this order
+    import importlib
+
+    for m in STRATEGY_MODULES:
+        importlib.import_module(f"core.retrieval.{m}")
 
 
 def sources_from_chunks(view, chunk_scores: dict[str, float], limit: int) -> list[Source]:

@@ -70,7 +70,7 @@ class HiRAGStrategy:
                     key_entities.append(eid)
                     hit_sim.setdefault(eid, sc)
         paths: list[list[str]] = []
-        for a, b in zip(key_entities, key_entities[1:]):
+        for a, b in zip(key_entities, key_entities[1:]) if self.use_bridge else ():
             if len(paths) >= cfg.max_bridge_paths:
                 break
             p = view.shortest_path(a, b)
@@ -118,6 +118,10 @@ class HiRAGStrategy:
                 for c in view.rel_chunks.get(it.id, []):
                     chunk_scores[c] = chunk_scores.get(c, 0.0) + 0.5 * max(it.score, 0.0)
         if self.use_global:
+            # the documents behind an overview: the chunks of each retrieved community's key entities
+            for eid in key_entities:
+                for c, _ in view.entity_chunks.get(eid, []):
+                    chunk_scores[c] = chunk_scores.get(c, 0.0) + 0.25 * max(hit_sim.get(eid, 0.0), 0.0)
             for cid, sims in ranked_comms[: cfg.max_communities]:
                 c = view.communities[cid]
                 r.sections["global"].append(ContextItem(cid, "community", c.title or cid, c.summary,
@@ -156,4 +160,39 @@ def _docs_of(view, chunk_ids: list[str]) -> list[str]:
     return list(dict.fromkeys(view.chunk_doc[c] for c in chunk_ids if c in view.chunk_doc))
 
 
-register(HiRAGStrategy)
+class HiRAGLocal(HiRAGStrategy):
+    name = "hirag-local"
+    label = "HiRAG-local (ablation: local only)"
+    description = "local: descriptions of the n entities nearest to the question; bridge and global: left out."
+    use_bridge = False
+    use_global = False
+
+
+class HiRAGGlobal(HiRAGStrategy):
+    name = "hirag-global"
+    label = "HiRAG-global (ablation: global only)"
+    description = ("global: reports of the communities that hold the n entities nearest to the question; local and "
+                   "bridge: left out (the entities only choose the communities).")
+    use_local = False
+    use_bridge = False
+
+
+class HiRAGBridge(HiRAGStrategy):
+    name = "hirag-bridge"
+    label = "HiRAG-bridge (ablation: bridge only)"
+    description = ("bridge: relationships along the shortest paths linking the key entities of the retrieved "
+                   "communities; local and global: left out.")
+    use_local = False
+    use_global = False
+
+
+class HiRAGNoBridge(HiRAGStrategy):
+    name = "hirag-nobridge"
+    label = "HiRAG w/o bridge (ablation: local + global)"
+    description = ("local: descriptions of the n entities nearest to the question; global: reports of the "
+                   "communities that hold them; bridge: left out.")
+    use_bridge = False
+
+
+for _cls in (HiRAGStrategy, HiRAGLocal, HiRAGGlobal, HiRAGBridge, HiRAGNoBridge):
+    register(_cls)

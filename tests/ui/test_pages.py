@@ -232,7 +232,7 @@ def test_graph_page_draws_an_offline_iframe_and_notes_the_cap(app, store):
 def _ask(at: AppTest, question: str, strategy: str | None = None) -> AppTest:
     at.text_area(key="question").input(question)
     if strategy is not None:
-        next(s for s in at.selectbox if s.label == "Strategy").set_value(strategy)
+        at.multiselect(key="strategies").set_value([strategy])
     next(b for b in at.button if b.label == "Ask").click()
     at.run()
     assert not at.exception, [e.value for e in at.exception]
@@ -241,7 +241,7 @@ def _ask(at: AppTest, question: str, strategy: str | None = None) -> AppTest:
 
 def test_ask_hirag_shows_three_panels_and_sources(app):
     _open(app, "views/ask.py")
-    assert next(s for s in app.selectbox if s.label == "Strategy").value == "hirag"
+    assert app.multiselect(key="strategies").value == ["hirag"]
     _ask(app, QUESTION)
     answer_heads = [m.value for m in app.markdown if m.value.startswith("#### Answer")]
     assert len(answer_heads) == 1 and "HiRAG" in answer_heads[0]
@@ -282,11 +282,11 @@ def test_ask_with_the_naive_strategy(app):
     _ask(app, QUESTION, strategy="naive")
     heads = [m.value for m in app.markdown if m.value.startswith("#### Answer")]
     assert heads == [f"#### Answer · {get_strategy('naive').label}"]
-    assert app.session_state["last_answer"][1].strategy == "naive"
+    assert app.session_state["ask_results"][1][0][0].strategy == "naive"
     for name in ("local", "bridge", "global"):
         _block(app, f"panel_{name}")  # all three panels drawn, possibly with "Nothing at this level"
     assert any(m.value == "#### Sources" for m in app.markdown)
     assert [e for e in app.expander if re.match(r"\[\d+\] ", e.label)]
     # and back to hirag in the same session
     _ask(app, QUESTION, strategy="hirag")
-    assert app.session_state["last_answer"][1].strategy == "hirag"
+    assert app.session_state["ask_results"][1][0][0].strategy == "hirag"

@@ -107,7 +107,7 @@ def test_eval_json(built, corpus):
     out = json.loads(p.stdout)
     assert set(out) == {"naive", "hirag"}
     for row in out.values():
-        assert set(row) == {"recall@2", "latency_ms_p50", "latency_ms_p95", "queries"}
+        assert set(row) == {"recall@2", "latency_ms_p50", "latency_ms_p95", "warmup_ms", "queries"}
         assert row["queries"] == 2
         assert 0.0 <= row["recall@2"] <= 1.0
         assert 0 < row["latency_ms_p50"] <= row["latency_ms_p95"]

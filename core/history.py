@@ -1,0 +1,72 @@
+"""Query history of a workspace: the questions asked (one `QueryLog` row per question and strategy, written by
+core/workspace.py `ask`), listed newest first, re-opened as a `Retrieval`, and exported as JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlmodel import select
+
+from core.models import QueryLog
+from core.retrieval.base import Retrieval
+from core.store import Store
+
+
+@dataclass
+class QueryEntry:
+    id: int
+    created_at: datetime
+    strategy: str
+    question: str
+    ms: float
+    n_sources: int
+
+
+def utc(dt: datetime) -> datetime:
+    """SQLite hands datetimes back without their zone; they were written in UTC."""
+    return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)
+
+
+def list_queries(store: Store, ws_id: int, limit: int = 50) -> list[QueryEntry]:
+    """The workspace's latest `limit` questions, newest first."""
+    with store.session() as s:
+        newest = (QueryLog.created_at.desc(), QueryLog.id.desc())  # type: ignore[union-attr]
+        rows = s.exec(select(QueryLog).where(QueryLog.workspace_id == ws_id).order_by(*newest).limit(limit)).all()
+        return [QueryEntry(q.id, utc(q.created_at), q.strategy, q.question, q.ms,
+                           len((q.result or {}).get("sources", []))) for q in rows]
+
+
+def count_queries(store: Store, ws_id: int) -> int:
+    from sqlalchemy import func
+
+    with store.session() as s:
+        return s.exec(select(func.count()).select_from(QueryLog).where(QueryLog.workspace_id == ws_id)).one()
+
+
+def open_query(store: Store, ws_id: int, query_id: int) -> tuple[Retrieval, str] | None:
+    """A past result as it was returned (the stored Retrieval) and its answer; None when absent or unreadable."""
+    with store.session() as s:
+        q = s.get(QueryLog, query_id)
+        if q is None or q.workspace_id != ws_id or not q.result:
+            return None
+        try:
+            return Retrieval.from_dict(q.result), q.answer
+        except (KeyError, TypeError):  # a row written by an older result format
+            return None
+
+
+def export_rows(store: Store, ws_id: int) -> list[dict]:
+    """Every question of the workspace, oldest first: question, strategy, answer, the full retrieval result,
+    retrieval ms and time asked (ISO 8601, UTC)."""
+    with store.session() as s:
+        rows = s.exec(select(QueryLog).where(QueryLog.workspace_id == ws_id)
+                      .order_by(QueryLog.created_at, QueryLog.id)).all()
+        return [{"id": q.id, "created_at": utc(q.created_at).isoformat(), "question": q.question,
+                 "strategy": q.strategy, "answer": q.answer, "ms": q.ms, "result": q.result} for q in rows]
+
+
+def export_json(store: Store, ws_id: int) -> str:
+    """export_rows as a JSON document {"workspace_id", "queries": [...]}."""
+    return json.dumps({"workspace_id": ws_id, "queries": export_rows(store, ws_id)}, ensure_ascii=False, indent=1)

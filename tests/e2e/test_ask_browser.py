@@ -1,0 +1,129 @@
+"""The Ask page in a real browser (fixtures in conftest.py: a fresh `streamlit run app.py` on an empty STRATA_HOME,
+Debian's chromium, every request off the machine aborted): once the sample workspace has built on first start, a
+question put to two strategies side by side (naive and HiRAG) shows both answers, their panels and sources, and
+each one's path drawn on the graph; the question is then in the history, whose JSON export downloads; an item's
+"Show on graph" opens the Graph page on its node."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
+
+BUILD_TIMEOUT_MS = 180_000
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+QUESTION = "Which university trained the engineer who designed the Halden Barrier's sluice gates?"
+
+
+def _shot(pg, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(Exception):  # a screenshot never hides the real failure
+        size = pg.viewport_size  # Streamlit scrolls inside its own container: grow the viewport instead
+        pg.set_viewport_size({"width": size["width"], "height": 2400})
+        pg.wait_for_timeout(300)
+        pg.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+        pg.set_viewport_size(size)
+
+
+def _pick(pg, label: str) -> None:
+    """Add `label` to the Strategies multiselect."""
+    box = pg.locator("[data-testid='stMultiSelect']", has_text="Strategies")
+    box.locator("input").first.click()
+    pg.get_by_role("option", name=label, exact=True).click()
+    pg.keyboard.press("Escape")
+
+
+def test_two_strategies_side_by_side_with_their_panels_and_drawn_paths(app_server, page):
+    from playwright.sync_api import expect
+
+    url, _home, log_path = app_server
+    pg = page
+    try:
+        # the sample builds in the background on first start; the Build page says when it is done
+        pg.goto(url.rstrip("/") + "/build")
+        expect(pg.locator("h1", has_text="Build")).to_be_visible(timeout=60_000)
+        done = pg.locator("[data-testid='stAlert']").filter(
+            has_text=re.compile(r"Build finished · run \d+|Build failed|stopped without finishing"))
+        expect(done.first).to_be_visible(timeout=BUILD_TIMEOUT_MS)
+        assert "Build finished" in done.first.inner_text(), done.first.inner_text()
+
+        pg.locator("[data-testid='stSidebarNav'] a", has_text="Ask").first.click()
+        expect(pg.locator("h1", has_text="Ask")).to_be_visible()
+        ms = pg.locator("[data-testid='stMultiSelect']", has_text="Strategies")
+        expect(ms).to_contain_text("HiRAG")  # the default
+        _pick(pg, "Naive chunk search")
+        expect(ms).to_contain_text("Naive chunk search")
+        pg.get_by_label("Question").fill(QUESTION)
+        pg.locator("[data-testid='stFormSubmitButton'] button", has_text="Ask").click()
+
+        # both answers, side by side, each with its three panels, sources and a drawn path
+        heads = pg.get_by_role("heading", name=re.compile(r"^Answer · "))
+        expect(heads).to_have_count(2, timeout=120_000)
+        assert "HiRAG" in heads.nth(0).inner_text() and "Naive" in heads.nth(1).inner_text()
+        boxes = [heads.nth(i).bounding_box() for i in (0, 1)]
+        assert boxes[0]["x"] < boxes[1]["x"] and abs(boxes[0]["y"] - boxes[1]["y"]) < 5  # side by side
+        for i in (0, 1):
+            column = pg.locator(f".st-key-answer_{i}")
+            for section in ("Local", "Bridge", "Global"):
+                expect(column.get_by_role("tab", name=re.compile(rf"^{section} \(\d+\)$"))).to_be_visible()
+            expect(column.get_by_role("heading", name="Sources")).to_be_visible()
+            expect(column.locator("[data-testid='stExpander'] summary")
+                   .filter(has_text=re.compile(r"\[\d+\] ")).first).to_be_visible()
+            expect(column.locator(".route-legend")).to_contain_text("entry")
+        hirag = pg.locator(".st-key-answer_0")
+        items = hirag.locator(".st-key-panel_0_local [data-testid='stExpander']")
+        expect(items.first).to_be_visible()
+        items.first.locator("summary").click()
+        expect(items.first).to_contain_text("node ")
+        node_id = re.search(r"node (\S+) ·", items.first.inner_text()).group(1)
+        expect(items.first.get_by_role("button", name=re.compile("Show on graph"))).to_be_visible()
+        hirag.get_by_role("tab", name=re.compile(r"^Global \(\d+\)$")).click()
+        expect(hirag.locator(".st-key-panel_0_global [data-testid='stExpander']").first).to_be_visible()
+
+        for i in (0, 1):
+            frame = pg.locator(f".st-key-route_{i} iframe[title='st.iframe']")
+            expect(frame).to_have_count(1)
+            handle = frame.element_handle().content_frame()
+            assert handle is not None
+            handle.wait_for_function("() => window.network && window.network.body.data.nodes.length > 0",
+                                     timeout=30_000)
+            roles = set(handle.evaluate("() => window.network.body.data.nodes.get().map(n => n.role)"))
+            assert "entry" in roles and "result" in roles, roles
+            if i == 0:
+                assert "community" in roles, roles
+                assert handle.evaluate("() => window.network.body.data.edges.length") > 0
+
+        # the question is in the history, twice (one row per strategy), with a JSON export
+        expect(pg.get_by_role("heading", name="History")).to_be_visible()
+        download = pg.locator("[data-testid='stDownloadButton'] button", has_text="Download JSON")
+        with pg.expect_download() as got:
+            download.click()
+        exported = json.loads(Path(got.value.path()).read_text(encoding="utf-8"))["queries"]
+        assert [(q["question"], q["strategy"]) for q in exported] == [(QUESTION, "hirag"), (QUESTION, "naive")]
+        assert all(q["answer"] and q["result"]["sources"] for q in exported)
+        if os.environ.get("STRATA_E2E_SCREENSHOTS"):
+            _shot(pg, "ask-side-by-side")
+
+        # an item's "Show on graph" opens the Graph page on that node
+        hirag.get_by_role("tab", name=re.compile(r"^Local \(\d+\)$")).click()
+        items.first.get_by_role("button", name=re.compile("Show on graph")).click()
+        expect(pg.locator("h1", has_text="Graph")).to_be_visible()
+        expect(pg.get_by_text("Neighbourhood of the selected node.")).to_be_visible()
+        graph = pg.locator("iframe[title='st.iframe']")
+        expect(graph).to_have_count(1)
+        handle = graph.element_handle().content_frame()
+        handle.wait_for_function("() => window.network && window.network.body.data.nodes.length > 0",
+                                 timeout=30_000)
+        assert handle.evaluate(f"() => window.network.body.data.nodes.get({node_id!r}) !== null")
+        assert not pg.js_errors, pg.js_errors
+        assert not pg.blocked, pg.blocked  # nothing tried to leave the machine
+    except BaseException:
+        _shot(pg, "ask-failure")
+        print(f"server log ({log_path}):\n{log_path.read_text(errors='replace')[-4000:]}")
+        raise

@@ -1,0 +1,171 @@
+"""HLG StatementGraphRAG / TopicGraphRAG and their chunk-based variants on the built sample workspace."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import numpy as np
+import pytest
+from sqlmodel import select
+
+from core.models import Document, Edge, Node
+from core.retrieval.base import get_strategy, strategy_names
+from core.retrieval.diversity import similarity_cutoff, tfidf_cosine
+from core.retrieval.hlg import beam_search, keywords, lexicon, path_score
+from core.workspace import open_resources
+
+HLG = ("hlg-statement", "hlg-topic", "hlg-statement-chunk", "hlg-topic-chunk")
+HALDEN_Q = "Which university trained the engineer who designed the Halden Barrier's sluice gates?"
+
+
+@pytest.fixture(scope="module")
+def stored(sample_built):
+    """Every node's kind, every stored edge (both directions) with its kind, the documents and chunk backing."""
+    _, store, ws, _ = sample_built
+    with store.session() as s:
+        kinds = dict(s.exec(select(Node.id, Node.kind).where(Node.workspace_id == ws.id)).all())
+        edges = s.exec(select(Edge.src, Edge.dst, Edge.kind).where(Edge.workspace_id == ws.id)).all()
+        docs = set(s.exec(select(Document.id).where(Document.workspace_id == ws.id)))
+        chunk_doc = dict(s.exec(select(Node.id, Node.document_id).where(Node.workspace_id == ws.id,
+                                                                        Node.kind == "chunk")).all())
+    linked: dict[frozenset, set[str]] = {}
+    for a, b, k in edges:
+        linked.setdefault(frozenset((a, b)), set()).add(k)
+    return {"kinds": kinds, "edges": linked, "documents": docs, "chunk_doc": chunk_doc}
+
+
+@pytest.fixture(scope="module")
+def results(sample_resources):
+    return {name: get_strategy(name).retrieve(sample_resources, HALDEN_Q) for name in HLG}
+
+
+def test_the_four_strategies_are_registered_with_a_description():
+    names = strategy_names()
+    for name in HLG:
+        assert name in names
+        s = get_strategy(name)
+        assert s.name == name and s.label
+        assert all(f"{sec}:" in s.description for sec in ("local", "bridge", "global"))
+
+
+def test_sections_hold_what_each_variant_promises(results, sample_resources, stored):
+    cfg = sample_resources.settings.retrieval.hlg
+    for name, r in results.items():
+        local, bridge, glob = r.sections["local"], r.sections["bridge"], r.sections["global"]
+        assert local and bridge and glob, name
+        assert 0 < len(local) <= cfg.top_k
+        kind = "chunk" if name.endswith("-chunk") else "statement"
+        assert all(i.kind == kind and stored["kinds"][i.id] == kind for i in local), name
+        assert all(i.kind == "topic" and stored["kinds"][i.id] == "topic" for i in glob), name
+        assert all(stored["kinds"][i.id] in ("entity", "relationship") for i in bridge), name
+        for section in (local, bridge, glob):
+            scores = [i.score for i in section]
+            assert scores == sorted(scores, reverse=True), name
+        assert all(set(i.documents) <= stored["documents"] and i.documents for i in local), name
+        assert r.trace["counts"]["beam_depth"] >= 1 and r.trace["timings_ms"]["beam_search"] >= 0
+        # the two documents the question needs (data/sample_questions.json) are among the first sources
+        top = sample_resources.store.documents_by_id(sample_resources.ws.id, [s.document_id for s in r.sources[:5]])
+        assert {"halden_barrier_overview.md", "amara_okafor_profile.md"} <= {d.filename for d in top.values()}, name
+
+
+def test_local_items_pass_the_diversity_filter(results, sample_resources):
+    cut = similarity_cutoff(sample_resources.settings.retrieval.hlg.diversity_threshold)
+    for name, r in results.items():
+        sim = tfidf_cosine([i.text for i in r.sections["local"]])
+        np.fill_diagonal(sim, 0)
+        assert (sim < cut).all(), name
+
+
+def test_sources_are_stored_documents_backed_by_their_chunks(results, sample_resources, stored):
+    for name, r in results.items():
+        assert r.sources, name
+        assert len(r.sources) <= sample_resources.settings.retrieval.max_sources
+        ids = [s.document_id for s in r.sources]
+        assert len(ids) == len(set(ids)) and set(ids) <= stored["documents"]
+        for s in r.sources:
+            assert s.chunk_ids and all(stored["chunk_doc"].get(c) == s.document_id for c in s.chunk_ids)
+    # the chunk variants' context backs their first sources
+    r = results["hlg-statement-chunk"]
+    assert {stored["chunk_doc"][i.id] for i in r.sections["local"]} & {s.document_id for s in r.sources[:3]}
+
+
+def test_path_nodes_exist_and_path_edges_are_stored_edges(results, stored):
+    for name, r in results.items():
+        assert r.path_nodes and r.path_edges, name
+        ids = {n.id for n in r.path_nodes}
+        assert len(ids) == len(r.path_nodes)
+        for n in r.path_nodes:
+            assert stored["kinds"].get(n.id) == n.kind, (name, n)
+        roles = {n.role for n in r.path_nodes}
+        assert {"entry", "beam"} <= roles, name
+        for e in r.path_edges:
+            assert e.src in ids and e.dst in ids
+            assert e.kind in stored["edges"].get(frozenset((e.src, e.dst)), set()), (name, e)
+        beam_edges = [e for e in r.path_edges if e.role == "beam"]
+        assert beam_edges and all(e.kind == "mentions" for e in beam_edges)
+        assert all(stored["kinds"][e.src] == "statement" and stored["kinds"][e.dst] == "entity" for e in beam_edges)
+
+
+def test_path_score_is_the_attention_weighted_path_embedding(sample_resources):
+    res = sample_resources
+    lx = lexicon(res)
+    q = res.embed_query(HALDEN_Q)
+    beam = beam_search(q, lx.E, lx.nbr, np.argsort(-(lx.E @ q))[:5], width=5, depth=2)
+    assert len(beam.paths) >= 2 and len(beam.paths[1])
+    rows, got = beam.paths[-1][0], float(beam.scores[-1][0])
+    raw = res.index.vectors("statement", [lx.sids[i] for i in rows])
+    vecs = np.stack([raw[lx.sids[i]] for i in rows]).astype(np.float64)
+    # Eq. 6-7 written out: alpha_i = softmax(cos(e_Q, e_i)), e_path = sum alpha_i e_i, score = cos(e_Q, e_path)
+    cos = vecs @ q / (np.linalg.norm(vecs, axis=1) * np.linalg.norm(q))
+    alpha = np.exp(cos) / np.exp(cos).sum()
+    e_path = alpha @ vecs
+    direct = float(e_path @ q / (np.linalg.norm(e_path) * np.linalg.norm(q)))
+    assert got == pytest.approx(direct, abs=1e-5)
+    assert path_score(q, vecs) == pytest.approx(direct, abs=1e-9)
+    assert path_score(q, vecs[:1]) == pytest.approx(cos[0], abs=1e-9)  # one statement: its own cosine
+
+
+def test_beam_width_and_depth_are_respected(sample_resources):
+    lx = lexicon(sample_resources)
+    q = sample_resources.embed_query(HALDEN_Q)
+    starts = np.argsort(-(lx.E @ q))[:6]
+    width, depth = 3, 2
+    beam = beam_search(q, lx.E, lx.nbr, starts, width=width, depth=depth)
+    assert 2 <= len(beam.paths) <= depth + 1
+    assert (beam.paths[0][:, 0] == starts).all()
+    for d, (paths, scores, grp) in enumerate(zip(beam.paths, beam.scores, beam.starts)):
+        assert paths.shape[1] == d + 1
+        assert np.bincount(grp).max() <= width  # B paths per start at every depth
+        assert (paths[:, 0] == starts[grp]).all()
+        for p in paths:
+            assert len(set(p.tolist())) == len(p)  # no statement twice on a path
+            for a, b in pairwise(p):
+                assert lx.nbr[a, b] > 0  # consecutive statements share an entity (Eq. 5)
+        if d:  # a child improves on its parent (the same path without its last statement)
+            parent = {tuple(p): s for p, s in zip(beam.paths[d - 1].tolist(), beam.scores[d - 1])}
+            assert all(s > parent[tuple(p[:-1])] for p, s in zip(paths.tolist(), scores))
+    wide = beam_search(q, lx.E, lx.nbr, starts, width=50, depth=3)
+    assert sum(map(len, wide.paths)) >= sum(map(len, beam.paths))
+
+
+def test_settings_bound_the_search_through_the_strategy(sample_built):
+    settings, store, ws, embedder = sample_built
+    s = settings.model_copy(deep=True)
+    s.retrieval.hlg.beam_width, s.retrieval.hlg.depth, s.retrieval.hlg.top_k = 2, 1, 3
+    res = open_resources(store, ws, s, embedder)
+    for name in HLG:
+        r = get_strategy(name).retrieve(res, HALDEN_Q)
+        counts = r.trace["counts"]
+        assert counts["beam_depth"] <= 1 and counts["beam_paths"] <= 2 * counts["start_statements"], name
+        assert len(r.sections["local"]) <= 3
+    s.retrieval.hlg.depth = 0
+    r = get_strategy("hlg-statement").retrieve(open_resources(store, ws, s, embedder), HALDEN_Q)
+    assert r.trace["counts"]["beam_depth"] == 0 and r.sections["local"]
+
+
+def test_keywords_are_entity_names_in_the_question(sample_resources):
+    lx = lexicon(sample_resources)
+    kws = dict(keywords(sample_resources, lx, HALDEN_Q + " The"))
+    assert "halden barrier" in kws
+    assert "the" not in kws and "a" not in kws
+    assert all(len(c) and (c < len(lx.eids)).all() for c in kws.values())

@@ -1,0 +1,221 @@
+"""The Ask page with AppTest (streamlit.testing.v1), on a copy of the session's built sample (`sample_built`):
+one strategy in the wide three-panel layout; two strategies side by side, each with its panels, sources and
+drawn path; "Show on graph" opens the Graph page on the item's node; the history lists the questions, re-opens
+a past result and exports them all as JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from core.history import export_json
+from core.retrieval.base import get_strategy, strategy_names
+from ui.text import md_escape
+
+APP = Path(__file__).resolve().parents[2] / "app.py"
+UNESCAPED = re.compile(r"(?<!\\)[*_`\[\]<>$]")  # document text in a Markdown label must be escaped
+QUESTION = "Which university trained the engineer who designed the Halden Barrier's sluice gates?"
+QUESTION_2 = "Who chairs the foundation that paid for the Carrow Gold field trials?"
+
+
+def _clear_caches() -> None:
+    st.cache_resource.clear()
+    st.cache_data.clear()
+
+
+@pytest.fixture(scope="module")
+def ask_home(tmp_path_factory, sample_built):
+    """STRATA_HOME holding a copy of the built sample, database and vectors (the shared one stays untouched)."""
+    from core.store import Store
+
+    home = tmp_path_factory.mktemp("strata_ask_ui")
+    src_home = sample_built.settings.storage.home
+    with sqlite3.connect(src_home / "strata.db") as src, sqlite3.connect(home / "strata.db") as dst:
+        src.backup(dst)
+    shutil.copytree(src_home / "vectors", home / "vectors")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("STRATA_HOME", str(home))
+    mp.setenv("STRATA_BACKEND", "offline")
+    mp.setenv("HF_HUB_OFFLINE", "1")
+    _clear_caches()
+    store = Store(home / "strata.db")
+    yield store, store.require_workspace("sample")
+    _clear_caches()
+    mp.undo()
+
+
+@pytest.fixture
+def page(ask_home) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=180)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    at.switch_page("views/ask.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [t.value for t in at.title] == ["Ask"]
+    return at
+
+
+def _walk(node):
+    yield node
+    for child in getattr(node, "children", {}).values():
+        yield from _walk(child)
+
+
+def _block(at, key: str):
+    found = [n for n in _walk(getattr(at, "main", at))
+             if getattr(n, "type", None) != "expander" and getattr(n, "key", None) == key]
+    assert found, f"no container keyed {key!r}"
+    return found[0]
+
+
+def _of_type(node, kind: str) -> list:
+    return [n for n in _walk(node) if getattr(n, "type", None) == kind]
+
+
+def _text_in(node) -> str:
+    return " ".join(str(n.value) for n in _walk(node) if getattr(n, "type", None) in ("markdown", "text", "caption"))
+
+
+def _ask(at: AppTest, question: str, strategies: list[str]) -> AppTest:
+    at.text_area(key="question").input(question)
+    at.multiselect(key="strategies").set_value(strategies)
+    next(b for b in at.button if b.label == "Ask").click()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _heads(at: AppTest) -> list[str]:
+    return [m.value for m in at.markdown if m.value.startswith("#### Answer")]
+
+
+def _nodes_drawn(srcdoc: str) -> list[dict]:
+    start = srcdoc.index("nodes = new vis.DataSet(") + len("nodes = new vis.DataSet(")
+    return json.JSONDecoder().raw_decode(srcdoc, start)[0]
+
+
+def _check_panel(panel, name: str) -> int:
+    heading = next(m.value for m in _of_type(panel, "markdown"))
+    assert heading.startswith(f"**{name.capitalize()}**"), heading
+    n = int(re.search(r"\((\d+)\)$", heading).group(1))
+    items = _of_type(panel, "expander")
+    assert len(items) == min(n, 12)
+    for it in items:
+        title = it.label.rsplit(" · ", 2)[0]
+        assert title.strip() and not UNESCAPED.search(title), f"unescaped Markdown in {it.label!r}"
+        assert re.search(r"node \S+ · \w+", _text_in(it)), f"{it.label!r} does not say which node it came from"
+        assert [b for b in _of_type(it, "button") if b.label == "Show on graph"]
+    if n:
+        assert any(c.value.startswith("From ") for c in _of_type(panel, "caption"))
+    return n
+
+
+def test_one_strategy_answers_beside_three_panels_sources_and_its_path(page):
+    at = page
+    ms = at.multiselect(key="strategies")
+    assert ms.value == ["hirag"] and ms.proto.max_selections == 3
+    assert {get_strategy(n).label for n in ("naive", "hirag")} <= set(ms.options)
+    # the mapping of every strategy is documented on the page
+    mapping = next(m.value for m in at.markdown if m.value.startswith("- **"))
+    lines = mapping.splitlines()
+    assert len(lines) == len(strategy_names())
+    for name, line in zip(strategy_names(), lines):
+        assert line.startswith(f"- **{md_escape(get_strategy(name).label)}** (`{name}`): "), line
+    hirag = next(x for x in lines if "(`hirag`)" in x)
+    assert "*local*: descriptions of the n entities nearest" in hirag and "; *global*: reports" in hirag
+    _ask(at, QUESTION, ["hirag"])
+    assert _heads(at) == [f"#### Answer · {get_strategy('hirag').label}"]
+    assert md_escape(get_strategy("hirag").description) in [c.value for c in at.caption]
+    assert sum(_check_panel(_block(at, f"panel_{s}"), s) for s in ("local", "bridge", "global")) > 0
+    sources = [e for e in at.expander if re.match(r"\[\d+\] ", e.label)]
+    assert sources and any("Amara Okafor" in e.label or "Halden Barrier" in e.label for e in sources)
+    assert any(r"amara\_okafor\_profile\.md" in _text_in(e) for e in sources)  # file names escaped
+    first = sources[0]
+    assert [t.label for t in _of_type(first, "tab")] == ["Best chunk", "Document"]
+    assert len([t for t in _of_type(first, "text") if t.value.strip()]) == 2  # its chunk and its document
+    frames = at.get("iframe")
+    assert len(frames) == 1
+    drawn = _nodes_drawn(frames[0].proto.srcdoc)
+    assert {n["role"] for n in drawn} >= {"entry", "result"}
+    legend = next(m.value for m in at.markdown if "route-legend" in m.value)
+    assert 'data-role="entry"' in legend and 'data-role="result"' in legend
+    assert any(c.value.startswith("Timings: ") and "retrieval" in c.value for c in at.caption)
+
+
+def test_two_strategies_side_by_side_with_panels_paths_and_history(page, ask_home):
+    store, ws = ask_home
+    at = _ask(page, QUESTION_2, ["naive", "hirag"])
+    assert _heads(at) == [f"#### Answer · {get_strategy('naive').label}",
+                          f"#### Answer · {get_strategy('hirag').label}"]
+    for i in (0, 1):
+        column = _block(at, f"answer_{i}")
+        for s in ("local", "bridge", "global"):
+            _check_panel(_block(column, f"panel_{i}_{s}"), s)
+        assert [m for m in _of_type(column, "markdown") if m.value == "#### Sources"]
+        assert [e for e in _of_type(column, "expander") if re.match(r"\[\d+\] ", e.label)]
+    assert _check_panel(_block(at, "panel_1_local"), "local") > 0
+    frames = at.get("iframe")
+    assert len(frames) == 2  # one drawn path per strategy
+    roles = [{n["role"] for n in _nodes_drawn(f.proto.srcdoc)} for f in frames]
+    assert "entry" in roles[0] and {"entry", "community"} <= roles[1]
+    assert all(n["kind"] == "chunk" or n["role"] == "result" for n in _nodes_drawn(frames[0].proto.srcdoc))
+
+    # history: both answers, newest first; the export holds them with their full results
+    table = next(d.value for d in at.dataframe if "question" in d.value.columns)
+    assert list(table["question"][:2]) == [QUESTION_2, QUESTION_2]
+    assert list(table["strategy"][:2]) == ["hirag", "naive"]
+    assert at.get("download_button") and at.get("download_button")[0].proto.label == "Download JSON"
+    data = json.loads(export_json(store, ws.id))
+    mine = [q for q in data["queries"] if q["question"] == QUESTION_2]
+    assert [q["strategy"] for q in mine] == ["naive", "hirag"]
+    for q in mine:
+        assert q["answer"] and q["ms"] > 0 and q["created_at"]
+        assert q["result"]["sources"] and q["result"]["path"]["nodes"]
+
+    # re-open the naive result alone: the wide layout, from the stored result
+    pick = at.multiselect(key="history_pick")
+    entry = next(o for o in pick.options if "· naive ·" in o)  # "#<id> · naive · <question>"
+    pick.set_value([int(entry.split(" · ")[0].lstrip("#"))])
+    at.run()  # (a choice reruns the page, which enables the button)
+    next(b for b in at.button if b.label == "Re-open").click()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert _heads(at) == [f"#### Answer · {get_strategy('naive').label}"]
+    _block(at, "panel_local")
+    assert len(at.get("iframe")) == 1
+
+
+def test_show_on_graph_opens_the_graph_page_on_that_node(page):
+    at = _ask(page, QUESTION, ["hirag"])
+    for section, kind in (("local", "entity"), ("global", "community")):
+        if section != "local":  # back to the Ask page: the answer is still there
+            at.switch_page("views/ask.py")
+            at.run()
+        item = _of_type(_block(at, f"panel_{section}"), "expander")[0]
+        node_id, shown_kind = re.search(r"node (\S+) · (\w+)", _text_in(item)).groups()
+        assert shown_kind == kind
+        next(b for b in _of_type(item, "button") if b.label == "Show on graph").click()
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert at.session_state["graph_focus"] == node_id
+        assert [t.value for t in at.title] == ["Graph"]
+        drawn = _nodes_drawn(at.get("iframe")[0].proto.srcdoc)
+        assert node_id in {n["id"] for n in drawn}
+        assert len(drawn) > 1  # its neighbourhood (a community: its members)
+
+
+def test_empty_question_or_no_strategy_warns(page):
+    at = _ask(page, "   ", ["hirag"])
+    assert [w.value for w in at.warning] == ["Type a question first."]
+    assert not _heads(at)
+    at = _ask(at, QUESTION, [])
+    assert [w.value for w in at.warning] == ["Choose at least one strategy."]
+    assert not _heads(at)

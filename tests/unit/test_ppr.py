@@ -1,0 +1,110 @@
+"""Shallow personalized PageRank (core/retrieval/ppr.py) against a direct dense computation on a small graph."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from core.retrieval.ppr import personalization_vector, personalized_pagerank, top_by_kind
+
+# 6 vertices, directed and weighted; vertex 4 has no out-link (dangling), vertex 5 is isolated (dangling too).
+EDGES = [(0, 1, 2.0), (0, 2, 1.0), (1, 2, 3.0), (1, 0, 1.0), (2, 0, 1.0), (2, 3, 0.5), (3, 4, 1.0), (3, 1, 4.0)]
+N = 6
+
+
+def adjacency() -> sp.csr_matrix:
+    r, c, w = zip(*EDGES)
+    return sp.csr_matrix((w, (r, c)), shape=(N, N))
+
+
+def dense_transition(dangling: str, e: np.ndarray) -> np.ndarray:
+    """Row-stochastic P written out by hand: weights over the row sum, dangling rows as documented."""
+    a = adjacency().toarray()
+    P = np.zeros((N, N))
+    for i in range(N):
+        s = a[i].sum()
+        if s > 0:
+            P[i] = a[i] / s
+        elif dangling == "uniform":
+            P[i] = 1.0 / (N - 1)
+            P[i, i] = 0.0
+        else:
+            P[i] = e
+    return P
+
+
+def dense_iterate(P: np.ndarray, e: np.ndarray, alpha: float, iterations: int) -> np.ndarray:
+    p = e.copy()
+    for _ in range(iterations):
+        p = alpha * e + (1 - alpha) * P.T @ p
+    return p
+
+
+@pytest.mark.parametrize("dangling", ["uniform", "personalization"])
+@pytest.mark.parametrize("iterations", [0, 1, 2, 3])
+@pytest.mark.parametrize("alpha", [0.5, 0.15, 0.85])
+def test_shallow_ppr_equals_dense_iteration(dangling, iterations, alpha):
+    e = personalization_vector(N, {0: 1.0, 3: 3.0, 4: 1.0})  # a dangling vertex among the entries
+    got = personalized_pagerank(adjacency(), e, alpha=alpha, iterations=iterations, dangling=dangling)
+    want = dense_iterate(dense_transition(dangling, e), e, alpha, iterations)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+    assert got.sum() == pytest.approx(1.0)  # P is stochastic: no mass is lost, dangling rows included
+
+
+@pytest.mark.parametrize("dangling", ["uniform", "personalization"])
+def test_many_iterations_reach_the_closed_form(dangling):
+    e = personalization_vector(N, {1: 2.0, 4: 1.0})
+    alpha = 0.5
+    got = personalized_pagerank(adjacency(), e, alpha=alpha, iterations=200, dangling=dangling)
+    P = dense_transition(dangling, e)
+    closed = alpha * np.linalg.solve(np.eye(N) - (1 - alpha) * P.T, e)
+    np.testing.assert_allclose(got, closed, rtol=1e-10, atol=1e-14)
+
+
+def test_two_iterations_by_hand_on_a_weighted_path():
+    # 0 -1- 1 -3- 2 (undirected): from e = vertex 0, step 1 moves all mass to 1, step 2 splits it 1:3.
+    a = sp.csr_matrix(np.array([[0, 1, 0], [1, 0, 3], [0, 3, 0]], dtype=float))
+    e = np.array([1.0, 0.0, 0.0])
+    p1 = personalized_pagerank(a, e, alpha=0.5, iterations=1)
+    np.testing.assert_allclose(p1, [0.5, 0.5, 0.0])
+    p2 = personalized_pagerank(a, e, alpha=0.5, iterations=2)
+    # p2 = 0.5 e + 0.5 Pᵀ p1; Pᵀ p1 = [0.5·1/4, 0.5, 0.5·3/4]
+    np.testing.assert_allclose(p2, [0.5 + 0.5 * 0.125, 0.25, 0.5 * 0.375])
+    # shallow: a vertex three hops away gets nothing after two iterations
+    b = sp.csr_matrix(np.diag(np.ones(3), 1) + np.diag(np.ones(3), -1))
+    p = personalized_pagerank(b, np.array([1.0, 0, 0, 0]), alpha=0.5, iterations=2)
+    assert p[3] == 0.0 and p[2] > 0.0
+
+
+def test_alpha_one_and_zero_iterations_return_the_personalization():
+    e = personalization_vector(N, {2: 1.0, 5: 1.0})
+    np.testing.assert_allclose(personalized_pagerank(adjacency(), e, alpha=1.0, iterations=5), e)
+    np.testing.assert_allclose(personalized_pagerank(adjacency(), e, alpha=0.5, iterations=0), e)
+    # an unnormalized personalization is normalized
+    np.testing.assert_allclose(personalized_pagerank(adjacency(), e * 7, alpha=0.5, iterations=2),
+                               personalized_pagerank(adjacency(), e, alpha=0.5, iterations=2))
+
+
+def test_bad_arguments_are_refused():
+    e = personalization_vector(N, {0: 1.0})
+    with pytest.raises(ValueError):
+        personalized_pagerank(adjacency(), e, alpha=1.5)
+    with pytest.raises(ValueError):
+        personalized_pagerank(adjacency(), e, dangling="drop")
+    with pytest.raises(ValueError):
+        personalized_pagerank(adjacency(), np.zeros(N))
+    with pytest.raises(ValueError):
+        personalized_pagerank(adjacency(), np.ones(N - 1))
+    with pytest.raises(ValueError):
+        personalization_vector(N, {0: 0.0})
+
+
+def test_top_by_kind_ranks_one_kind_and_skips_excluded_and_unreached():
+    scores = np.array([0.3, 0.0, 0.5, 0.2, 0.5, 0.1])
+    kinds = np.array([1, 1, 1, 2, 1, 1])
+    np.testing.assert_array_equal(top_by_kind(scores, kinds, 1, 3), [2, 4, 0])  # ties by vertex
+    exclude = np.array([False, False, True, False, False, False])
+    np.testing.assert_array_equal(top_by_kind(scores, kinds, 1, 10, exclude=exclude), [4, 0, 5])  # 1 unreached
+    assert len(top_by_kind(scores, kinds, 2, 0)) == 0
+    np.testing.assert_array_equal(top_by_kind(scores, kinds, 2, 5), [3])
