@@ -185,3 +185,19 @@ def page(browser):
     if blocked:
         print("requests aborted (not local):", *sorted(set(blocked))[:20], sep="\n  ")
     ctx.close()
+
+
+def open_page(pg, title: str, attempts: int = 3) -> None:
+    """Open a page from the sidebar navigation and wait for its title. The Build page reruns itself once when a
+    build ends, and a click landing during that rerun can be dropped by Streamlit; a user clicks again, so do we."""
+    from playwright.sync_api import expect
+
+    heading = pg.locator("h1", has_text=title)
+    for i in range(attempts):
+        pg.locator("[data-testid='stSidebarNav'] a", has_text=title).first.click()
+        try:
+            expect(heading).to_be_visible(timeout=15_000)
+            return
+        except AssertionError:
+            if i == attempts - 1:
+                raise

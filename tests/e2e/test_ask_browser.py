@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import open_page
+
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
 BUILD_TIMEOUT_MS = 180_000
@@ -53,8 +55,7 @@ def test_two_strategies_side_by_side_with_their_panels_and_drawn_paths(app_serve
         expect(done.first).to_be_visible(timeout=BUILD_TIMEOUT_MS)
         assert "Build finished" in done.first.inner_text(), done.first.inner_text()
 
-        pg.locator("[data-testid='stSidebarNav'] a", has_text="Ask").first.click()
-        expect(pg.locator("h1", has_text="Ask")).to_be_visible()
+        open_page(pg, "Ask")
         ms = pg.locator("[data-testid='stMultiSelect']", has_text="Strategies")
         expect(ms).to_contain_text("HiRAG")  # the default
         _pick(pg, "Naive chunk search")

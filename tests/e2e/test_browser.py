@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import open_page
+
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,10 +61,7 @@ def _step(pg, name: str) -> None:
 # -- helpers: what a user sees and clicks ---------------------------------------------------------------------------
 def _go(pg, title: str) -> None:
     """Open a page from the sidebar navigation and wait for its title."""
-    from playwright.sync_api import expect
-
-    pg.locator("[data-testid='stSidebarNav'] a", has_text=title).first.click()
-    expect(pg.locator("h1", has_text=title)).to_be_visible()
+    open_page(pg, title)
 
 
 def _build_finished(pg, after_run: int = 0) -> int:

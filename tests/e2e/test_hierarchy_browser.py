@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import open_page
+
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
 BUILD_TIMEOUT_MS = 180_000
@@ -58,8 +60,7 @@ def test_hierarchy_grows_on_the_build_page_and_a_click_opens_a_community(app_ser
         expect(so_far.locator(".js-plotly-plot")).to_have_count(1)  # the picture stays after the build
 
         # 2. The Hierarchy page: a sunburst; a click on a community's sector opens it below.
-        pg.locator("[data-testid='stSidebarNav'] a", has_text="Hierarchy").first.click()
-        expect(pg.locator("h1", has_text="Hierarchy")).to_be_visible()
+        open_page(pg, "Hierarchy")
         chart = pg.locator("[data-testid='stPlotlyChart'] .js-plotly-plot")
         expect(chart.locator("g.slice path.surface").nth(1)).to_be_attached(timeout=30_000)
         titles = _leiden_titles(home)
