@@ -282,3 +282,21 @@ def test_evaluate_on_known_gold_ids(tmp_path, tiny_jsonl, tiny_rows, build):
                 ranked = [s.external_id for s in strat.retrieve(res, q.question).sources]
                 vals.append(recall_at(ranked, q.gold, k))
             assert out[name][f"recall@{k}"] == pytest.approx(round(sum(vals) / len(vals), 4)), (name, k)
+
+
+@pytest.mark.parametrize("name, filled", [("hirag-local", {"local"}), ("hirag-global", {"global"}),
+                                          ("hirag-bridge", {"bridge"}), ("hirag-nobridge", {"local", "global"})])
+def test_hirag_ablations_fill_only_their_levels(sample_resources, tables, name, filled):
+    r = get_strategy(name).retrieve(sample_resources, HALDEN_Q)
+    assert {s for s, items in r.sections.items() if items} == filled
+    assert r.sources and all(s.document_id in tables["documents"] for s in r.sources)
+
+
+def test_bm25_ranks_chunks_holding_the_rare_question_words(sample_resources, tables):
+    r = get_strategy("bm25").retrieve(sample_resources, "Halden Barrier sluice gates")
+    local = r.sections["local"]
+    assert local and all(tables["kinds"][i.id] == "chunk" for i in local)
+    assert [i.score for i in local] == sorted((i.score for i in local), reverse=True)
+    assert "sluice" in local[0].text.lower() and "halden" in local[0].text.lower()
+    assert not r.sections["bridge"] and not r.sections["global"]
+    assert r.sources[0].document_id in local[0].documents
