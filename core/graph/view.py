@@ -80,6 +80,10 @@ class GraphView:
         sims = self.entity_vecs[[r for _, r in rows]] @ q.astype(np.float32)
         return {e: float(v) for (e, _), v in zip(rows, sims)}
 
+    def documents_of(self, chunk_ids) -> list[str]:
+        """The documents behind some chunks, in the chunks' order, each once."""
+        return list(dict.fromkeys(self.chunk_doc[c] for c in chunk_ids if c in self.chunk_doc))
+
     def shortest_path(self, a: str, b: str) -> list[str]:
         """Entity ids along one shortest (fewest hops) path from a to b in the entity graph, or [] if none."""
         ia, ib = self.eg.index.get(a), self.eg.index.get(b)

@@ -352,8 +352,6 @@ def _community_chunks(cache: _Cache, view, cid: str, sims0: np.ndarray, m: int) 
     return [c for g in top.tolist() for c, _ in view.entity_chunks.get(str(ids[g]), [])]
 
 
-def _docs(view, chunk_ids: list[str]) -> list[str]:
-    return list(dict.fromkeys(view.chunk_doc[c] for c in chunk_ids if c in view.chunk_doc))
 
 
 class ArchRAGStrategy:
@@ -412,7 +410,7 @@ class ArchRAGStrategy:
                 backing.extend(chunks)
             r.sections[part.section].append(ContextItem(part.id, part.kind, part.title,
                                                         " ".join(x.text for x in pts), round(pts[0].score, 4),
-                                                        part.layer, _docs(view, backing)))
+                                                        part.layer, view.documents_of(backing)))
             kept_parts.append(part)
         for sec in r.sections.values():
             sec.sort(key=lambda i: (-i.score, i.id))

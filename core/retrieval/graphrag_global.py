@@ -184,7 +184,7 @@ class GraphRAGGlobalStrategy:
 
         def docs(cid: str) -> list[str]:
             cs = [c for e, _ in near.get(cid, []) for c, _ in view.entity_chunks.get(e, [])]
-            return list(dict.fromkeys(view.chunk_doc[c] for c in cs if c in view.chunk_doc))
+            return view.documents_of(cs)
 
         for p in kept:
             c = view.communities[p.community_id]

@@ -76,8 +76,6 @@ def report_rating(c) -> float:
     return float((c.report or {}).get("rating") or 0.0)
 
 
-def docs_of(view, chunk_ids) -> list[str]:
-    return list(dict.fromkeys(view.chunk_doc[c] for c in chunk_ids if c in view.chunk_doc))
 
 
 def trim_documents(r: Retrieval, cap: int = 50) -> None:
@@ -214,17 +212,17 @@ class GraphRAGLocalStrategy:
 
         # candidate items in rank order, then the token budget split as GraphRAG's mixed context
         ent_items = [ContextItem(e, "entity", view.entities[e].title, view.entities[e].text, round(sc, 4),
-                                 view.entities[e].layer, docs_of(view, [c for c, _ in view.entity_chunks.get(e, [])]))
+                                 view.entities[e].layer, view.documents_of([c for c, _ in view.entity_chunks.get(e, [])]))
                      for e, sc, _ in entry]
         nodes = res.store.nodes_by_id(res.ws.id, [c for c, _, _ in chunks])
         chunk_items = [ContextItem(c, "chunk", nodes[c].title, nodes[c].text, round(f + max(s, 0.0), 4), None,
-                                   docs_of(view, [c])) for c, f, s in chunks if c in nodes]
+                                   view.documents_of([c])) for c, f, s in chunks if c in nodes]
         rel_items = [ContextItem(rid, "relationship", view.relationships[rid].title, view.relationships[rid].text,
-                                 float(rank), None, docs_of(view, view.rel_chunks.get(rid, [])))
+                                 float(rank), None, view.documents_of(view.rel_chunks.get(rid, [])))
                      for rid, rank, _, _, _ in inside + outside]
         comm_items = [ContextItem(cid, "community", view.communities[cid].title or cid,
                                   report_text(view.communities[cid]), float(n), view.communities[cid].level,
-                                  docs_of(view, [c for e in es for c, _ in view.entity_chunks.get(e, [])]))
+                                  view.documents_of([c for e in es for c, _ in view.entity_chunks.get(e, [])]))
                       for cid, n, es in comms]
         total = max(cfg.max_tokens, 0)
         comm_budget = int(total * cfg.community_prop)

@@ -100,7 +100,7 @@ class HiRAGStrategy:
         if self.use_local:
             for eid, sc in local:
                 n = view.entities[eid]
-                docs = _docs_of(view, [c for c, _ in view.entity_chunks.get(eid, [])])
+                docs = view.documents_of([c for c, _ in view.entity_chunks.get(eid, [])])
                 r.sections["local"].append(ContextItem(eid, "entity", n.title, n.text, round(sc, 4), n.layer, docs))
                 for c, _ in view.entity_chunks.get(eid, []):
                     chunk_scores[c] = chunk_scores.get(c, 0.0) + max(sc, 0.0)
@@ -111,7 +111,7 @@ class HiRAGStrategy:
                 ends = rel.data.get("source"), rel.data.get("target")
                 sc = sum(hit_sim.get(e, 0.0) for e in ends if e) / 2
                 items.append(ContextItem(rid, "relationship", rel.title, rel.text, round(sc, 4), None,
-                                         _docs_of(view, view.rel_chunks.get(rid, []))))
+                                         view.documents_of(view.rel_chunks.get(rid, []))))
             items.sort(key=lambda i: (-i.score, i.id))
             r.sections["bridge"] = items
             for it in items:
@@ -154,10 +154,6 @@ class HiRAGStrategy:
             "bridge_paths": len(paths), "bridge_relationships": len(bridge_rels), "sources": len(r.sources),
         }
         return r
-
-
-def _docs_of(view, chunk_ids: list[str]) -> list[str]:
-    return list(dict.fromkeys(view.chunk_doc[c] for c in chunk_ids if c in view.chunk_doc))
 
 
 class HiRAGLocal(HiRAGStrategy):

@@ -217,7 +217,7 @@ class NodeRAGStrategy:
             if node is None:
                 continue
             cs = chunks_of[v]
-            docs = list(dict.fromkeys(view.chunk_doc[c] for c in cs if c in view.chunk_doc))
+            docs = view.documents_of(cs)
             section = SECTION_OF[kind]
             if section == "local" and nid not in vec_set and v not in via:
                 section = "bridge"  # a T / S / A cross node: reached through the walk
