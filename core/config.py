@@ -15,6 +15,8 @@ from pydantic import BaseModel, Field
 
 class StorageSettings(BaseModel):
     home: Path = Field(Path("workspaces"), description="Root folder for the database and vector stores (STRATA_HOME).")
+    sample_on_start: bool = Field(True, description="Create and build the bundled `sample` workspace on the app's "
+                                                    "first start (STRATA_SAMPLE=0 turns it off).")
 
     @property
     def db_path(self) -> Path:
@@ -217,6 +219,8 @@ class HLGQuerySettings(BaseModel):
     top_k: int = Field(10, description="Statements (or chunks) kept after reranking and the diversity filter.")
     rerank: str = Field("context", description="Offline reranker: 'context' (cosine of the question to the "
                                                "statement plus its chunk) or 'similarity' (to the statement alone).")
+    llm_rerank_k: int = Field(30, description="Asked with Ollama: the best this many candidates (by the offline "
+                                              "reranker) are reranked by the model, 0-10 each, in one call.")
     bridge_max_statements: int = Field(3, description="Sources: a hop (two statements sharing an entity) places a "
                                                       "document only through an entity at most this many "
                                                       "statements mention (not a hub).")
@@ -252,11 +256,14 @@ class Settings(BaseModel):
     archrag: ArchRAGSettings = ArchRAGSettings()
     noderag: NodeRAGSettings = NodeRAGSettings()
     lexical: LexicalSettings = LexicalSettings()
+    quality: QualitySettings = QualitySettings()
     retrieval: RetrievalSettings = RetrievalSettings()
+    graph: GraphSettings = GraphSettings()
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "Settings":
-        """Defaults, overridden by STRATA_HOME, STRATA_BACKEND, OLLAMA_HOST, STRATA_CHAT_MODEL, STRATA_EMBEDDER."""
+        """Defaults, overridden by STRATA_HOME, STRATA_BACKEND, OLLAMA_HOST, STRATA_CHAT_MODEL, STRATA_EMBEDDER,
+        STRATA_SAMPLE."""
         env = dict(os.environ if env is None else env)
         s = cls()
         if env.get("STRATA_HOME"):
@@ -272,4 +279,6 @@ class Settings(BaseModel):
             s.backend.embed_model = env["STRATA_EMBED_MODEL"]
         if env.get("STRATA_EMBEDDER"):
             s.embed.embedder = env["STRATA_EMBEDDER"]  # type: ignore[assignment]
+        if env.get("STRATA_SAMPLE", "").strip().lower() in ("0", "false", "no", "off"):
+            s.storage.sample_on_start = False
         return cls.model_validate(s.model_dump())

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.answer import Answer, answer
-from core.backends.base import Embedder, LanguageBackend
+from core.backends.base import Embedder, LanguageBackend, RetrievalLLM
 from core.config import Settings
 from core.ingest import LoadedDoc, Refusal, load_bytes, load_path
 from core.ingest.add import add_documents
@@ -72,12 +72,15 @@ def open_resources(store: Store, ws: Workspace, settings: Settings, embedder: Em
 
 def ask(res: Resources, backend: LanguageBackend, question: str, strategy: str,
         log: bool = True) -> tuple[Retrieval, Answer]:
-    """Retrieve with `strategy`, answer from the result, and record both in the workspace's query log."""
+    """Retrieve with `strategy`, answer from the result, and record both in the workspace's query log. With a
+    model backend (Ollama) the strategies' language steps use it too (GraphRAG's map, ArchRAG's filter, HLG's
+    keywords and rerank, NodeRAG's question entities); offline they run their extractive versions."""
     question = question.strip()
     if not question:
         raise ValueError("the question is empty")
     t0 = time.perf_counter()
-    r = get_strategy(strategy).retrieve(res, question)
+    llm = backend if isinstance(backend, RetrievalLLM) else None  # a model's map / filter / rerank steps
+    r = get_strategy(strategy).retrieve(res, question, llm=llm)
     retrieval_ms = (time.perf_counter() - t0) * 1000
     t1 = time.perf_counter()
     a = answer(backend, r)
@@ -99,11 +102,12 @@ def _context_tokens(a: Answer) -> int:
     return count_tokens("\n".join(c.local + c.bridge + c.global_))
 
 
-def ensure_sample(store: Store, settings: Settings) -> tuple[Workspace, BuildRun | None]:
+def ensure_sample(store: Store, settings: Settings) -> tuple[Workspace | None, BuildRun | None]:
     """Create the `sample` workspace from data/sample on first start and launch its build in the background.
-    Returns the workspace and the run started (None when the sample already existed)."""
+    Returns the workspace and the run started (None when the sample already existed). With
+    `storage.sample_on_start` off (STRATA_SAMPLE=0) nothing is created: the sample if present, else None."""
     ws = store.get_workspace(SAMPLE_NAME)
-    if ws is not None:
+    if ws is not None or not settings.storage.sample_on_start:
         return ws, None
     ws = store.create_workspace(SAMPLE_NAME)
     ingest_paths(store, ws, [SAMPLE_DIR], settings)

@@ -8,8 +8,8 @@
 
 Unscripted requests get a normal reply. Chat replies are deterministic: with a JSON-schema `format` the content
 is a valid object for the schema (extractions derived from the capitalised words of the prompt's delimited
-text, so output depends on input; reports; any other schema filled generically); without one a short answer
-citing [1]. Embeddings are hash-based unit vectors of `dim` components.
+text, so output depends on input; reports; rated points, rerank scores and query terms by word overlap with the
+prompt's question; any other schema filled generically); without one a short answer citing [1]. Embeddings are hash-based unit vectors of `dim` components.
 """
 
 from __future__ import annotations
@@ -133,6 +133,39 @@ def fake_summary(prompt: str) -> dict[str, Any]:
             "keywords": names[:4]}
 
 
+_QUESTION = re.compile(r'^Question: (".*")$', re.M)
+_WORD = re.compile(r"[a-z0-9]{4,}")
+
+
+def question_of(prompt: str) -> str:
+    m = _QUESTION.search(prompt)
+    return json.loads(m.group(1)) if m else ""
+
+
+def overlap(question: str, text: str) -> float:
+    """Share of the question's words of 4+ letters that `text` contains (0-1)."""
+    q = set(_WORD.findall(question.lower()))
+    return len(q & set(_WORD.findall(text.lower()))) / len(q) if q else 0.0
+
+
+def fake_points(prompt: str) -> dict[str, Any]:
+    """Each sentence of the DATA block as a point, scored 100 x its word overlap with the question."""
+    question = question_of(prompt)
+    text = "\n".join(delimited(prompt, "DATA"))
+    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if len(s.split()) >= 3]
+    return {"points": [{"description": s, "score": round(100 * overlap(question, s))} for s in sentences[:6]]}
+
+
+def fake_scores(prompt: str) -> dict[str, Any]:
+    question = question_of(prompt)
+    return {"scores": [round(10 * overlap(question, p), 2) for p in delimited(prompt, "PASSAGE")]}
+
+
+def fake_terms(prompt: str) -> dict[str, Any]:
+    question = question_of(prompt)
+    return {"entities": capitalised_names(question), "keywords": _WORD.findall(question.lower())[:10]}
+
+
 def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     ref = schema.get("$ref")
     if ref and ref.startswith("#/$defs/"):
@@ -162,6 +195,12 @@ def schema_reply(schema: Any, prompt: str) -> str:
         return json.dumps(fake_report(prompt))
     if {"title", "summary", "keywords"} <= props:
         return json.dumps(fake_summary(prompt))
+    if props == {"points"}:
+        return json.dumps(fake_points(prompt))
+    if props == {"scores"}:
+        return json.dumps(fake_scores(prompt))
+    if {"entities", "keywords"} <= props:
+        return json.dumps(fake_terms(prompt))
     return json.dumps(fill_schema(schema))
 
 

@@ -55,11 +55,12 @@ def ollama_status(host: str, chat_model: str, embed_model: str) -> dict:
 
 @st.cache_resource(show_spinner="Preparing the sample workspace…")
 def bootstrap() -> str:
-    """On first start: create and build the `sample` workspace (in the background)."""
+    """On first start: create and build the `sample` workspace (in the background), unless
+    `storage.sample_on_start` is off (STRATA_SAMPLE=0). Returns its name, or "" when there is none."""
     from core.workspace import ensure_sample
 
     ws, _ = ensure_sample(store(), settings())
-    return ws.name
+    return ws.name if ws is not None else ""
 
 
 def current_workspace() -> Workspace | None:

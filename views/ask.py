@@ -123,6 +123,9 @@ def _timings(r: Retrieval) -> None:
     total = f"retrieval {ms(t['retrieval_total'])}" if "retrieval_total" in t else ""
     answer = f"answer {ms(t['answer'])}" if "answer" in t else ""
     st.caption("Timings: " + " · ".join(x for x in (steps, total, answer) if x))
+    if "llm" in r.trace:  # the strategy's own language steps ran on the model, not extractively
+        calls = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in r.trace["llm"].items() if k != "model")
+        st.caption(f"Model steps: {md_escape(str(r.trace['llm']['model']))}" + (f" ({calls})" if calls else ""))
     with st.expander("Path and trace (JSON)"):
         st.json({"path": r.to_dict()["path"], "trace": r.trace}, expanded=False)
 

@@ -71,6 +71,31 @@ class ContextBlock(BaseModel):
     model_config = {"populate_by_name": True}
 
 
+class RatedPoint(BaseModel):
+    description: str = Field(description="A comprehensive description of the point.")
+    score: float = Field(0.0, description="An integer from 0 to 100: how important the point is in answering the "
+                                          "question; an 'I don't know' type of point scores 0.")
+
+
+class RatedPoints(BaseModel):
+    """GraphRAG's map step and ArchRAG's adaptive filter (archrag.txt Figure 10) reply with the same key points."""
+
+    points: list[RatedPoint] = Field(default_factory=list)
+
+
+class PassageScores(BaseModel):
+    """A listwise rerank: one relevance score (0-10) per numbered passage, in the passages' order."""
+
+    scores: list[float] = Field(default_factory=list)
+
+
+class QueryTerms(BaseModel):
+    """What a question names (NodeRAG's query entities) and its keywords with synonyms (HLG Eq. 1)."""
+
+    entities: list[str] = Field(default_factory=list, description="Names of the entities the question mentions.")
+    keywords: list[str] = Field(default_factory=list, description="Salient terms of the question and synonyms.")
+
+
 @runtime_checkable
 class LanguageBackend(Protocol):
     name: str  # "offline" or "ollama"
@@ -88,6 +113,27 @@ class LanguageBackend(Protocol):
         ...
 
     def answer(self, question: str, context: ContextBlock) -> str: ...
+
+
+@runtime_checkable
+class RetrievalLLM(Protocol):
+    """The language tasks some retrieval strategies hand to a model (Ollama). The offline backend does not have
+    them: offline, each strategy runs its own extractive, vector-aware version of the step instead."""
+
+    name: str
+    model: str
+
+    def rate_points(self, question: str, material: str) -> list[RatedPoint]:
+        """Key points of `material` that answer `question`, each rated 0-100 (GraphRAG map / ArchRAG filter)."""
+        ...
+
+    def rerank(self, question: str, passages: list[str]) -> list[float]:
+        """A relevance score 0-10 for each passage, in order (HLG's reranker, Eq. 9)."""
+        ...
+
+    def query_terms(self, question: str) -> QueryTerms:
+        """The entities the question names and its keywords with synonyms (NodeRAG dual search, HLG Eq. 1)."""
+        ...
 
 
 @runtime_checkable

@@ -14,6 +14,7 @@ import hashlib
 import inspect
 import json
 import logging
+import math
 import re
 import threading
 import time
@@ -27,11 +28,37 @@ import numpy as np
 import ollama
 from pydantic import BaseModel, ValidationError
 
-from core.backends.base import BackendError, ContextBlock, Extraction, Report, Summary
+from core.backends.base import (
+    BackendError,
+    ContextBlock,
+    Extraction,
+    PassageScores,
+    QueryTerms,
+    RatedPoint,
+    RatedPoints,
+    Report,
+    Summary,
+)
 from core.backends.cache import CallCache
-from core.backends.replies import MalformedReply, clean_extraction, clean_report, clean_summary, parse_reply
+from core.backends.replies import (
+    MalformedReply,
+    clean_extraction,
+    clean_points,
+    clean_report,
+    clean_summary,
+    clean_terms,
+    parse_reply,
+)
 from core.config import BackendSettings
-from core.extract.prompts import answer_prompt, extraction_prompt, report_prompt, summary_prompt
+from core.extract.prompts import (
+    answer_prompt,
+    extraction_prompt,
+    query_terms_prompt,
+    rate_points_prompt,
+    report_prompt,
+    rerank_prompt,
+    summary_prompt,
+)
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +149,8 @@ class _Channel:
 
 
 class OllamaBackend:
-    """LanguageBackend over an Ollama server: extraction, community reports and answers."""
+    """LanguageBackend over an Ollama server: extraction, community reports and answers; and the RetrievalLLM
+    tasks some strategies use at query time (rated points, rerank, the question's entities and keywords)."""
 
     name = "ollama"
 
@@ -157,6 +185,26 @@ class OllamaBackend:
             return text
 
         return self._call("answer", answer_prompt(question, context), None, parse, str, str)
+
+    def rate_points(self, question: str, material: str) -> list[RatedPoint]:
+        return clean_points(self._structured("rate-points", rate_points_prompt(question, material), RatedPoints))
+
+    def rerank(self, question: str, passages: list[str]) -> list[float]:
+        """0-10 per passage; a reply with the wrong number of scores is malformed (asked again, then refused)."""
+        if not passages:
+            return []
+        prompt = rerank_prompt(question, passages)
+
+        def parse(content: str) -> list[float]:
+            scores = parse_reply(content, PassageScores).scores
+            if len(scores) != len(passages):
+                raise MalformedReply(f"expected {len(passages)} scores, got {len(scores)}")
+            return [min(10.0, max(0.0, float(x))) if math.isfinite(x) else 0.0 for x in scores]
+
+        return self._call("rerank", prompt, _schema(PassageScores), parse, json.dumps, json.loads)
+
+    def query_terms(self, question: str) -> QueryTerms:
+        return clean_terms(self._structured("query-terms", query_terms_prompt(question), QueryTerms))
 
     # -- plumbing -------------------------------------------------------------------------------------------------
     def _options(self) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from core.backends.base import Extraction, Report, Summary
+from core.backends.base import Extraction, QueryTerms, RatedPoint, RatedPoints, Report, Summary
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -213,3 +213,23 @@ def clean_report(rep: Report) -> Report:
             "keywords": [_flat(k) for k in rep.keywords if _flat(k)],
         }
     )
+
+
+def clean_points(rep: RatedPoints) -> list[RatedPoint]:
+    """Points with text, scores clamped to 0-100 (rounded: the prompt asks for integers), a repeated text once."""
+    out: list[RatedPoint] = []
+    seen: set[str] = set()
+    for p in rep.points:
+        text = _flat(p.description)
+        if not text or text.casefold() in seen:
+            continue
+        seen.add(text.casefold())
+        out.append(RatedPoint(description=text, score=round(_clamp(p.score, 0.0, 100.0, 0.0))))
+    return out
+
+
+def clean_terms(t: QueryTerms) -> QueryTerms:
+    def uniq(xs: list[str]) -> list[str]:
+        return list(dict.fromkeys(x for x in (_flat(v) for v in xs) if x))
+
+    return QueryTerms(entities=uniq(t.entities), keywords=uniq(t.keywords))

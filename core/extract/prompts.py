@@ -152,3 +152,54 @@ Question: {" ".join(question.split())}
 {fence(sources or "(none)", "SOURCES")}
 
 Answer:"""
+
+
+# -- retrieval-time tasks -------------------------------------------------------------------------------------------
+
+
+def rate_points_prompt(question: str, material: str) -> str:
+    """GraphRAG's map prompt, which ArchRAG reuses as its adaptive-filter prompt (archrag.txt Figure 10)."""
+    return f"""-Role-
+You are a helpful assistant responding to questions about the data provided.
+-Goal-
+Generate a response consisting of a list of key points that respond to the user's question, summarizing all
+relevant information in the data below. Use the data as the primary context. If the data does not contain
+sufficient information to answer, say so in a single point with score 0. Do not make anything up.
+{_DATA_NOTE}
+Each key point has:
+- description: a comprehensive description of the point;
+- score: an integer between 0 and 100 that indicates how important the point is in answering the question.
+  An "I don't know" type of point has a score of 0.
+Reply with one JSON object and nothing else, shaped like:
+{{"points": [{{"description": "", "score": 0}}]}}
+
+Question: {_inline(question)}
+
+{fence(material, "DATA")}
+"""
+
+
+def rerank_prompt(question: str, passages: list[str]) -> str:
+    blocks = "\n".join(fence(p, f"PASSAGE {i}") for i, p in enumerate(passages, 1)) or "(no passages)"
+    return f"""Rate how relevant each passage is to answering the question, from 0 (unrelated) to 10 (states the
+answer or a fact the answer needs). Judge each passage on its own.
+{_DATA_NOTE}
+Reply with one JSON object and nothing else: {{"scores": [...]}} with exactly {len(passages)} numbers, the
+n-th for PASSAGE n.
+
+Question: {_inline(question)}
+
+{blocks}
+"""
+
+
+def query_terms_prompt(question: str) -> str:
+    return f"""Read the question and list:
+- entities: the names of the people, places, organisations, works, events and other specific things it mentions,
+  spelled as in the question;
+- keywords: its salient terms and a few close synonyms of them (at most 10 in all).
+Reply with one JSON object and nothing else, shaped like:
+{{"entities": [""], "keywords": [""]}}
+
+Question: {_inline(question)}
+"""

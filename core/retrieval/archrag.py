@@ -12,8 +12,9 @@
    report), not the published code's token-sized table, so each point names its node. Offline the analysis is
    extractive: the part's sentences (<= `max_part_sentences`) rated by the cosine of their embedding to the
    question, the `points_per_part` best kept above `min_relevance` (the prompt's score-0 points), a sentence
-   kept once. With Ollama it would be the filter prompt (Figure 10) per part, but the backend protocol has no
-   such task and Resources carries no backend, so the extractive analysis runs with either backend.
+   kept once. Asked with Ollama, the analysis is the paper's filter prompt (Figure 10) per part (`llm_analysis`,
+   the backend task `rate_points`, `backend.concurrency` calls at a time): its points rated 0-100 are read as
+   relevance 0-1 and back the part's chunks.
    Sentence vectors: a chunk's sentences are its statements (stored vectors). Offline descriptions and reports
    quote statements (behind "Name (TYPE): " / "A — p — B: " labels, or cut with "…"), so such a sentence is read
    as that statement, with its stored vector and its chunk. Other sentences are embedded (cached on the
@@ -54,7 +55,9 @@ from core.retrieval.base import (
     PathStep,
     Resources,
     Retrieval,
+    RetrievalLLM,
     Timer,
+    llm_calls,
     register,
     sources_from_chunks,
 )
@@ -154,6 +157,20 @@ def extractive_analysis(parts: list[Part], q: np.ndarray, per_part: int, min_rel
             if sims[j] > min_relevance:
                 points.append(Point(pi, p.sentences[j], float(sims[j]), p.backing[j] if p.backing else []))
     return points
+
+
+def llm_analysis(llm, question: str, parts: list[Part], per_part: int, workers: int) -> list[Point]:
+    """The paper's filter prompt (Figure 10) per part, with a model: its key points rated 0-100, read as relevance
+    0-1; score-0 points ("I don't know") dropped. A point backs its part's chunks (it paraphrases, so it cannot be
+    traced to one sentence)."""
+
+    def analyse(pi: int) -> list[Point]:
+        p = parts[pi]
+        material = f"{p.kind} {p.title}:\n" + "\n".join(p.sentences)
+        rated = sorted(llm.rate_points(question, material), key=lambda x: -x.score)[:per_part]
+        return [Point(pi, x.description, x.score / 100, []) for x in rated if x.score > 0]
+
+    return [pt for pts in llm_calls(analyse, list(range(len(parts))), workers) for pt in pts]
 
 
 def adaptive_filter(points: list[Point], max_tokens: int) -> tuple[list[Point], int]:
@@ -364,7 +381,7 @@ class ArchRAGStrategy:
         "Each part is cut to its sentences most relevant to the question, and the whole to the token budget."
     )
 
-    def retrieve(self, res: Resources, question: str) -> Retrieval:
+    def retrieve(self, res: Resources, question: str, llm: RetrievalLLM | None = None) -> Retrieval:
         cfg = res.settings.retrieval.archrag
         r = Retrieval(self.name, question)
         t = Timer(r.trace)
@@ -381,9 +398,15 @@ class ArchRAGStrategy:
         found, descents = hierarchical_search(cache, q, cfg.k_per_layer, cfg.ef)
         t.lap("hierarchical_search")
         parts = _build_parts(res, view, found, index.top, cfg)
-        stored, embedded = _fill_vectors(res, cache, parts, cfg)
-        t.lap("read_parts")
-        points = extractive_analysis(parts, q, cfg.points_per_part, cfg.min_relevance)
+        if llm is None:
+            stored, embedded = _fill_vectors(res, cache, parts, cfg)
+            t.lap("read_parts")
+            points = extractive_analysis(parts, q, cfg.points_per_part, cfg.min_relevance)
+        else:
+            stored = embedded = 0
+            t.lap("read_parts")
+            points = llm_analysis(llm, question, parts, cfg.points_per_part, res.settings.backend.concurrency)
+            r.trace["llm"] = {"model": llm.model, "filter_calls": len(parts)}
         kept, used = adaptive_filter(points, cfg.max_tokens)
         t.lap("adaptive_filter")
 

@@ -9,20 +9,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 from sqlmodel import select
 
-from core.backends.base import Embedder
+from core.backends.base import Embedder, RetrievalLLM
 from core.config import Settings
 from core.index.vectors import VectorIndex
 from core.models import Document, Node, Workspace
 from core.store import Store
 
 SECTIONS = ("local", "bridge", "global")
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass
@@ -167,12 +170,21 @@ class Resources:
         return self.embedder.embed([question])[0]
 
 
+def llm_calls(fn: Callable[[T], R], items: list[T], workers: int) -> list[R]:
+    """`fn` over `items` in a thread pool of `workers` (the backend's own semaphore bounds what reaches the server),
+    results in the items' order. For the per-report / per-part model calls of map and filter steps."""
+    if len(items) <= 1 or workers <= 1:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
 class Strategy(Protocol):
     name: str
     label: str
     description: str  # what local / bridge / global mean for this strategy
 
-    def retrieve(self, res: Resources, question: str) -> Retrieval: ...
+    def retrieve(self, res: Resources, question: str, llm: RetrievalLLM | None = None) -> Retrieval: ...
 
 
 _REGISTRY: dict[str, Callable[[], Strategy]] = {}

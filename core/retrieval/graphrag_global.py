@@ -8,8 +8,10 @@ community reports.
    GraphRAG's dynamic community selection, which descends from a relevant community into its children.
 3. Map step, one call per report: the report is split into points, each rated 0-100 for how much it helps answer
    the question (GraphRAG's map prompt: "an 'I don't know' type of response should have a score of 0"). With an
-   LLM this is a structured call returning {"points": [{"description", "score"}]}; the backend protocol has no
-   such task yet, so `map_report` is the offline extractive map: the points are the report's findings ("headline:
+   LLM this is a structured call returning {"points": [{"description", "score"}]}: the backend
+   task `rate_points` (RetrievalLLM), which `llm_map_report` uses when the question is asked with Ollama (one call
+   per report, run `backend.concurrency` at a time; the report's title, summary and findings are the data).
+   Offline, `map_report` is the extractive map: the points are the report's findings ("headline:
    explanation") and the sentences of its summary not already in a finding; a point's relevance is the geometric
    mean of (a) the IDF-weighted share of the question's content words it contains (IDF over the chunks) and (b)
    the report's cosine similarity to the question, so a point sharing nothing with the question, or from a
@@ -49,7 +51,9 @@ from core.retrieval.base import (
     PathStep,
     Resources,
     Retrieval,
+    RetrievalLLM,
     Timer,
+    llm_calls,
     register,
     sources_from_chunks,
 )
@@ -104,6 +108,21 @@ def map_report(c, terms: dict[str, float], report_sim: float, k: int) -> list[Po
     return out[:k]
 
 
+def report_material(c) -> str:
+    """A community report as the map prompt's data: its title, summary and numbered findings."""
+    lines = [f"Title: {c.title or c.id}", f"Summary: {c.summary}"]
+    lines += [f"Finding {n}: {text}" for n, (text, _) in enumerate(report_points(c), start=1)]
+    return "\n".join(lines)
+
+
+def llm_map_report(llm, question: str, c, k: int) -> list[Point]:
+    """The map step with a model: GraphRAG's map prompt over one report, its points rated 0-100, best `k` first."""
+    out = [Point(c.id, n, p.description, int(p.score), p.score / 10)
+           for n, p in enumerate(llm.rate_points(question, report_material(c)), start=1)]
+    out.sort(key=lambda p: (-p.rating, p.n))
+    return out[:k]
+
+
 def reduce_points(points: list[Point], min_importance: int, max_tokens: int) -> list[Point]:
     """Points rated at least `min_importance`, best first, while they fit in `max_tokens`."""
     kept: list[Point] = []
@@ -145,7 +164,7 @@ class GraphRAGGlobalStrategy:
         "rated 0-100 for the question by the map step, best first within the token budget (the reduce input)."
     )
 
-    def retrieve(self, res: Resources, question: str) -> Retrieval:
+    def retrieve(self, res: Resources, question: str, llm: RetrievalLLM | None = None) -> Retrieval:
         cfg = res.settings.retrieval.graphrag_global
         r = Retrieval(self.name, question)
         t = Timer(r.trace)
@@ -159,8 +178,14 @@ class GraphRAGGlobalStrategy:
         sims = dict(hits) | {k: s for k, _, s in kids}
         terms = question_terms(bm25, question)
         mapped: list[Point] = []
-        for cid in sims:
-            mapped.extend(map_report(view.communities[cid], terms, sims[cid], cfg.points_per_report))
+        if llm is not None:
+            per = llm_calls(lambda cid: llm_map_report(llm, question, view.communities[cid], cfg.points_per_report),
+                            list(sims), res.settings.backend.concurrency)
+            mapped = [p for points in per for p in points]
+            r.trace["llm"] = {"model": llm.model, "map_calls": len(sims)}
+        else:
+            for cid in sims:
+                mapped.extend(map_report(view.communities[cid], terms, sims[cid], cfg.points_per_report))
         t.lap("map")
         kept = reduce_points(mapped, cfg.min_importance, cfg.max_tokens)
         t.lap("reduce")

@@ -39,6 +39,7 @@ from core.retrieval.base import (
     PathStep,
     Resources,
     Retrieval,
+    RetrievalLLM,
     Timer,
     register,
     sources_from_chunks,
@@ -191,7 +192,7 @@ class GraphRAGLocalStrategy:
         "outward, by combined degree; global: reports of the Leiden communities holding most entry entities."
     )
 
-    def retrieve(self, res: Resources, question: str) -> Retrieval:
+    def retrieve(self, res: Resources, question: str, llm: RetrievalLLM | None = None) -> Retrieval:
         cfg = res.settings.retrieval.graphrag_local
         r = Retrieval(self.name, question)
         t = Timer(r.trace)

@@ -18,6 +18,7 @@ from core.retrieval.base import (
     PathStep,
     Resources,
     Retrieval,
+    RetrievalLLM,
     Timer,
     register,
     sources_from_chunks,
@@ -36,7 +37,7 @@ class HiRAGStrategy:
     use_bridge = True
     use_global = True
 
-    def retrieve(self, res: Resources, question: str) -> Retrieval:
+    def retrieve(self, res: Resources, question: str, llm: RetrievalLLM | None = None) -> Retrieval:
         cfg = res.settings.retrieval
         r = Retrieval(self.name, question)
         t = Timer(r.trace)

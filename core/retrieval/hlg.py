@@ -20,7 +20,9 @@ StatementGraphRAG (§4.1, Algorithm 1):
    (bge-reranker-v2-minicpm-layerwise), not bundled here. Offline, rerank="context" embeds a statement together
    with the chunk it was extracted from (Rerank(s) = e_s + e_chunk, the statement enhancement of §4.3.2: offline
    statements are plain sentences, often without the name they are about: "He was inducted ..."), and
-   rerank="similarity" is the plain cosine. With an LLM backend the reranker would be a new backend task.
+   rerank="similarity" is the plain cosine. Asked with Ollama, the model reranks the `llm_rerank_k` best of them
+   (the backend task `rerank`, one listwise call scoring each statement 0-10), and step 1's keywords and synonyms
+   come from the model (`query_terms`), matched whole against entity names.
 6. Diversity (§4.3.1, core/retrieval/diversity.py) over the reranked list, then the top `top_k` are kept.
 
 TopicGraphRAG (§4.2): top-down, the `topic_k` topics nearest to the question give their statements; bottom-up, the
@@ -64,6 +66,7 @@ from core.retrieval.base import (
     PathStep,
     Resources,
     Retrieval,
+    RetrievalLLM,
     Source,
     Timer,
     register,
@@ -286,10 +289,16 @@ def beam_search(q: np.ndarray, E: np.ndarray, nbr: sp.csr_matrix, starts: np.nda
 
 
 # -- entry points (Eq. 1-4, §4.2 top-down) ---------------------------------------------------------------------------
-def keywords(res: Resources, lx: Lexicon, question: str) -> list[tuple[str, np.ndarray]]:
-    """(keyword, entity columns) for every entity name in the question that some statement mentions."""
+def keywords(res: Resources, lx: Lexicon, question: str, llm=None) -> list[tuple[str, np.ndarray]]:
+    """(keyword, entity columns) for every entity name in the question that some statement mentions; with a
+    model, the names among its keywords, synonyms and entities of the question (Eq. 1), matched whole."""
     out: dict[str, np.ndarray] = {}
-    for name, ids in res.names.find(question):
+    if llm is not None:
+        terms = llm.query_terms(question)
+        found = res.names.lookup(terms.entities + terms.keywords)
+    else:
+        found = res.names.find(question)
+    for name, ids in found:
         if len(name) < 2 or all(t in STOPWORDS for t in name.split()) or name in out:
             continue
         cols = np.array(sorted({lx.erow[i] for i in ids if i in lx.erow}), dtype=np.int64)
@@ -323,6 +332,17 @@ def rerank_scores(lx: Lexicon, sims: np.ndarray, csims: np.ndarray, mode: str) -
     has = lx.srow_chunk >= 0
     out[has] = (sims[has] + csims[lx.srow_chunk[has]]) / np.sqrt(2.0 + 2.0 * lx.esc[has])
     return out
+
+
+def llm_rerank(llm, question: str, lx: Lexicon, final: np.ndarray, k: int) -> np.ndarray:
+    """The model as the reranker (Eq. 9-10): the first `k` candidates reordered by its 0-10 scores (stable: ties
+    keep the offline order), the rest after them."""
+    head = final[:k]
+    if len(head) < 2:
+        return final
+    scores = np.asarray(llm.rerank(question, [lx.stext[s] for s in head]), dtype=np.float64)
+    order = np.argsort(-scores, kind="stable")
+    return np.concatenate([head[order], final[k:]])
 
 
 # -- sources: the documents behind S_final, the first ones each followed by where their best hop leads ------------
@@ -398,12 +418,12 @@ class _HLG:
     topics = False  # TopicGraphRAG: topics are the vector entry
     chunks = False  # chunk-based variant: chunks are the context
 
-    def retrieve(self, res: Resources, question: str) -> Retrieval:
+    def retrieve(self, res: Resources, question: str, llm: RetrievalLLM | None = None) -> Retrieval:
         # many small matrix products: OpenBLAS threads cost more than they give there (10x on a busy machine)
         with threadpool_limits(limits=1, user_api="blas"):
-            return self._retrieve(res, question)
+            return self._retrieve(res, question, llm)
 
-    def _retrieve(self, res: Resources, question: str) -> Retrieval:
+    def _retrieve(self, res: Resources, question: str, llm: RetrievalLLM | None) -> Retrieval:
         cfg = res.settings.retrieval.hlg
         r = Retrieval(self.name, question)
         t = Timer(r.trace)
@@ -414,7 +434,7 @@ class _HLG:
         t.lap("embed_query")
         if not lx.sids:
             return r
-        kws = keywords(res, lx, question)
+        kws = keywords(res, lx, question, llm)
         s_kw = keyword_statements(lx, kws, sims, cfg.keyword_k)
         t.lap("keyword_retrieval")
         topic_hits: list[tuple[str, float]] = []
@@ -432,6 +452,9 @@ class _HLG:
         score = rerank_scores(lx, sims, csims, cfg.rerank)
         final = np.unique(np.concatenate([p.ravel() for p in beam.paths]))
         final = final[np.lexsort((final, -sims[final], -score[final]))]
+        if llm is not None:
+            final = llm_rerank(llm, question, lx, final, cfg.llm_rerank_k)
+            r.trace["llm"] = {"model": llm.model, "reranked": int(min(cfg.llm_rerank_k, len(final)))}
         t.lap("rerank")
         cut = similarity_cutoff(cfg.diversity_threshold)
         nodes: dict[str, Node] = {}

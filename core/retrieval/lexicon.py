@@ -84,3 +84,13 @@ class NameIndex:
                 if key in self.names and not any(a <= i and i + n <= b for a, b, _ in spans):
                     spans.append((i, i + n, key))
         return [(key, self.names[key]) for _, _, key in spans]
+
+    def lookup(self, names: list[str]) -> list[tuple[str, list[str]]]:
+        """(name, node ids) of each given name that is indexed as a whole, after normalization (a model's list of
+        the question's entities), in the given order, each once."""
+        out: dict[str, list[str]] = {}
+        for n in names:
+            key = norm_key(n)
+            if key in self.names and key not in out:
+                out[key] = self.names[key]
+        return list(out.items())

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from core.retrieval.base import ContextItem, PathStep, Resources, Retrieval, Timer, register, sources_from_chunks
+from core.retrieval.base import (
+    ContextItem,
+    PathStep,
+    Resources,
+    Retrieval,
+    RetrievalLLM,
+    Timer,
+    register,
+    sources_from_chunks,
+)
 
 
 @register
@@ -12,7 +21,7 @@ class NaiveStrategy:
     description = ("local: the chunks nearest to the question; bridge: none (no graph is used); "
                    "global: none (no summaries are used).")
 
-    def retrieve(self, res: Resources, question: str) -> Retrieval:
+    def retrieve(self, res: Resources, question: str, llm: RetrievalLLM | None = None) -> Retrieval:
         r = Retrieval(self.name, question)
         t = Timer(r.trace)
         q = res.embed_query(question)
@@ -42,7 +51,7 @@ class BM25Strategy:
     description = ("local: the chunks that score highest for the question's words under Okapi BM25 (k1 1.5, b 0.75); "
                    "bridge: none (no graph is used); global: none (no summaries are used).")
 
-    def retrieve(self, res: Resources, question: str) -> Retrieval:
+    def retrieve(self, res: Resources, question: str, llm: RetrievalLLM | None = None) -> Retrieval:
         r = Retrieval(self.name, question)
         t = Timer(r.trace)
         bm = res.chunk_bm25

@@ -57,6 +57,7 @@ from core.retrieval.base import (
     PathStep,
     Resources,
     Retrieval,
+    RetrievalLLM,
     Timer,
     register,
     sources_from_chunks,
@@ -70,8 +71,9 @@ SECTION_OF = {"chunk": "local", "statement": "local", "attribute": "local", "rel
 
 
 def question_names(res: Resources, question: str, proper_only: bool) -> list[tuple[str, list[str]]]:
-    """The stored names (entity names, overview titles) the question contains, standing in for the paper's LLM
-    extraction of the question's entities: names made only of stop words are dropped and, with `proper_only`,
+    """The stored names (entity names, overview titles) the question contains, standing in offline for the
+    paper's LLM extraction of the question's entities (asked with Ollama, the model's `query_terms` entities are
+    looked up whole instead): names made only of stop words are dropped and, with `proper_only`,
     names whose occurrence in the question starts in lower case (common nouns such as "season" or "actor")."""
     folded = "".join(c for c in unicodedata.normalize("NFKD", question) if not unicodedata.combining(c))
     out = []
@@ -146,7 +148,7 @@ class NodeRAGStrategy:
             cache[cfg.degree_cap] = Walk(res.hetero, cfg.degree_cap)
         return cache[cfg.degree_cap]
 
-    def retrieve(self, res: Resources, question: str) -> Retrieval:
+    def retrieve(self, res: Resources, question: str, llm: RetrievalLLM | None = None) -> Retrieval:
         cfg = res.settings.retrieval.noderag
         r = Retrieval(self.name, question)
         t = Timer(r.trace)
@@ -167,7 +169,9 @@ class NodeRAGStrategy:
         vec_entries = list(dict.fromkeys(i for _, i in hits))
         t.lap("vector_search")
         exact: list[str] = []
-        for name, ids in question_names(res, question, cfg.proper_names_only):
+        named = (res.names.lookup(llm.query_terms(question).entities) if llm is not None
+                 else question_names(res, question, cfg.proper_names_only))
+        for name, ids in named:
             exact += [i for i in ids if i in h.index and i not in exact]
         t.lap("exact_search")
         entries = list(dict.fromkeys(vec_entries + exact))

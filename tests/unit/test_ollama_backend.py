@@ -532,3 +532,44 @@ def test_prompts_delimit_untrusted_text():
     ap = answer_prompt("Q?", ContextBlock(sources=["[7] already numbered", "plain"]))
     assert delimited(ap, "SOURCES") == ["[7] already numbered\n[2] plain"]
     assert "[n]" in ap and "does not hold the answer" in ap
+
+
+# -- retrieval-time tasks ------------------------------------------------------------------------------------------
+
+
+def test_rated_points_are_clamped_rounded_and_deduplicated(fast_backoff):
+    reply = {"points": [{"description": " The  bridge opened in 2011. ", "score": 140},
+                        {"description": "the bridge opened in 2011.", "score": 50},
+                        {"description": "", "score": 90},
+                        {"description": "Unknown.", "score": -5},
+                        {"description": "Marsh designed it.", "score": 72.6}]}
+    with FakeOllama() as fake:
+        fake.script["/api/chat"].append(Reply(content=json.dumps(reply)))
+        b = ob.OllamaBackend(BackendSettings(ollama_host=fake.url, retries=0))
+        points = b.rate_points("When did the bridge open?", "The bridge opened in 2011. Marsh designed it.")
+        body = fake.requests[-1][1]
+    assert [(p.description, p.score) for p in points] == [
+        ("The bridge opened in 2011.", 100), ("Unknown.", 0), ("Marsh designed it.", 73)]
+    assert body["format"]["title"] == "RatedPoints" and "<<<BEGIN DATA>>>" in body["messages"][0]["content"]
+
+
+def test_rerank_scores_every_passage_in_order_and_refuses_a_wrong_count(fast_backoff):
+    with FakeOllama() as fake:
+        b = ob.OllamaBackend(BackendSettings(ollama_host=fake.url, retries=1))
+        scores = b.rerank("Who designed the Tidewater Bridge?",
+                          ["Lena Marsh designed the Tidewater Bridge.", "Apples grow in Arden Vale."])
+        assert scores[0] > scores[1] == 0.0 and all(0 <= x <= 10 for x in scores)
+        assert b.rerank("anything", []) == [] and fake.count("/api/chat") == 1
+        for _ in range(2):
+            fake.script["/api/chat"].append(Reply(content=json.dumps({"scores": [3, 4, 5]})))
+        with pytest.raises(BackendError, match="expected 2 scores, got 3"):
+            b.rerank("Who?", ["a passage", "another passage"])
+
+
+def test_query_terms_keep_each_name_once(fast_backoff):
+    with FakeOllama() as fake:
+        fake.script["/api/chat"].append(Reply(content=json.dumps(
+            {"entities": ["Lena Marsh", " Lena  Marsh", ""], "keywords": ["designed", "designer", "designed"]})))
+        b = ob.OllamaBackend(BackendSettings(ollama_host=fake.url, retries=0))
+        t = b.query_terms("Who designed what Lena Marsh built?")
+    assert t.entities == ["Lena Marsh"] and t.keywords == ["designed", "designer"]

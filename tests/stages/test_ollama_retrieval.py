@@ -1,0 +1,135 @@
+"""The strategies' language steps through the Ollama backend: GraphRAG's map, ArchRAG's adaptive filter, HLG's
+keywords and rerank, NodeRAG's question entities, each a structured call of the real `ollama` client to a local
+server speaking the Ollama API (tests/fake_ollama.py), whose replies are derived from the prompt, so the tests can
+tell what the model's answer changed. Offline the same strategies send nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.backends.base import BackendError
+from core.backends.offline import OfflineBackend
+from core.pipeline import make_backend
+from core.workspace import ask, open_resources
+from tests.fake_ollama import FakeOllama, Malformed, Reply, fake_points, overlap
+
+QUESTION = "Who designed the Tidewater Bridge at Kelmouth?"
+
+
+@pytest.fixture(scope="module")
+def ollama_ws(tmp_path_factory, embedder):
+    """A workspace of the tiny corpus built through the fake Ollama server, which stays up for the module."""
+    from tests.conftest import TINY_DOCS, _settings, build_workspace
+
+    home = tmp_path_factory.mktemp("ollama_retrieval")
+    corpus = home / "corpus"
+    corpus.mkdir()
+    for name, text in TINY_DOCS.items():
+        (corpus / name).write_text(text, encoding="utf-8")
+    with FakeOllama() as fake:
+        s = _settings(home)
+        s.backend.kind, s.backend.ollama_host, s.backend.timeout_s, s.backend.retries = "ollama", fake.url, 5.0, 1
+        b = build_workspace(home, [corpus], embedder, settings=s)
+        yield fake, b, s
+
+
+def _asked(fake: FakeOllama, since: int) -> list[dict]:
+    return [body for path, body in fake.requests[since:] if path == "/api/chat"]
+
+
+def _schemas(bodies: list[dict]) -> list[str]:
+    return [(b.get("format") or {}).get("title", "") if isinstance(b.get("format"), dict) else "" for b in bodies]
+
+
+def _ask(fake, b, s, strategy: str, question: str = QUESTION):
+    since = len(fake.requests)
+    res = open_resources(b.store, b.ws, s, b.embedder)
+    r, a = ask(res, make_backend(s, b.store), question, strategy, log=False)
+    return r, a, _asked(fake, since)
+
+
+def test_graphrag_global_map_step_is_the_models_rated_points(ollama_ws):
+    fake, b, s = ollama_ws
+    r, a, bodies = _ask(fake, b, s, "graphrag-global")
+    maps = [x for x in bodies if _schemas([x]) == ["RatedPoints"]]
+    assert maps and len(maps) == r.trace["llm"]["map_calls"] == r.trace["counts"]["reports_mapped"]
+    # every kept point is one the model returned for its report, with the model's rating
+    replies = {}
+    for body in maps:
+        prompt = body["messages"][0]["content"]
+        for p in fake_points(prompt)["points"]:
+            replies.setdefault(p["description"], p["score"])
+    kept = r.sections["global"]
+    assert kept, "the map step kept points"
+    for item in kept:
+        assert item.text in replies and item.score == replies[item.text]
+        assert item.score >= s.retrieval.graphrag_global.min_importance
+    assert [i.score for i in kept] == sorted((i.score for i in kept), reverse=True)
+    assert _schemas(bodies)[-1] == "", "then the answer, generated without a schema"
+
+
+def test_archrag_adaptive_filter_rates_each_part_with_the_model(ollama_ws):
+    fake, b, s = ollama_ws
+    r, _, bodies = _ask(fake, b, s, "archrag")
+    filters = [x for x in bodies if _schemas([x]) == ["RatedPoints"]]
+    assert len(filters) == r.trace["llm"]["filter_calls"] == r.trace["counts"]["parts"] > 0
+    texts = {p["description"] for body in filters for p in fake_points(body["messages"][0]["content"])["points"]
+             if p["score"] > 0}
+    items = [i for sec in r.sections.values() for i in sec]
+    assert items, "some points were kept"
+    for i in items:  # each item's text is made of the model's points, its score the best one's relevance 0-1
+        assert any(t in i.text for t in texts) and 0 < i.score <= 1
+    assert r.trace["counts"]["sentences_embedded"] == 0, "the model analyses; nothing is embedded for it"
+
+
+def test_hlg_takes_keywords_from_the_model_and_reranks_with_it(ollama_ws):
+    fake, b, s = ollama_ws
+    r, _, bodies = _ask(fake, b, s, "hlg-statement")
+    kinds = _schemas(bodies)
+    assert kinds.count("QueryTerms") == 1 and kinds.count("PassageScores") == 1
+    rerank = bodies[kinds.index("PassageScores")]["messages"][0]["content"]
+    assert "Tidewater Bridge" in rerank
+    # the kept statements follow the model's scores: word overlap with the question, best first
+    scores = [overlap(QUESTION, i.text) for i in r.sections["local"]]
+    assert scores and scores == sorted(scores, reverse=True)
+    assert r.trace["counts"]["keywords"] >= 1, "the model's entities matched entity names"
+
+
+def test_noderag_exact_entries_are_the_models_question_entities(ollama_ws):
+    fake, b, s = ollama_ws
+    r, _, bodies = _ask(fake, b, s, "noderag", "Where did Lena Marsh study civil engineering?")
+    assert _schemas(bodies).count("QueryTerms") == 1, "asked once (a repeated question replays the call cache)"
+    entries = {p.label.lower() for p in r.path_nodes if p.role == "entry" and p.kind == "entity"}
+    assert "lena marsh" in entries
+
+
+def test_offline_strategies_send_nothing_to_a_model(ollama_ws):
+    fake, b, s = ollama_ws
+    res = open_resources(b.store, b.ws, s, b.embedder)
+    since = len(fake.requests)
+    for name in ("graphrag-global", "archrag", "hlg-topic", "noderag"):
+        r, a = ask(res, OfflineBackend(), QUESTION, name, log=False)
+        assert "llm" not in r.trace and a.text
+    assert fake.requests[since:] == []
+
+
+def test_a_model_returning_garbage_fails_clearly_and_keeps_the_workspace(ollama_ws):
+    fake, b, s = ollama_ws
+    counts = b.store.counts(b.ws.id)
+    for _ in range(4):
+        fake.script["/api/chat"].append(Malformed("the points are: nothing useful"))
+    with pytest.raises(BackendError, match="malformed reply"):  # a question not asked yet: no cached replies
+        _ask(fake, b, s, "archrag", "Which river does the Tidewater Bridge cross?")
+    fake.script["/api/chat"].clear()
+    # a rerank reply with the wrong number of scores is malformed too (asked again, then refused)
+    for _ in range(4):
+        fake.script["/api/chat"].append(Reply(content=json.dumps({"scores": [1]})))
+    fake.script["/api/chat"].appendleft(Reply(content=json.dumps({"entities": [], "keywords": []})))
+    with pytest.raises(BackendError, match="expected .* scores"):
+        _ask(fake, b, s, "hlg-statement", "Who built the Kelmouth Railway?")
+    fake.script["/api/chat"].clear()
+    assert b.store.counts(b.ws.id) == counts
+    r, a, _ = _ask(fake, b, s, "hlg-statement", "Who built the Kelmouth Railway?")  # asked again, it works
+    assert r.sections["local"] and a.text
