@@ -151,7 +151,6 @@ def _answer(i: int, r: Retrieval, text: str, wide: bool) -> None:
         for tab, section in zip(tabs, SECTIONS):
             with tab:
                 _panel(i, r, section, f"panel_{i}_{section}", 44)
-        _path(i, r, 360)
         _sources(i, r, 50)
         _timings(r)
 
@@ -198,6 +197,11 @@ if shown is not None and shown[0] == ws.name:  # the last answers of this worksp
         for i, (col, (r, text)) in enumerate(zip(st.columns(len(results), gap="medium"), results)):
             with col, st.container(key=f"answer_{i}"):
                 _answer(i, r, text, wide=False)
+        # the paths full width, one tab per strategy: a third of the page is too narrow for a 100-node route
+        for i, (tab, (r, _)) in enumerate(zip(st.tabs([f"Path · {_about(r.strategy)[0]}" for r, _ in results]),
+                                              results)):
+            with tab, st.container(key=f"path_{i}"):
+                _path(i, r, 520)
 
 st.divider()
 st.subheader("History")

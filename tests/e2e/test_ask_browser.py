@@ -76,7 +76,8 @@ def test_two_strategies_side_by_side_with_their_panels_and_drawn_paths(app_serve
             expect(column.get_by_role("heading", name="Sources")).to_be_visible()
             expect(column.locator("[data-testid='stExpander'] summary")
                    .filter(has_text=re.compile(r"\[\d+\] ")).first).to_be_visible()
-            expect(column.locator(".route-legend")).to_contain_text("entry")
+            # its path: drawn full width below the columns, one tab per strategy
+            expect(pg.locator(f".st-key-path_{i} .route-legend")).to_contain_text("entry")
         hirag = pg.locator(".st-key-answer_0")
         items = hirag.locator(".st-key-panel_0_local [data-testid='stExpander']")
         expect(items.first).to_be_visible()
