@@ -47,5 +47,6 @@ pages = [
     st.Page("views/hierarchy.py", title="Hierarchy", icon=":material/donut_large:"),
     st.Page("views/graph.py", title="Graph", icon=":material/hub:"),
     st.Page("views/ask.py", title="Ask", icon=":material/question_answer:"),
+    st.Page("views/quality.py", title="Quality", icon=":material/troubleshoot:"),
 ]
 st.navigation(pages).run()

@@ -163,6 +163,33 @@ def _target_lines(e: dict, ref: dict) -> list[str]:
             "which loads the cached graph structures (column 'first query ms')."]
 
 
+def _quality_section(q: dict) -> list[str]:
+    """The Quality page's work on the generated workspace (bench/quality.py): metrics, what-if runs, promote."""
+    out = ["## Quality page on the 1M-token workspace", "",
+           "Seconds for the Quality page's computations, on a copy of the workspace (the source is only read): "
+           "loading the entity graph and vectors once, then each method's levels and their metrics; what-if runs "
+           "of hierarchical Leiden with the build's settings, with resolution 2 and with KNN augmentation, and NMI "
+           "of each against the current partition per level.", "",
+           f"* command: `{q.get('command', 'python -m bench.quality')}`", f"* machine: {q.get('machine', '')}",
+           f"* date: {q.get('date', '')}",
+           f"* {q['entities']:,} entities, {q['links']:,} links; graph and vectors loaded in "
+           f"{q['load_graph_and_vectors_s']:.1f} s", "",
+           "| method | load levels s | level: communities / metrics s / modularity |", "|---|---:|---|"]
+    for method, row in q["metrics"].items():
+        cells = "; ".join(f"{lvl}: {v['communities']:,} / {v['metrics_s']:.2f} / {v['modularity']:.3f}"
+                          for lvl, v in row["levels"].items())
+        out.append(f"| {method} | {row['load_levels_s']:.1f} | {cells} |")
+    out += ["", "| what-if variant | run s | communities per level | NMI to current per level |", "|---|---:|---|---|"]
+    for name, v in q["variants"].items():
+        nmi = " / ".join(f"{x:.3f}" for k, x in q["nmi"].items() if k.startswith(f"{name}@"))
+        counts = " / ".join(f"{c:,}" for c in v["communities_per_level"].values())
+        out.append(f"| {name} | {v['run_s']:.1f} | {counts} | {nmi} |")
+    out += ["", f"Comparing the variants with the current partition: {q['compare_s']:.1f} s."]
+    if "promote_s" in q:
+        out.append(f"Promote (reports, NodeRAG re-sync, community vectors): {q['promote_s']:.0f} s.")
+    return out + [""]
+
+
 def main() -> None:
     res = ROOT / "bench" / "results"
     builds = [json.loads(p.read_text()) for p in sorted(res.glob("build-*.json"))]
@@ -197,6 +224,15 @@ def main() -> None:
         for name, (r2, r5, r10) in ref.items():
             out.append(f"| *reference {name}* (shared/eval/README.md) | {r2:.3f} | {r5:.3f} | {r10:.3f} | | | | |")
         out += [""] + _target_lines(e, ref) + [""]
+    graph = res / "graph_page.json"
+    if graph.exists():
+        from bench.graph_page import report as graph_report
+
+        g = json.loads(graph.read_text())
+        out += graph_report(g, g["command"]) + [""]
+    quality = res / "quality-generated.json"
+    if quality.exists():
+        out += _quality_section(json.loads(quality.read_text()))
     (ROOT / "docs" / "BENCHMARKS.md").write_text("\n".join(out) + "\n")
     print(f"wrote docs/BENCHMARKS.md ({len(builds)} builds, {len(evals)} eval sets)")
 

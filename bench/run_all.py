@@ -14,6 +14,9 @@ STEPS = [  # paths relative to the checkout, as the commands recorded in docs/BE
     ["bench.retrieval", "--set", "hotpotqa"],
     ["bench.retrieval", "--set", "2wikimultihopqa"],
     ["bench.retrieval", "--set", "multihoprag_small"],
+    ["bench.graph_page"],  # the Graph page in a real browser on the generated workspace
+    ["bench.quality", "--home", "bench/out/generated", "--workspace", "generated",
+     "--out", "bench/results/quality-generated.json"],
     ["bench.report"],
 ]
 

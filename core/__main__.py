@@ -1,4 +1,4 @@
-"""The command line: `python -m core build|ask|eval|stats|history|workspaces|worker`, driving the same engine as
+"""The command line: `python -m core build|ask|eval|stats|history|export|workspaces|worker`, driving the same engine as
 the app.
 
 Exit status: 0 on success, 1 when the work failed (build error, unreachable Ollama), 2 on bad arguments or a
@@ -89,6 +89,16 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--json", action="store_true", help="every question with its answer and full retrieval result")
     h.add_argument("--limit", type=_non_negative, default=20)
     h.set_defaults(func=cmd_history)
+
+    x = sub.add_parser("export", help="export the graph (graphml, gexf, json), the communities with their reports "
+                                      "(csv), one community's report (md, with --community) or the query traces")
+    x.add_argument("--workspace", required=True)
+    x.add_argument("--format", required=True, help="graphml, gexf, json, csv, md or traces")
+    x.add_argument("--community", help="the community whose report --format md writes")
+    x.add_argument("--max-text", type=_non_negative, default=0,
+                   help="graph formats: cut node text to this many characters (default 0: whole)")
+    x.add_argument("out", help="file to write ('-' for standard output)")
+    x.set_defaults(func=cmd_export)
 
     w = sub.add_parser("workspaces", help="list workspaces")
     w.set_defaults(func=cmd_workspaces)
@@ -248,6 +258,63 @@ def cmd_history(args, settings: Settings, store: Store) -> int:
         return 0
     for q in list_queries(store, ws.id, args.limit or 20):
         print(f"{q.created_at:%Y-%m-%d %H:%M:%S}  {q.strategy:<20} {q.ms:8.1f} ms  {q.question}")
+    return 0
+
+
+def cmd_export(args, settings: Settings, store: Store) -> int:
+    import os
+    import tempfile
+
+    from core.export import (EXPORT_FORMATS, GRAPH_FORMATS, communities_csv, community_markdown, traces_json,
+                             write_graph)
+
+    fmt = args.format.lower()
+    formats = (*EXPORT_FORMATS, "md", "traces")
+    if fmt not in formats:
+        raise UsageError(f"unknown format {args.format!r}: use one of {', '.join(formats)}")
+    if (fmt == "md") != bool(args.community):
+        raise UsageError("--format md needs --community ID" if fmt == "md" else "--community goes with --format md")
+    ws = store.require_workspace(args.workspace)
+    if ws.build_version == 0 and fmt != "traces":
+        raise UsageError(f"workspace {ws.name!r} has not been built yet (python -m core build --workspace {ws.name})")
+    if fmt == "md":
+        community_markdown(store, ws.id, args.community)  # an unknown community fails before any file is made
+    if args.out == "-":
+        out, path, tmp = sys.stdout.buffer, None, None
+    else:
+        path = Path(args.out)
+        if path.is_dir():
+            raise UsageError(f"cannot write {path}: it is a folder")
+        try:  # a temporary file beside the target: nothing half-written ever carries the target's name
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent.resolve())
+        except OSError as exc:
+            raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes it private; the export gets the usual permissions
+        out = os.fdopen(fd, "wb")
+    counts: dict = {}
+    try:
+        if fmt in GRAPH_FORMATS:
+            counts = write_graph(store, ws.id, fmt, out, max_text=args.max_text)
+        elif fmt == "csv":
+            out.write(communities_csv(store, ws.id))
+        elif fmt == "md":
+            out.write(community_markdown(store, ws.id, args.community).encode("utf-8"))
+        else:
+            out.write(traces_json(store, ws.id))
+        out.flush()
+        if tmp:
+            out.close()
+            os.replace(tmp, path)
+    except BaseException:
+        if tmp:
+            out.close()
+            Path(tmp).unlink(missing_ok=True)
+        raise
+    if path is not None:
+        what = f"{counts['nodes']:,} nodes, {counts['edges']:,} edges" if counts else fmt
+        print(f"wrote {path} ({what}, {path.stat().st_size:,} bytes)", file=sys.stderr)
     return 0
 
 

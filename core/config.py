@@ -133,6 +133,20 @@ class LexicalSettings(BaseModel):
     max_topic_statements: int = Field(12, description="A topic holds at most this many statements.")
 
 
+class QualitySettings(BaseModel):
+    """Community quality metrics and their flags (the Quality page, core/graph/quality.py)."""
+
+    tiny_size: int = Field(2, ge=1, description="A community with at most this many members counts as tiny.")
+    weak_conductance: float = Field(0.5, ge=0.0, le=1.0, description="Conductance at or above which a community is "
+                                    "called weakly connected (0.5: its members send at least half their link "
+                                    "weight outside it).")
+    mixed_lift: float = Field(0.1, ge=-1.0, le=1.0, description="Coherence above chance, (p - p0) / (1 - p0) with p "
+                              "the members' mean pairwise cosine and p0 that of the whole level (0 = no more alike "
+                              "than a random group of the same size, 1 = identical), below which a community is "
+                              "called mixed themes.")
+    worst_listed: int = Field(15, ge=1, description="Worst-ranked communities listed per level on the Quality page.")
+
+
 class GraphRAGLocalSettings(BaseModel):
     """GraphRAG local search (hierarchical-graph-rag.md "Local retrieval"): caps and the token budget."""
 
@@ -241,6 +255,17 @@ class RetrievalSettings(BaseModel):
     naive_top_k: int = Field(10, description="Chunks returned by naive vector search.")
     max_sources: int = Field(10, description="Ranked sources returned by every strategy.")
     max_bridge_paths: int = Field(30, description="Cap on shortest paths searched for the bridge level.")
+
+
+class GraphSettings(BaseModel):
+    """The Graph page (core/graph/explore.py): levels of detail over big heterographs."""
+
+    max_nodes: int = Field(1500, description="Most nodes the Graph page ever sends to the browser; a workspace with "
+                                             "more drawable nodes opens on its communities as super-nodes.")
+    default_nodes: int = Field(500, description="Initial position of the page's node cap slider (at most max_nodes).")
+    edges_per_node: int = Field(4, description="At most this many edges per drawn node, heaviest first.")
+    derived_cache: bool = Field(True, description="Keep the explorer's index (community sizes, memberships, "
+                                                  "aggregated links) in STRATA_HOME/derived, computed once per build.")
 
 
 class Settings(BaseModel):

@@ -179,3 +179,21 @@ class QueryLog(SQLModel, table=True):
     result: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
     ms: float = 0.0
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class CommunityVariant(SQLModel, table=True):
+    """A what-if re-run of community detection (core/graph/variants.py): its settings, its metrics per level and
+    its partition (entity ids once, then every community as [level, parent index, member indices]); the stored
+    `leiden` communities stay untouched until a variant is promoted. No foreign key to Workspace, so deleting a
+    workspace never trips on it; variants older than their workspace (a deleted one's id reused) are ignored."""
+
+    __table_args__ = (UniqueConstraint("workspace_id", "name"),)
+    id: Optional[int] = Field(default=None, primary_key=True)
+    workspace_id: int = Field(index=True)
+    name: str
+    settings: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    metrics: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))  # level -> figures
+    partition: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    build_version: int = 0  # of the workspace when it ran
+    seconds: float = 0.0
+    created_at: datetime = Field(default_factory=utcnow)

@@ -16,6 +16,7 @@ from core.models import (
     BuildRun,
     Checkpoint,
     Community,
+    CommunityVariant,
     Document,
     Edge,
     EntityMerge,
@@ -134,7 +135,8 @@ class Store:
             runs = [r.id for r in s.exec(select(BuildRun).where(BuildRun.workspace_id == ws.id))]
             if runs:
                 s.exec(delete(StageRun).where(StageRun.run_id.in_(runs)))  # type: ignore[union-attr]
-            for table in (BuildRun, Checkpoint, Edge, Node, Community, Document, QueryLog, EntityMerge):
+            for table in (BuildRun, Checkpoint, Edge, Node, Community, Document, QueryLog, EntityMerge,
+                          CommunityVariant):
                 s.exec(delete(table).where(table.workspace_id == ws.id))  # type: ignore[attr-defined]
             s.exec(delete(Workspace).where(Workspace.id == ws.id))
             s.commit()

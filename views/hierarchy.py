@@ -35,6 +35,20 @@ def found_by_title(ws_name: str, build_version: int, method: str, query: str):
     return find(store, store.require_workspace(ws_name).id, method, query)
 
 
+@st.cache_data(show_spinner=False, max_entries=64)
+def stale_reasons(ws_name: str, build_version: int, cid: str) -> list[str]:
+    from core.extract.review import stale_reasons as reasons
+
+    return reasons(store, store.require_workspace(ws_name).id, cid)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def report_markdown(ws_name: str, build_version: int, cid: str) -> str:
+    from core.export import community_markdown
+
+    return community_markdown(store, store.require_workspace(ws_name).id, cid)
+
+
 @st.cache_data(show_spinner=False, max_entries=16)
 def document_text(ws_name: str, build_version: int, doc_id: str) -> tuple[str, str]:
     d = store.documents_by_id(store.require_workspace(ws_name).id, [doc_id]).get(doc_id)
@@ -102,6 +116,11 @@ with st.container(border=True, key="hier_detail"):
     if det.report.get("rating") is not None:
         facts.append(f"rating {det.report['rating']}")
     st.caption(" · ".join(facts))
+    stale = stale_reasons(ws.name, ws.build_version, pick) if det.kind == "community" else []
+    if stale:
+        st.warning("stale: entity merges since this report was written; the next build rewrites it (" + "; ".join(
+            md_label(r, 120) for r in stale[:5]) + (f"; {len(stale) - 5} more" if len(stale) > 5 else "") + ")",
+            icon=":material/history:")
     if det.summary:
         st.markdown(md_escape(det.summary))
     if det.parent is not None and det.parent[0] in labels:
@@ -124,6 +143,10 @@ with st.container(border=True, key="hier_detail"):
                 st.markdown(md_escape(f["explanation"]))
         if det.report.get("keywords"):
             st.caption("Keywords: " + md_escape(", ".join(str(k) for k in det.report["keywords"])))
+        if det.kind == "community":
+            st.download_button("Download report (Markdown)", report_markdown(ws.name, ws.build_version, pick),
+                               file_name=f"community-{pick}.md", mime="text/markdown", key=f"hier_md_{pick}",
+                               icon=":material/download:", on_click="ignore")
     with tab_members:
         for kind, items in det.members.items():
             total = det.counts.get(kind, len(items))

@@ -1,189 +1,45 @@
-"""Entity resolution beyond same-name merging: merge candidates, the `merge` stage, and reviewable, undoable merges.
+"""Entity resolution beyond same-name merging: the `merge` stage, and reviewable, undoable merges.
 
-Same-named mentions already share a node (its id is the normalized name). This module finds further candidates
-among layer-0 entities, blocked three ways so the work stays near-linear: names with the same core (the normalized
-name without a leading title, glue words and trailing legal forms: "Acme", "Acme Inc.", "ACME Corporation";
-"Professor Daniel Osei", "Daniel Osei"), names sharing a token that few names share, and each entity's nearest
-neighbours in the "entity" vector collection (faiss; exact up to 20k entities, IVF above). Evidence per pair:
+Candidates and their evidence (name similarity, type agreement, embedding cosine, shared neighbours, combined
+score) come from core/extract/candidates.py. The build merges a candidate itself only when its score >= auto_merge
+and `evidence["auto_eligible"]` (same type, names matching by core, reordering or spelling); containment and
+initials ("Porcaro" ~ "Jeff Porcaro", "J. Smith" ~ "John Smith") are always left to a reviewer. A merge changes
+the kept entity's text (so its vector) and neighbours, so the stage repeats until a pass merges nothing: a re-run
+then finds only pairs it has recorded already, whatever became of them (merged, rejected, undone), so a rejected
+pair is never proposed again.
 
-* name similarity n (0-1, token-aware): same core 1.0; same tokens reordered 0.9; same number of tokens all
-  matching exactly, by initial ("J." ~ "John", 0.8 per token) or by spelling (difflib ratio >= 0.85) -> the mean;
-  all tokens of the shorter name found in order in the longer ("Porcaro" in "Jeff Porcaro") ->
-  (0.75 + 0.2 * characters of shorter / characters of longer) * mean token match; otherwise 0.9 * Dice of tokens;
-* types: same (t = 1), one generic CONCEPT/unknown (t = 0.9), both specific and different (t = 0.6);
-* embedding cosine c of the two entity vectors; e = clip((c - 0.5) / 0.5, 0, 1);
-* shared graph neighbours: Jaccard j of the entities each is related to through relationship nodes.
+Review API (for the Quality page; core/extract/review.py wraps it for the app): `list_merges`, `merge`, `undo`,
+`reject`, `unreject`, `merged_into`. A merge moves every edge of the merged node onto the kept one and keeps the
+original rows (and both entities' vectors) in `EntityMerge.snapshot`, so `undo` restores the graph exactly; merges
+into one entity are undone last-first. Given an embedder, `merge` re-embeds the kept entity from its new text and
+`undo` puts its earlier vector back.
 
-score = t * (1 - (1 - n) * (1 - e / 2) * (1 - j / 2)): name evidence dominates, the embedding and the neighbours
-can each remove at most half of the remaining doubt, and a type disagreement caps the score.
-
-A pair is a candidate when n >= name_similarity (containment and initials: only with compatible types, the same
-or one generic), or when both have the same type and c >= embedding_similarity. The kept entity has more mentions
-(weight). The build merges a candidate itself only when score >= auto_merge, both have the same type AND the names
-match by core, reordering or spelling: containment and initials ("Porcaro" ~ "Jeff Porcaro", "J. Smith" ~
-"John Smith") are always left to a reviewer, and are flagged `ambiguous` when the vaguer name matches several
-others that way. A merge changes the kept entity's text (so its vector) and neighbours, so the stage repeats until
-a pass merges nothing: a re-run then finds only pairs it has recorded already.
-
-Review API (for the Quality page): `list_merges`, `merge`, `undo`, `reject`, `merged_into`. A merge moves every
-edge of the merged node onto the kept one and keeps the original rows in `EntityMerge.snapshot`, so `undo`
-restores the graph exactly; merges into one entity are undone last-first.
+Stale reports: a merge or an undo changes what the communities holding either entity contain, so their reports
+(written before) no longer describe them. Both mark every Community (any method, any level) with an `in_community`
+edge from either entity: `data["stale"] = True` and a reason in `data["stale_reasons"]`. An undo cancels the mark
+its own merge left (and a re-merge the mark its undo left): a community whose reasons all cancel describes again
+exactly the graph its report was written for, so it is no longer stale. A community built after the merge (a
+rebuild gives changed communities new ids and fresh reports) has no merge reason to cancel, so the undo marks it.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import numpy as np
 from sqlalchemy import func
 from sqlmodel import select
 
-from core.extract.names import combined_score, name_similarity, name_tokens
-from core.extract.resolve import norm_key, settle
-from core.models import Edge, EntityMerge, Node, utcnow
+from core.extract.candidates import Candidate, find_candidates  # noqa: F401  (re-exported: merge's public API)
+from core.extract.resolve import settle
+from core.models import Community, Edge, EntityMerge, Node, utcnow
 
-_GENERIC = frozenset({"", "CONCEPT", "UNKNOWN", "OTHER"})
-_TOKEN_DF_CAP = 50  # a token shared by more names than this blocks nothing (it is a common word, not a name)
-_AUTO_KINDS = frozenset({"same_core", "reordered", "spelling"})
 _MAX_ROUNDS = 5  # auto-merge rounds of one stage run (a merge changes the kept entity's vector and neighbours)
 _DESC_CAP = 1200
-_EXACT_KNN = 20000  # up to this many entities the kNN search is exact; above, a faiss IVF index
 
 
 class MergeError(ValueError):
     """A merge, undo or reject that cannot be done in the current state (shown to the reviewer as is)."""
-
-
-@dataclass
-class Candidate:
-    kept_id: str
-    merged_id: str
-    score: float
-    evidence: dict
-
-
-# -- candidates -----------------------------------------------------------------------------------------------------
-def _knn_pairs(vecs: np.ndarray, k: int) -> list[tuple[int, int, float]]:
-    import faiss
-
-    n = len(vecs)
-    if n < 2 or k <= 0:
-        return []
-    x = np.ascontiguousarray(vecs, dtype=np.float32)
-    if n <= _EXACT_KNN:
-        index = faiss.IndexFlatIP(x.shape[1])
-    else:  # near-duplicates are what matters here, and they share a cell: a few probes find them
-        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(x.shape[1]), x.shape[1], int(np.sqrt(n)),
-                                   faiss.METRIC_INNER_PRODUCT)
-        index.cp.max_points_per_centroid, index.cp.niter = 64, 10  # faiss's fixed k-means seed: deterministic
-        index.train(x)
-        index.nprobe = 4
-    index.add(x)
-    sims, nbrs = index.search(x, min(n, k + 1))
-    return [(i, int(j), float(s)) for i in range(n) for j, s in zip(nbrs[i], sims[i]) if j >= 0 and j != i]
-
-
-def _neighbours(store, ws_id: int) -> dict[str, set[str]]:
-    """Entity -> the entities it is related to through relationship nodes."""
-    with store.session() as s:
-        ends = s.exec(select(Edge.src, Edge.dst, Edge.kind).where(
-            Edge.workspace_id == ws_id, Edge.kind.in_(("subject", "object")))).all()  # type: ignore[attr-defined]
-    sub: dict[str, str] = {}
-    obj: dict[str, str] = {}
-    for src, dst, kind in ends:
-        (sub if kind == "subject" else obj)[src] = dst
-    nb: dict[str, set[str]] = defaultdict(set)
-    for rid, a in sub.items():
-        b = obj.get(rid)
-        if b and b != a:
-            nb[a].add(b)
-            nb[b].add(a)
-    return nb
-
-
-def find_candidates(store, ws_id: int, index, settings, vectors: dict | None = None) -> list[Candidate]:
-    """Merge candidates among layer-0 entities, best first (see the module docstring for blocking and evidence).
-    `settings` is the ResolveSettings (or the whole Settings); `index` may be None (no embedding evidence);
-    `vectors` (id -> vector) spares reading the entity vectors from the index again."""
-    cfg = getattr(settings, "resolve", settings)
-    with store.session() as s:
-        rows = s.exec(select(Node.id, Node.key, Node.title, Node.type, Node.weight).where(
-            Node.workspace_id == ws_id, Node.kind == "entity", Node.layer == 0).order_by(Node.id)).all()
-    ids = [r[0] for r in rows]
-    toks = [name_tokens(r[1] or norm_key(r[2])) for r in rows]
-    pairs: set[tuple[int, int]] = set()
-    by_core: dict[str, list[int]] = defaultdict(list)
-    by_tok: dict[str, list[int]] = defaultdict(list)
-    for i, t in enumerate(toks):
-        by_core["".join(t)].append(i)
-        for tok in set(t):
-            if len(tok) >= 2:
-                by_tok[tok].append(i)
-
-    def rank(i: int) -> tuple:  # the kept one of a pair ranks first: more mentions, then the longer name
-        return -rows[i][4], -len(rows[i][2]), ids[i]
-
-    for group in by_core.values():  # a star onto the first-ranked name of the same core
-        head = min(group, key=rank)
-        pairs.update((min(head, i), max(head, i)) for i in group if i != head)
-    for group in by_tok.values():
-        if 2 <= len(group) <= _TOKEN_DF_CAP:
-            for x, i in enumerate(group):
-                for j in group[x + 1:]:
-                    short = min(len(toks[i]), len(toks[j]))
-                    if len(set(toks[i]) & set(toks[j])) >= max(1, short - 1):
-                        pairs.add((i, j))
-    cos: dict[tuple[int, int], float] = {}
-    vec_row: dict[int, np.ndarray] = {}
-    if (index is not None or vectors is not None) and ids:
-        got = vectors if vectors is not None else index.vectors("entity", ids)
-        have = [i for i, e in enumerate(ids) if e in got]
-        if have:
-            mat = np.vstack([got[ids[i]] for i in have])
-            vec_row = {i: mat[r] for r, i in enumerate(have)}
-            initials = ["".join(t[0] for t in tk) for tk in toks]
-            for a, b, c in _knn_pairs(mat, cfg.neighbours):
-                i, j = min(have[a], have[b]), max(have[a], have[b])
-                cos[(i, j)] = c
-                same_type = rows[i][3] == rows[j][3] and rows[i][3] not in _GENERIC
-                # beyond the blocks above, a neighbour adds only spelling variants: same count and initials
-                if (same_type and c >= cfg.embedding_similarity) or initials[i] == initials[j]:
-                    pairs.add((i, j))
-    nb = _neighbours(store, ws_id)
-    found: list[tuple[int, int, float, str, float | None, float, float]] = []
-    for i, j in sorted(pairs):
-        n, kind = name_similarity(toks[i], toks[j])
-        ti, tj = rows[i][3], rows[j][3]
-        t = 1.0 if ti == tj and ti not in _GENERIC else (0.9 if ti in _GENERIC or tj in _GENERIC else 0.6)
-        c = cos.get((i, j))
-        if c is None and i in vec_row and j in vec_row:
-            c = float(vec_row[i] @ vec_row[j])
-        by_name = n >= cfg.name_similarity and (kind not in ("contained", "initials") or t >= 0.9)
-        by_vector = t == 1.0 and c is not None and c >= cfg.embedding_similarity
-        if not (by_name or by_vector):
-            continue
-        na, nb_ = nb.get(ids[i], set()) - {ids[j]}, nb.get(ids[j], set()) - {ids[i]}
-        jac = len(na & nb_) / len(na | nb_) if na | nb_ else 0.0
-        found.append((i, j, n, kind, c, t, jac))
-    def vaguer(i: int, j: int) -> int:  # the less informative name of a pair (a surname, an initial)
-        return min((i, j), key=lambda x: (sum(map(len, toks[x])), x))
-
-    vague = Counter(vaguer(i, j) for i, j, _, kind, *_ in found if kind in ("contained", "initials"))
-    out = []
-    for i, j, n, kind, c, t, jac in found:
-        kept, gone = sorted((i, j), key=rank)
-        ambiguous = kind in ("contained", "initials") and vague[vaguer(i, j)] >= 2  # it matches several names
-        score = combined_score(n, t, c, jac)
-        out.append(Candidate(ids[kept], ids[gone], score, {
-            "name_similarity": round(n, 4), "match": kind, "same_type": t == 1.0,
-            "types": [rows[kept][3], rows[gone][3]], "cosine": None if c is None else round(c, 4),
-            "jaccard": round(jac, 4), "ambiguous": ambiguous, "titles": [rows[kept][2], rows[gone][2]],
-            "weights": [rows[kept][4], rows[gone][4]],
-            "auto_eligible": kind in _AUTO_KINDS and t == 1.0 and not ambiguous}))
-    out.sort(key=lambda c: (-c.score, c.kept_id, c.merged_id))
-    return out
 
 
 # -- merge, undo, reject --------------------------------------------------------------------------------------------
@@ -244,18 +100,23 @@ def _vectors_of(index, ids: list[str]) -> dict[str, tuple[list[float], dict]]:
     return out
 
 
-def _apply(s, ws_id: int, row: EntityMerge, auto: bool, vector: tuple | None) -> list[str]:
-    """The graph changes of one merge, inside session `s` (the caller commits); returns the affected node ids."""
+def _apply(s, ws_id: int, row: EntityMerge, auto: bool, vector: tuple | None,
+           kept_vector: tuple | None = None) -> list[str]:
+    """The graph changes of one merge, inside session `s` (the caller commits); returns the affected node ids.
+    `vector` and `kept_vector` are the (vector, meta) of the merged and the kept entity, kept for `undo`."""
     if row.status == "merged":
         raise MergeError(f"candidate {row.id} is already merged")
     kept, gone = s.get(Node, row.kept_id), s.get(Node, row.merged_id)
     if kept is None or gone is None:
         raise MergeError(f"candidate {row.id} refers to an entity that no longer exists")
     K, M = kept.id, gone.id
+    _toggle_stale(s, ws_id, [K, M], {"merge": row.id, "action": "merge", "kept": kept.title, "merged": gone.title})
     edges = _edges_of(s, ws_id, M)
     theirs = {(e.src, e.dst, e.kind): e for e in _edges_of(s, ws_id, K)}
     snap: dict = {"kept": _row(kept), "merged": _row(gone), "edges": [_row(e) for e in edges], "touched": [],
-                  "nodes": [], "vector": vector[0] if vector else None, "meta": vector[1] if vector else None}
+                  "nodes": [], "vector": vector[0] if vector else None, "meta": vector[1] if vector else None,
+                  "kept_vector": kept_vector[0] if kept_vector else None,
+                  "kept_meta": kept_vector[1] if kept_vector else None}
     affected = {K, M}
     rel_ids = [e.src for e in edges if e.kind in ("subject", "object") and e.dst == M]
     for e in edges:
@@ -289,22 +150,30 @@ def _apply(s, ws_id: int, row: EntityMerge, auto: bool, vector: tuple | None) ->
     return sorted(affected)
 
 
-def merge(store, ws_id: int, merge_id: int, index=None, auto: bool = False) -> list[str]:
+def merge(store, ws_id: int, merge_id: int, index=None, auto: bool = False, embedder=None) -> list[str]:
     """Merge candidate `merge_id`: every edge of the merged entity moves onto the kept one (a collision adds its
     weight to the existing edge instead), the kept entity's data absorbs the merged one's, relationships follow,
-    the merged node and its vector are removed. The original rows go into the snapshot. Returns the affected ids."""
+    the merged node and its vector are removed, and the communities holding either are marked stale. The original
+    rows and both vectors go into the snapshot. With an `embedder` (and `index`) the kept entity is re-embedded from
+    its new text. Returns the affected node ids."""
     with store.session() as s:
         row = _get_merge(s, ws_id, merge_id)
-        affected = _apply(s, ws_id, row, auto, _vectors_of(index, [row.merged_id]).get(row.merged_id))
+        vecs = _vectors_of(index, [row.merged_id, row.kept_id])
+        affected = _apply(s, ws_id, row, auto, vecs.get(row.merged_id), vecs.get(row.kept_id))
         s.commit()
     if index is not None:
         index.delete("entity", [row.merged_id])
+        if embedder is not None:
+            reembed(store, index, embedder, [row.kept_id])
     return affected
 
 
-def undo(store, ws_id: int, merge_id: int, index=None) -> list[str]:
+def undo(store, ws_id: int, merge_id: int, index=None, embedder=None) -> list[str]:
     """Restore the graph as it was before merge `merge_id`: the merged node, its edges (same weights and data),
-    the edges that absorbed its weight, the kept node and its relationships. Returns the affected node ids."""
+    the edges that absorbed its weight, the kept node and its relationships; then both vectors (the kept one from
+    the snapshot when it matches the restored text, else re-embedded with `embedder` if given). The communities
+    holding either entity are marked stale again or, if this merge marked them, cleared of its mark. Returns the
+    affected node ids."""
     with store.session() as s:
         row = _get_merge(s, ws_id, merge_id)
         if row.status != "merged":
@@ -336,11 +205,20 @@ def undo(store, ws_id: int, merge_id: int, index=None) -> list[str]:
                     setattr(n, k, v)
                 s.add(n)
         s.add(Node(**snap["merged"]))
+        s.flush()
+        _toggle_stale(s, ws_id, [K, M], {"merge": row.id, "action": "undo", "kept": snap["kept"]["title"],
+                                         "merged": snap["merged"]["title"]})
         row.status, row.decided_at = "undone", utcnow()
         s.add(row)
         s.commit()
-    if index is not None and snap.get("vector"):
-        index.upsert("entity", [M], np.asarray([snap["vector"]], dtype=np.float32), [snap.get("meta") or {}])
+    if index is not None:
+        if snap.get("vector"):
+            index.upsert("entity", [M], np.asarray([snap["vector"]], dtype=np.float32), [snap.get("meta") or {}])
+        h = (snap.get("kept_meta") or {}).get("h")
+        if snap.get("kept_vector") and (not h or h == _text_hash(snap["kept"]["title"], snap["kept"]["text"])):
+            index.upsert("entity", [K], np.asarray([snap["kept_vector"]], dtype=np.float32), [snap["kept_meta"]])
+        elif embedder is not None:
+            reembed(store, index, embedder, [K])
     return sorted({K, M} | {o["src"] for o in snap["edges"]} | {o["dst"] for o in snap["edges"]})
 
 
@@ -353,6 +231,99 @@ def reject(store, ws_id: int, merge_id: int) -> None:
         row.status, row.decided_at = "rejected", utcnow()
         s.add(row)
         s.commit()
+
+
+def unreject(store, ws_id: int, merge_id: int) -> None:
+    """Undo a rejection: candidate `merge_id` is open for review again (the graph never changed)."""
+    with store.session() as s:
+        row = _get_merge(s, ws_id, merge_id)
+        if row.status != "rejected":
+            raise MergeError(f"candidate {merge_id} is not rejected (status {row.status})")
+        row.status, row.decided_at = "candidate", utcnow()  # the time of the last decision, reopening included
+        s.add(row)
+        s.commit()
+
+
+# -- stale community reports ------------------------------------------------------------------------------------------
+_OPPOSITE = {"merge": "undo", "undo": "merge"}
+
+
+def _toggle_stale(s, ws_id: int, entity_ids: list[str], reason: dict) -> list[str]:
+    """Inside session `s`: add `reason` to the stale reasons of every community holding one of `entity_ids`, or
+    cancel the opposite reason of the same merge (see the module docstring). Returns the community ids."""
+    cids = sorted(set(s.exec(select(Edge.dst).where(
+        Edge.workspace_id == ws_id, Edge.kind == "in_community", Edge.src.in_(entity_ids)))))  # type: ignore[attr-defined]
+    if not cids:
+        return []
+    reason = {**reason, "at": utcnow().isoformat(timespec="seconds")}
+    undoes = _OPPOSITE.get(reason.get("action", ""))
+    for c in s.exec(select(Community).where(Community.workspace_id == ws_id,
+                                            Community.id.in_(cids))):  # type: ignore[attr-defined]
+        data = dict(c.data or {})
+        reasons = list(data.get("stale_reasons") or ([{"action": "marked"}] if data.get("stale") else []))
+        hit = next((i for i, r in enumerate(reasons) if undoes and r.get("merge") == reason.get("merge")
+                    and r.get("action") == undoes), None) if reason.get("merge") is not None else None
+        if hit is None:
+            reasons.append(reason)
+        else:
+            reasons.pop(hit)
+        data.pop("stale", None)
+        data.pop("stale_reasons", None)
+        if reasons:
+            data.update(stale=True, stale_reasons=reasons)
+        c.data = data
+        s.add(c)
+    return cids
+
+
+def mark_stale(store, ws_id: int, entity_ids, reason: dict | None = None) -> list[str]:
+    """Mark every community (any method, any level) holding one of `entity_ids` stale: its report was written for
+    other members. `reason` (shown to the reader) defaults to an unnamed edit. Returns the community ids."""
+    with store.session() as s:
+        cids = _toggle_stale(s, ws_id, list(entity_ids), reason or {"action": "edit"})
+        s.commit()
+    return cids
+
+
+def is_stale(community) -> bool:
+    """Whether a Community (or its `data` dict) carries the stale mark of a merge or undo since its report."""
+    data = community if isinstance(community, dict) else (getattr(community, "data", None) or {})
+    return bool(data.get("stale"))
+
+
+# -- vectors of kept entities -----------------------------------------------------------------------------------------
+def _embed_text(title: str, text: str) -> str:
+    from core.index.stage import node_text_for_embedding
+
+    return node_text_for_embedding("entity", title or "", (text or "")[:1000])
+
+
+def _text_hash(title: str, text: str) -> str:
+    from core.store import content_id
+
+    return content_id(_embed_text(title, text))
+
+
+def reembed(store, index, embedder, ids: list[str], batch: int = 256) -> list[str]:
+    """Entity vectors as the embed stage computes them ("title: description", meta type, layer and the text's hash
+    "h"), for the `ids` whose stored hash differs from their current text's. Returns the ids re-embedded."""
+    if not ids:
+        return []
+    with store.session() as s:
+        ents = s.exec(select(Node.id, Node.title, Node.text, Node.type, Node.layer).where(
+            Node.id.in_(ids), Node.kind == "entity")).all()  # type: ignore[union-attr]
+    have = {i: (m or {}).get("h") for i, (_, m) in _vectors_of(index, [e[0] for e in ents]).items()}
+    todo = []
+    for i, t, x, ty, la in ents:
+        text = _embed_text(t, x)
+        h = _text_hash(t, x)
+        if have.get(i) != h:
+            todo.append((i, text, {"type": ty or "", "layer": int(la or 0), "h": h}))
+    for off in range(0, len(todo), batch):
+        part = todo[off : off + batch]
+        index.upsert("entity", [i for i, _, _ in part], embedder.embed([t for _, t, _ in part]),
+                     [m for _, _, m in part])
+    return [i for i, _, _ in todo]
 
 
 def merged_into(store, ws_id: int) -> dict[str, str]:
@@ -391,19 +362,6 @@ def record_candidates(store, ws_id: int, cands: list[Candidate]) -> list[int]:
         return [r.id for r in rows]  # type: ignore[misc]
 
 
-def _reembed(ctx, ids: list[str]) -> None:
-    """The kept entities' vectors, as the embed stage would compute them from their settled text."""
-    from core.index.stage import _embed_missing, node_text_for_embedding
-
-    with ctx.store.session() as s:
-        ents = s.exec(select(Node.id, Node.title, Node.text, Node.type, Node.layer).where(
-            Node.id.in_(ids))).all()  # type: ignore[union-attr]
-    rows = [(i, node_text_for_embedding("entity", t, x[:1000]), {"type": ty, "layer": int(la)})
-            for i, t, x, ty, la in ents]
-    for _ in _embed_missing(ctx, "entity", rows):
-        pass
-
-
 def merge_stage(ctx) -> Iterator:
     from core.pipeline import Progress
 
@@ -436,19 +394,19 @@ def merge_stage(ctx) -> Iterator:
                 gone_now.add(c.merged_id)
         if not auto or rnd == _MAX_ROUNDS - 1:
             break
-        vectors = _vectors_of(ctx.index, [c.merged_id for c in auto])
+        vectors = _vectors_of(ctx.index, [c.merged_id for c in auto] + sorted(kept))
         with store.session() as s:  # the round's records and merges in one transaction
             for c in auto:
                 row = EntityMerge(workspace_id=ws.id, kept_id=c.kept_id, merged_id=c.merged_id, score=c.score,
                                   evidence=c.evidence)
                 s.add(row)
                 s.flush()
-                _apply(s, ws.id, row, True, vectors.get(c.merged_id))
+                _apply(s, ws.id, row, True, vectors.get(c.merged_id), vectors.get(c.kept_id))
                 decided.add(frozenset((c.kept_id, c.merged_id)))
             s.commit()
         ctx.index.delete("entity", sorted(gone_now))
         auto_merged += len(auto)
-        _reembed(ctx, sorted(kept))
+        reembed(store, ctx.index, ctx.embedder, sorted(kept))
         for i in gone_now:
             vec_cache.pop(i, None)
         vec_cache.update(ctx.index.vectors("entity", sorted(kept)))

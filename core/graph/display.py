@@ -8,6 +8,7 @@ escaped before it reaches HTML; labels travel as JSON (pyvis' template escapes `
 from __future__ import annotations
 
 import html
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -39,6 +40,12 @@ class DisplayNode:
     label: str
     tooltip: str  # already-escaped HTML
     size: float = 12.0
+    color: str = ""  # overrides the kind colour (super-nodes coloured by level or method)
+    level: int | None = None  # community level, or HiRAG layer of an entity (hierarchical layout)
+    members: int = 0  # a super-node's member entities
+    shape: str = ""  # overrides the kind shape
+    x: float | None = None  # layout computed in the engine (vis starts from it)
+    y: float | None = None
 
 
 @dataclass
@@ -47,6 +54,7 @@ class DisplayEdge:
     dst: str
     kind: str
     label: str = ""
+    weight: float = 1.0  # aggregated links: relationships between the two communities' members
 
 
 @dataclass
@@ -55,15 +63,21 @@ class DisplayGraph:
     edges: list[DisplayEdge] = field(default_factory=list)
     available: dict[str, int] = field(default_factory=dict)  # kind -> nodes of that kind in the workspace
     note: str = ""
+    omitted: dict[str, int] = field(default_factory=dict)  # what was left out, by what ("members", "children", …)
+
+    @property
+    def ids(self) -> list[str]:
+        return [n.id for n in self.nodes]
 
 
-def _tooltip(kind: str, title: str, text: str, extra: str = "") -> str:
+def tooltip(kind: str, title: str, text: str, extra: str = "") -> str:
+    """Escaped HTML for a node's hover box: title, kind, one line of facts, the start of its text."""
     body = html.escape(truncate(text, 400)) if text else ""
     head = f"<b>{html.escape(truncate(title, 120))}</b><br><i>{html.escape(kind)}</i>"
     return head + (f"<br>{html.escape(extra)}" if extra else "") + (f"<br><br>{body}" if body else "")
 
 
-def _available(store, ws_id: int) -> dict[str, int]:
+def available(store, ws_id: int) -> dict[str, int]:
     """Drawable nodes per kind (WCC components are bookkeeping, not drawn)."""
     c = store.counts(ws_id)
     with store.session() as s:
@@ -72,46 +86,79 @@ def _available(store, ws_id: int) -> dict[str, int]:
     return {k: c.get(k, 0) for k in KIND_COLORS if c.get(k, 0)}
 
 
-def search_nodes(store, ws_id: int, text: str, limit: int = 25) -> list[tuple[str, str, str]]:
-    """(id, kind, title) of entities and communities whose name contains `text`, most important first."""
-    text = text.strip()
-    if not text:
-        return []
-    like = f"%{text}%"
-    with store.session() as s:
-        rows = [(i, k, t) for i, k, t in s.exec(
-            select(Node.id, Node.kind, Node.title).where(Node.workspace_id == ws_id, Node.kind == "entity",
-                                                         Node.title.like(like))  # type: ignore[attr-defined]
-            .order_by(Node.weight.desc()).limit(limit))]  # type: ignore[union-attr]
-        rows += [(i, "community", t) for i, t in s.exec(
-            select(Community.id, Community.title).where(Community.workspace_id == ws_id, Community.method != "wcc",
-                                                        Community.title.like(like))  # type: ignore[attr-defined]
-            .order_by(Community.level).limit(limit))]
-    return rows[:limit]
+_available = available  # older name, kept for callers outside this module
 
 
-def display_graph(store, ws_id: int, kinds: list[str], limit: int, focus: str | None = None) -> DisplayGraph:
-    """A subgraph of at most `limit` nodes of `kinds`: around `focus` when given, else the most important."""
-    dg = DisplayGraph(available=_available(store, ws_id))
+@dataclass(frozen=True)
+class NodeFilter:
+    """Which nodes of the chosen kinds may be drawn: entities of some HiRAG `layers` (empty: every layer) and, when
+    `entities` is given, only those ids (the page passes the entities of at least a minimum degree); communities
+    of some `methods` and `levels` (empty: all)."""
+
+    layers: tuple[int, ...] = ()
+    methods: tuple[str, ...] = ()
+    levels: tuple[int, ...] = ()
+    entities: frozenset[str] | None = None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.layers or self.methods or self.levels or self.entities is not None)
+
+    def describe(self, min_degree: int = 0) -> str:
+        parts = []
+        if self.layers:
+            parts.append("HiRAG layer " + ", ".join(map(str, self.layers)))
+        if self.methods:
+            parts.append("method " + ", ".join(self.methods))
+        if self.levels:
+            parts.append("community level " + ", ".join(map(str, self.levels)))
+        if min_degree:
+            parts.append(f"entity degree ≥ {min_degree}")
+        return "; ".join(parts)
+
+
+def display_graph(store, ws_id: int, kinds: list[str], limit: int, focus: str | None = None,
+                  flt: NodeFilter | None = None, extra: list[str] | tuple[str, ...] = (),
+                  min_degree: int = 0) -> DisplayGraph:
+    """A subgraph of at most `limit` nodes of `kinds`: around `focus` when given, else the most important ones
+    passing `flt`; then the `extra` nodes (added by one-hop expansions) while the cap allows."""
+    flt = flt or NodeFilter()
+    dg = DisplayGraph(available=available(store, ws_id))
     wanted = [k for k in kinds if k in KIND_COLORS]
     if focus:
         chosen = list(dict.fromkeys([focus] + _neighbourhood(store, ws_id, focus, limit)))[:limit]
+        total = sum(dg.available.get(k, 0) for k in wanted)
     else:
-        chosen = _important(store, ws_id, wanted, limit, set())
-    nodes = _materialize(store, ws_id, chosen)
+        chosen, total = _important(store, ws_id, wanted, limit, set(), flt)
+    more = [i for i in dict.fromkeys(extra) if i not in set(chosen)]
+    room = max(0, limit - len(chosen))
+    nodes = materialize(store, ws_id, chosen + more[:room])
     dg.nodes = nodes
     ids = {n.id for n in nodes}
-    dg.edges = _edges_between(store, ws_id, ids, collapse_relationships="relationship" not in wanted,
-                              collapse_chunks="chunk" not in wanted)
-    total = sum(dg.available.get(k, 0) for k in wanted)
-    if total > len(nodes):
-        dg.note = (f"Showing {len(nodes):,} of {total:,} nodes of the selected kinds (cap {limit:,}); "
-                   "the most connected come first. Search a node below to draw its neighbourhood.")
+    dg.edges = edges_between(store, ws_id, ids, collapse_relationships="relationship" not in wanted,
+                             collapse_chunks="chunk" not in wanted)
+    base = len(ids - set(more[:room]))
+    notes = []
+    if total > base:
+        notes.append(f"Showing {len(nodes):,} of {total:,} nodes of the selected kinds (cap {limit:,}); "
+                     "the most connected come first. Search a node below to draw its neighbourhood.")
+        dg.omitted["nodes"] = max(0, total - len(nodes))
+    if flt.active and not focus:
+        notes.append(f"Filters: {flt.describe(min_degree)}.")
+    if len(more) > room:
+        notes.append(f"{len(more) - room:,} nodes of the expanded neighbourhoods not drawn (cap {limit:,}).")
+        dg.omitted["expanded"] = len(more) - room
+    dg.note = " ".join(notes)
     return dg
 
 
-def _important(store, ws_id: int, kinds: list[str], limit: int, taken: set[str]) -> list[str]:
+def _important(store, ws_id: int, kinds: list[str], limit: int, taken: set[str],
+               flt: NodeFilter | None = None) -> tuple[list[str], int]:
+    """The most important nodes of `kinds` passing `flt`, each kind given its share of `limit`; and how many nodes
+    of those kinds pass the filter."""
+    flt = flt or NodeFilter()
     out: list[str] = []
+    total = 0
     with store.session() as s:
         budget = {k: int(limit * SHARES.get(k, 0.05) / max(1e-9, sum(SHARES.get(x, 0.05) for x in kinds)))
                   for k in kinds}
@@ -119,17 +166,31 @@ def _important(store, ws_id: int, kinds: list[str], limit: int, taken: set[str])
         for kind in sorted(kinds, key=lambda k: -SHARES.get(k, 0.05)):
             n = budget[kind] + spare
             if kind == "community":
-                rows = s.exec(select(Community.id).where(Community.workspace_id == ws_id, Community.method != "wcc")
-                              .order_by(Community.level, Community.size.desc()).limit(n)).all()  # type: ignore[union-attr]
+                q = select(Community.id).where(Community.workspace_id == ws_id, Community.method != "wcc")
+                if flt.methods:
+                    q = q.where(Community.method.in_(flt.methods))  # type: ignore[attr-defined]
+                if flt.levels:
+                    q = q.where(Community.level.in_(flt.levels))  # type: ignore[attr-defined]
+                rows = s.exec(q.order_by(Community.level, Community.size.desc())).all()  # type: ignore[union-attr]
             elif kind == "document":
-                rows = s.exec(select(Document.id).where(Document.workspace_id == ws_id).limit(n)).all()
+                rows = s.exec(select(Document.id).where(Document.workspace_id == ws_id)).all()
             else:
-                rows = s.exec(select(Node.id).where(Node.workspace_id == ws_id, Node.kind == kind)
-                              .order_by(Node.weight.desc(), Node.id).limit(n)).all()  # type: ignore[union-attr]
-            rows = [r for r in rows if r not in taken]
+                q = select(Node.id).where(Node.workspace_id == ws_id, Node.kind == kind)
+                if kind == "entity" and flt.layers:
+                    q = q.where(Node.layer.in_(flt.layers))  # type: ignore[attr-defined]
+                if kind != "entity" or flt.entities is None:
+                    total += s.exec(select(func.count()).select_from(q.subquery())).one()
+                    q = q.limit(n)
+                rows = s.exec(q.order_by(Node.weight.desc(), Node.id)).all()  # type: ignore[union-attr]
+                if kind == "entity" and flt.entities is not None:
+                    rows = [r for r in rows if r in flt.entities]
+                    total += len(rows)
+            if kind in ("community", "document"):
+                total += len(rows)
+            rows = [r for r in rows[:n] if r not in taken]
             out += rows
             spare = max(0, n - len(rows))
-    return out[:limit]
+    return out[:limit], total
 
 
 def _neighbourhood(store, ws_id: int, focus: str, limit: int) -> list[str]:
@@ -142,7 +203,8 @@ def _neighbourhood(store, ws_id: int, focus: str, limit: int) -> list[str]:
     return out
 
 
-def _materialize(store, ws_id: int, ids: list[str]) -> list[DisplayNode]:
+def materialize(store, ws_id: int, ids: list[str]) -> list[DisplayNode]:
+    """Display nodes for ids of any kind (nodes, communities, documents), in the order given; unknown ids dropped."""
     out: dict[str, DisplayNode] = {}
     with store.session() as s:
         for i in range(0, len(ids), 500):
@@ -150,21 +212,22 @@ def _materialize(store, ws_id: int, ids: list[str]) -> list[DisplayNode]:
             for n in s.exec(select(Node).where(Node.id.in_(part))):  # type: ignore[union-attr]
                 label = n.title if n.kind in ("entity", "relationship") else truncate(n.title or n.text, 40)
                 extra = f"{n.type} · layer {n.layer} · weight {n.weight:g}" if n.kind == "entity" else ""
-                out[n.id] = DisplayNode(n.id, n.kind, truncate(label, 40), _tooltip(n.kind, n.title, n.text, extra),
-                                        size=min(40.0, 10 + 2 * (n.weight or 1) ** 0.5))
+                out[n.id] = DisplayNode(n.id, n.kind, truncate(label, 40), tooltip(n.kind, n.title, n.text, extra),
+                                        size=min(40.0, 10 + 2 * (n.weight or 1) ** 0.5),
+                                        level=n.layer if n.kind == "entity" else None)
             for c in s.exec(select(Community).where(Community.id.in_(part))):  # type: ignore[union-attr]
                 out[c.id] = DisplayNode(c.id, "community", truncate(c.title or "community", 40),
-                                        _tooltip("community", c.title, c.summary,
+                                        tooltip("community", c.title, c.summary,
                                                  f"{c.method} level {c.level} · {c.size} members"),
-                                        size=min(50.0, 14 + 3 * c.size ** 0.5))
+                                        size=min(50.0, 14 + 3 * c.size ** 0.5), level=c.level, members=c.size)
             for d in s.exec(select(Document).where(Document.id.in_(part))):  # type: ignore[union-attr]
                 out[d.id] = DisplayNode(d.id, "document", truncate(d.title, 40),
-                                        _tooltip("document", d.title, d.text[:400], d.filename), size=22)
+                                        tooltip("document", d.title, d.text[:400], d.filename), size=22)
     return [out[i] for i in ids if i in out]
 
 
-def _edges_between(store, ws_id: int, ids: set[str], collapse_relationships: bool,
-                   collapse_chunks: bool) -> list[DisplayEdge]:
+def edges_between(store, ws_id: int, ids: set[str], collapse_relationships: bool,
+                  collapse_chunks: bool) -> list[DisplayEdge]:
     """Stored edges among `ids`, plus, for kinds left out, the links they carry: entity—entity for hidden
     relationship nodes, document→entity for hidden chunks."""
     out: list[DisplayEdge] = []
@@ -205,8 +268,11 @@ def _edges_between(store, ws_id: int, ids: set[str], collapse_relationships: boo
     return out
 
 
-_CDN = re.compile(r"<link[^>]+cdn\.jsdelivr\.net[^>]*/>\s*|<script[^>]+cdn\.jsdelivr\.net[^>]*>\s*</script>\s*", re.S)
-_TOOLTIP_JS = """
+_materialize, _edges_between = materialize, edges_between  # older names (core/graph/hierarchy.py uses them)
+
+
+CDN_LINKS = re.compile(r"<link[^>]+cdn\.jsdelivr\.net[^>]*/>\s*|<script[^>]+cdn\.jsdelivr\.net[^>]*>\s*</script>\s*", re.S)
+TOOLTIP_JS = """
 <script>
 // titles are escaped HTML built by Strata; render them as elements (vis shows strings as plain text)
 (function () {
@@ -223,82 +289,65 @@ _TOOLTIP_JS = """
 """
 
 
-def to_pyvis_html(dg: DisplayGraph, height: int = 650, physics: bool = True) -> str:
+def to_pyvis_html(dg: DisplayGraph, height: int = 650, physics: bool = True, hierarchical: bool = False) -> str:
     """Self-contained HTML (vis-network inlined, no CDN) drawing `dg`."""
     from pyvis.network import Network
 
+    from core.graph.drawing import ensure_layout, vis_edge, vis_node, vis_options
+
     net = Network(height=f"{height}px", width="100%", directed=True, cdn_resources="in_line", bgcolor="#ffffff")
+    levels = hierarchy_levels(dg)
+    if not hierarchical:
+        ensure_layout(dg)
     for n in dg.nodes:
-        color = KIND_COLORS.get(n.kind, "#999")
-        net.add_node(n.id, label=n.label, title=n.tooltip, color={"background": color, "border": color},
-                     shape=KIND_SHAPES.get(n.kind, "dot"), size=n.size, kind=n.kind, font={"size": 12})
+        d = vis_node(n, levels.get(n.id) if hierarchical else None)
+        net.add_node(d.pop("id"), **d)
     for e in dg.edges:
-        net.add_edge(e.src, e.dst, title=html.escape(f"{e.kind}: {e.label}" if e.label else e.kind),
-                     color="#c8c8c8", width=1, arrows="to",
-                     dashes=e.kind in ("in_community", "child_of"))
-    net.set_options(_options(physics))
+        d = vis_edge(e)
+        net.add_edge(d.pop("from"), d.pop("to"), **d)
+    net.set_options(json.dumps(vis_options(physics, hierarchical, len(dg.nodes))))
     page = net.generate_html(notebook=False)
-    page = _CDN.sub("", page)
-    return page.replace("</body>", _TOOLTIP_JS + "</body>")
+    page = CDN_LINKS.sub("", page)
+    return page.replace("</body>", TOOLTIP_JS + ("" if hierarchical else PLACED_JS) + "</body>")
 
 
-def _options(physics: bool) -> str:
-    import json
-
-    return json.dumps({
-        "physics": {"enabled": physics, "solver": "forceAtlas2Based",
-                    "forceAtlas2Based": {"gravitationalConstant": -50, "springLength": 90},
-                    "stabilization": {"iterations": 150}},
-        "interaction": {"hover": True, "tooltipDelay": 120, "navigationButtons": False},
-        "edges": {"smooth": False},
-    })
-
-
-
-@dataclass
-class NodeDetails:
-    id: str
-    kind: str
-    title: str
-    text: str
-    facts: list[str]  # short "key: value" lines
-    neighbours: dict[str, list[tuple[str, str]]]  # edge kind -> (id, title)
+# The nodes arrive placed (drawing.layout) and physics starts without a stabilization pass: hide pyvis' loading bar
+# (it waits for stabilization events), show the whole drawing, fit it again once it settles (unless the user zoomed
+# or dragged first), and stop the simulation after a few seconds so an idle page does not keep a core busy.
+PLACED_JS = """
+<script>
+(function () {
+  var bar = document.getElementById('loadingBar');
+  if (bar) { bar.style.display = 'none'; }
+  if (typeof network === 'undefined') { return; }
+  var pending = true;
+  network.fit({animation: false});
+  network.on('zoom', function () { pending = false; });
+  network.on('dragStart', function () { pending = false; });
+  network.once('stabilized', function () { if (pending) { network.fit({animation: false}); } });
+  setTimeout(function () { network.stopSimulation(); }, 5000);
+})();
+</script>
+"""
 
 
-def describe_node(store, ws_id: int, node_id: str, per_kind: int = 15) -> NodeDetails | None:
-    """Everything the details panel shows about one node of any kind."""
-    with store.session() as s:
-        n = s.get(Node, node_id)
-        c = s.get(Community, node_id) if n is None else None
-        d = s.get(Document, node_id) if n is None and c is None else None
-        if n is not None:
-            facts = [f"kind: {n.kind}", f"type: {n.type}" if n.type else "", f"layer: {n.layer}",
-                     f"weight: {n.weight:g}"]
-            if n.data.get("aliases"):
-                facts.append("merged surface forms: " + ", ".join(sorted(n.data["aliases"])))
-            det = NodeDetails(n.id, n.kind, n.title, n.text, [f for f in facts if f], {})
-        elif c is not None:
-            det = NodeDetails(c.id, "community", c.title, c.summary,
-                              [f"method: {c.method}", f"level: {c.level}", f"members: {c.size}"]
-                              + [f"finding: {f.get('summary', '')}" for f in (c.report or {}).get("findings", [])[:5]],
-                              {})
-        elif d is not None:
-            det = NodeDetails(d.id, "document", d.title, d.text[:3000],
-                              [f"file: {d.filename}", f"external id: {d.external_id}" if d.external_id else "",
-                               f"characters: {d.n_chars:,}"], {})
-            det.facts = [f for f in det.facts if f]
+KIND_RANK = {"relationship": 0, "attribute": 0, "high_level": 0, "overview": 0, "topic": 1, "statement": 1,
+             "chunk": 2, "document": 3}
+
+
+def hierarchy_levels(dg: DisplayGraph) -> dict[str, int]:
+    """vis levels for a hierarchical layout: communities by level (0 on top), then entities by HiRAG layer (the
+    highest summary layer first), then the other kinds."""
+    comm = [n.level for n in dg.nodes if n.kind == "community" and n.level is not None]
+    base = max(comm) + 1 if comm else 0
+    layers = [n.level for n in dg.nodes if n.kind == "entity" and n.level is not None]
+    top = max(layers) if layers else 0
+    out = {}
+    for n in dg.nodes:
+        if n.kind == "community":
+            out[n.id] = n.level or 0
+        elif n.kind == "entity":
+            out[n.id] = base + top - (n.level or 0)
         else:
-            return None
-        edges = s.exec(select(Edge.src, Edge.dst, Edge.kind).where(Edge.workspace_id == ws_id, Edge.src == node_id)
-                       .limit(500)).all()
-        edges += s.exec(select(Edge.src, Edge.dst, Edge.kind).where(Edge.workspace_id == ws_id, Edge.dst == node_id)
-                        .limit(500)).all()
-    groups: dict[str, list[str]] = {}
-    for src, dst, kind in edges:
-        other = dst if src == node_id else src
-        label = kind if src == node_id else f"{kind} (in)"
-        if len(groups.setdefault(label, [])) < per_kind:
-            groups[label].append(other)
-    names = {n.id: n.label for n in _materialize(store, ws_id, [i for lst in groups.values() for i in lst])}
-    det.neighbours = {k: [(i, names.get(i, i)) for i in v] for k, v in groups.items()}
-    return det
+            out[n.id] = base + top + 1 + KIND_RANK.get(n.kind, 1)
+    return out

@@ -1,17 +1,19 @@
 """Community reports: a title, summary, findings with importance ratings and keywords for every community.
 
 The material of a report is its members' descriptions (most-mentioned first) and the descriptions of the
-relationships inside it (strongest first), capped so a prompt stays within the model's context.
+relationships inside it (strongest first), capped so a prompt stays within the model's context. The stage writes
+the reports still missing and rewrites those marked stale by an entity merge or undo since they were written
+(core/extract/merge.py `mark_stale`), clearing the mark.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
-from sqlalchemy import bindparam, update
+from sqlalchemy import bindparam, func, or_, update
 from sqlmodel import select
 
 from core.backends.base import Report
@@ -71,9 +73,13 @@ def reports_stage(ctx) -> Iterator:
     from core.pipeline import Progress
 
     store, ws = ctx.store, ctx.ws
-    with store.session() as s:
-        todo = list(s.exec(select(Community.id).where(Community.workspace_id == ws.id, Community.summary == "")
-                           .order_by(Community.method, Community.level, Community.id)))
+    with store.session() as s:  # no report yet, or a report written before entity merges changed its members
+        stale = func.json_extract(Community.data, "$.stale")
+        rows = s.exec(select(Community.id, Community.data).where(
+            Community.workspace_id == ws.id, or_(Community.summary == "", stale.is_not(None)))
+            .order_by(Community.method, Community.level, Community.id)).all()
+    todo = [cid for cid, _ in rows]
+    fresh = {cid: {k: v for k, v in (data or {}).items() if k not in ("stale", "stale_reasons")} for cid, data in rows}
     total = len(todo)
     if total == 0:
         yield Progress(0, 0, "all reports present", {})
@@ -93,7 +99,8 @@ def reports_stage(ctx) -> Iterator:
             results = list(pool.map(build, part)) if workers > 1 else [build(c) for c in part]
             with store.session() as s:
                 s.connection().execute(update(table).where(table.c.id == bindparam("_id")), [
-                    {"_id": cid, "title": rep.title[:300], "summary": rep.summary, "report": rep.model_dump()}
+                    {"_id": cid, "title": rep.title[:300], "summary": rep.summary, "report": rep.model_dump(),
+                     "data": fresh[cid]}
                     for cid, rep in results])
                 s.commit()
             yield Progress(off + len(part), total, f"{off + len(part)}/{total} reports", {"reports": off + len(part)})

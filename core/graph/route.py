@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from sqlmodel import select
 
 from core.extract.text import truncate
-from core.graph.display import _CDN, _TOOLTIP_JS, KIND_COLORS, _tooltip
+from core.graph.display import CDN_LINKS, KIND_COLORS, TOOLTIP_JS, tooltip
 from core.models import Community, Document, Edge, Node
 from core.retrieval.base import Retrieval
 
@@ -195,7 +195,7 @@ def _describe(store, ws_id: int, nodes: list[RouteNode]) -> None:
         title, text, extra = found.get(n.id, (n.label or n.id, "", "not found in the store"))
         roles = "roles: " + ", ".join(n.roles)
         n.label = truncate(n.label or title or n.id, 28)
-        n.tooltip = _tooltip(n.kind, title, text, f"{roles} · {extra}" if extra else roles)
+        n.tooltip = tooltip(n.kind, title, text, f"{roles} · {extra}" if extra else roles)
 
 
 def _font_color(hex_color: str) -> str:
@@ -232,8 +232,8 @@ def route_html(rg: RouteGraph, height: int = 420, physics: bool = True, legend: 
         "interaction": {"hover": True, "tooltipDelay": 120, "navigationButtons": False},
         "edges": {"smooth": False},
     }))
-    page = _CDN.sub("", net.generate_html(notebook=False))
-    tail = _TOOLTIP_JS + (legend_html(rg) if legend else "")
+    page = CDN_LINKS.sub("", net.generate_html(notebook=False))
+    tail = TOOLTIP_JS + (legend_html(rg) if legend else "")
     return page.replace("</body>", tail + "</body>")
 
 

@@ -201,3 +201,21 @@ def open_page(pg, title: str, attempts: int = 3) -> None:
         except AssertionError:
             if i == attempts - 1:
                 raise
+
+
+BUILD_TIMEOUT_MS = 180_000  # the sample's build on first start, on a busy 2-core machine
+
+
+def wait_for_sample_build(pg, url: str) -> None:
+    """Open the Build page and wait until the sample's first-start build has finished (fail at once if it failed
+    or stopped)."""
+    import re
+
+    from playwright.sync_api import expect
+
+    pg.goto(url.rstrip("/") + "/build")
+    expect(pg.locator("h1", has_text="Build")).to_be_visible(timeout=60_000)
+    done = pg.locator("[data-testid='stAlert']").filter(
+        has_text=re.compile(r"Build finished · run \d+|Build failed|stopped without finishing"))
+    expect(done.first).to_be_visible(timeout=BUILD_TIMEOUT_MS)
+    assert "Build finished" in done.first.inner_text(), done.first.inner_text()

@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import open_page
+from tests.e2e.conftest import open_page, wait_for_sample_build
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
-BUILD_TIMEOUT_MS = 180_000
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 QUESTION = "Which university trained the engineer who designed the Halden Barrier's sluice gates?"
 
@@ -48,12 +47,7 @@ def test_two_strategies_side_by_side_with_their_panels_and_drawn_paths(app_serve
     pg = page
     try:
         # the sample builds in the background on first start; the Build page says when it is done
-        pg.goto(url.rstrip("/") + "/build")
-        expect(pg.locator("h1", has_text="Build")).to_be_visible(timeout=60_000)
-        done = pg.locator("[data-testid='stAlert']").filter(
-            has_text=re.compile(r"Build finished · run \d+|Build failed|stopped without finishing"))
-        expect(done.first).to_be_visible(timeout=BUILD_TIMEOUT_MS)
-        assert "Build finished" in done.first.inner_text(), done.first.inner_text()
+        wait_for_sample_build(pg, url)
 
         open_page(pg, "Ask")
         ms = pg.locator("[data-testid='stMultiSelect']", has_text="Strategies")

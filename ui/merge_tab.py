@@ -1,0 +1,203 @@
+"""The Quality page's "Entity resolution" tab: merge candidates ranked by their evidence, each with both entities
+and its evidence as bars, accepted or rejected one by one or many at once, and every decision undoable. The work is
+done by core/extract/review.py; this module only draws and calls it."""
+
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from core.extract import review as rv
+from core.extract.merge import MergeError
+from core.extract.text import truncate
+from core.models import Workspace
+from ui import resources as R
+from ui.text import md_escape, md_label
+
+PAGE = 20
+MSG = "mr_msg"
+STATUS_LABELS = {"candidate": "Candidates", "merged": "Merged by a reviewer", "auto-merged": "Merged by the build",
+                 "rejected": "Rejected", "undone": "Undone", "all": "All"}
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _index(ws_name: str, embedder_name: str):
+    from core.pipeline import open_index
+
+    return open_index(R.settings(), ws_name, embedder_name)
+
+
+@st.cache_data(show_spinner="Reading merge candidates…", max_entries=8)
+def _table(ws_id: int, build_version: int, stamp: tuple) -> list[rv.MergeRow]:
+    return rv.merge_table(R.store(), ws_id)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _sides(ws_id: int, build_version: int, stamp: tuple, ids: tuple[int, ...]) -> dict[str, rv.Side]:
+    want = set(ids)
+    return rv.sides(R.store(), ws_id, [r for r in _table(ws_id, build_version, stamp) if r.id in want])
+
+
+def _handles(ws: Workspace):
+    emb = R.embedder(ws.embedder)
+    return _index(ws.name, emb.name), emb
+
+
+def _say(kind: str, text: str) -> None:
+    st.session_state[MSG] = (kind, text)
+
+
+# -- decisions (button callbacks: they run before the rerun that draws the result) --------------------------------
+def _accept(ws: Workspace, row: rv.MergeRow) -> None:
+    index, emb = _handles(ws)
+    try:
+        _, comms = rv.accept(R.store(), ws.id, row.id, index, emb)
+    except MergeError as exc:
+        _say("error", f"Not merged: {md_escape(str(exc))}")
+        return
+    kept, gone = row.titles
+    _say("success", f"Merged “{md_label(gone, 80)}” into “{md_label(kept, 80)}”. "
+                    f"{len(comms)} community report(s) marked stale (see the Hierarchy page); the next build "
+                    "(Build / resume on the Build page) rewrites them.")
+
+
+def _reject(ws: Workspace, row: rv.MergeRow) -> None:
+    try:
+        rv.decline(R.store(), ws.id, row.id)
+    except MergeError as exc:
+        _say("error", f"Not rejected: {md_escape(str(exc))}")
+        return
+    _say("info", f"Rejected “{md_label(row.titles[1], 80)}” ~ “{md_label(row.titles[0], 80)}”: "
+                 "no build proposes this pair again.")
+
+
+def _revert(ws: Workspace, row: rv.MergeRow) -> None:
+    index, emb = _handles(ws)
+    try:
+        status = rv.revert(R.store(), ws.id, row.id, index, emb)
+    except MergeError as exc:
+        _say("error", f"Not undone: {md_escape(str(exc))}")
+        return
+    what = "merge undone: both entities are back" if status == "undone" else "rejection undone: a candidate again"
+    _say("success", f"“{md_label(row.titles[1], 80)}” ~ “{md_label(row.titles[0], 80)}”: {what}.")
+
+
+def _accept_many(ws: Workspace, rows: list[rv.MergeRow]) -> None:
+    index, emb = _handles(ws)
+    try:
+        done, skipped = rv.accept_all(R.store(), ws.id, rows, index, emb)
+    except MergeError as exc:
+        _say("error", md_escape(str(exc)))
+        return
+    text = f"Merged {done} candidate(s)."
+    if skipped:
+        text += f" Skipped {len(skipped)}: " + "; ".join(
+            f"“{md_label(r.titles[1], 40)}” ({md_escape(why)})" for r, why in skipped[:5]) + (
+            " …" if len(skipped) > 5 else "")
+    _say("success" if done else "warning", text)
+
+
+# -- drawing --------------------------------------------------------------------------------------------------------
+def _entity(col, role: str, side: rv.Side) -> None:
+    col.markdown(f"{role} **{md_label(side.title or side.id, 90)}**")
+    facts = [md_escape(side.type or "no type"), f"{side.mentions:g} mention(s)"]
+    if not side.exists:
+        facts.append("not in the graph now")
+    col.caption(" · ".join(facts))
+    if side.text and side.text != side.title:
+        col.markdown(md_escape(truncate(side.text, 220)))
+    if len(side.aliases) > 1:
+        col.caption("Aliases: " + ", ".join(md_label(a, 50) for a in side.aliases[:8]))
+
+
+def _evidence(col, row: rv.MergeRow) -> None:
+    ev = row.evidence_values()
+    for label, key in (("score", "score"), ("name similarity", "name"), ("type agreement", "type"),
+                       ("embedding cosine", "embedding"), ("shared neighbours", "neighbours")):
+        v = ev[key]
+        if v is None:
+            col.caption(f"{label}: not measured (no vectors)")
+        else:
+            col.progress(min(1.0, max(0.0, v)), text=f"{label} {v:.2f}")
+
+
+def _row(ws: Workspace, row: rv.MergeRow, sides: dict[str, rv.Side], busy: bool) -> None:
+    with st.container(border=True, key=f"mr_row_{row.id}"):
+        left, mid, ev_col, act = st.columns([4, 4, 3, 2])
+        kept, gone = sides[row.kept_id], sides[row.merged_id]
+        _entity(left, "Keep", kept)
+        _entity(mid, "Merge", gone)
+        _evidence(ev_col, row)
+        match = str(row.evidence.get("match", "")).replace("_", " ")
+        act.markdown(f"**{row.label}**")
+        act.caption(" · ".join(x for x in (md_escape(match), "ambiguous name" if row.evidence.get("ambiguous")
+                                           else "") if x))
+        if row.status in ("candidate", "undone"):
+            gone_now = not (kept.exists and gone.exists)
+            act.button("Accept", key=f"mr_accept_{row.id}", type="primary", disabled=busy or gone_now,
+                       on_click=_accept, args=(ws, row), help="Merge the right entity into the left one")
+            act.button("Reject", key=f"mr_reject_{row.id}", disabled=busy, on_click=_reject, args=(ws, row),
+                       help="Not the same: no build proposes this pair again")
+            if gone_now:
+                act.caption("An entity of this pair was merged into another since.")
+        elif row.status == "merged":
+            act.button("Undo merge", key=f"mr_undo_{row.id}", disabled=busy, on_click=_revert, args=(ws, row))
+        elif row.status == "rejected":
+            act.button("Undo reject", key=f"mr_unreject_{row.id}", disabled=busy, on_click=_revert, args=(ws, row))
+
+
+def draw(ws: Workspace) -> None:
+    store = R.store()
+    ws = store.get_workspace(ws.name) or ws  # the version may have moved since the page started
+    stamp = rv.review_stamp(store, ws.id)
+    rows = _table(ws.id, ws.build_version, stamp)
+    msg = st.session_state.pop(MSG, None)
+    if msg:
+        getattr(st, msg[0])(msg[1])
+    if not rows:
+        st.info("No merge candidates: the build found no two entities that look like one (or entity resolution "
+                "is switched off in the settings).")
+        return
+    counts = rv.status_counts(rows)
+    st.caption("Pairs of entities that may name the same thing, found by name, type, embedding and shared "
+               "neighbours. Accepting merges the right entity into the left one (its mentions, relationships and "
+               "communities move; the reports of those communities are marked stale); every decision can be undone.")
+    busy = rv.build_running(store, ws.id)
+    if busy:
+        st.info("A build of this workspace is running: decisions wait until it has finished.")
+
+    c1, c2, c3 = st.columns([5, 3, 2])
+    status = c1.radio("Show", list(STATUS_LABELS), horizontal=True, key="mr_status",
+                      format_func=lambda k: f"{STATUS_LABELS[k]} ({counts[k] if k in counts else len(rows)})")
+    query = c2.text_input("Find by name", key="mr_query", placeholder="part of either name")
+    rank = c3.selectbox("Rank by", list(rv.RANKS), key="mr_rank")
+    shown = rv.filter_rows(rows, status, query, rank)
+
+    if status == "candidate" and shown:
+        with st.expander("Accept many at once"):
+            floor = st.slider("Accept every candidate shown with a score of at least", 0.5, 1.0, 0.95, 0.01,
+                              key="mr_bulk_score")
+            skip_vague = st.checkbox("Leave ambiguous names (a short name matching several others) for review",
+                                     value=True, key="mr_bulk_vague")
+            pick = [r for r in shown if r.score >= floor and not (skip_vague and r.evidence.get("ambiguous"))]
+            st.button(f"Accept {len(pick)} candidate(s)", key="mr_bulk", disabled=busy or not pick,
+                      on_click=_accept_many, args=(ws, pick))
+
+    if not shown:
+        st.caption("Nothing matches." if query.strip() else f"No {STATUS_LABELS[status].lower()}.")
+        return
+    pages = math.ceil(len(shown) / PAGE)
+    if st.session_state.get("mr_page", 1) > pages:
+        st.session_state["mr_page"] = 1  # the filter changed under a later page
+    if pages > 1:
+        p1, p2 = st.columns([1, 5])
+        page = int(p1.number_input("Page", 1, pages, 1, key="mr_page"))
+        p2.caption(f"{len(shown):,} shown, {PAGE} per page, ranked by {rank}.")
+    else:
+        page = 1
+        st.caption(f"{len(shown):,} shown, ranked by {rank}.")
+    part = shown[(page - 1) * PAGE : page * PAGE]
+    sides = _sides(ws.id, ws.build_version, stamp, tuple(r.id for r in part))
+    for row in part:
+        _row(ws, row, sides, busy)

@@ -1,0 +1,177 @@
+"""The Quality page's Metrics tab: per method and level, the partition's figures (modularity, coverage,
+conductance, coherence, Calinski–Harabasz, cluster sparsity, singleton and tiny shares), three plots, and the
+worst communities first with the reasons they rank low, each one a click away from the Graph page."""
+
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from core.extract.text import truncate
+from core.graph.hierarchy import plot_text
+from core.graph.quality import LevelMetrics, level_metrics
+from core.graph.quality_data import METHODS, EntityBase, LevelData, build_settings, describe, load_base, load_levels
+from core.pipeline import open_index
+from ui import resources as R
+from ui.text import md_escape, md_label
+
+FIGURES = [  # (key, label, format, help)
+    ("communities", "Communities", "{:,.0f}", "Communities at this level."),
+    ("modularity", "Modularity", "{:.3f}", "Weighted modularity of the level's partition on the graph the method "
+                                            "clustered (each entity in its community at this level or its deepest "
+                                            "one above)."),
+    ("coverage", "Coverage", "{:.1%}", "Share of the graph's link weight that lies inside communities."),
+    ("conductance_mean", "Mean conductance", "{:.3f}", "Share of a community's link weight that leaves it, "
+                                                        "averaged over the communities (lower is better)."),
+    ("coherence_mean", "Mean coherence", "{:.3f}", "Mean cosine of the members' embeddings to their centroid, "
+                                                   "averaged over communities of two or more."),
+    ("calinski_harabasz", "Calinski–Harabasz", "{:,.1f}", "Between- over within-community dispersion of the member "
+                                                          "embeddings (higher is better)."),
+    ("cluster_sparsity", "Cluster sparsity", "{:.4f}", "HiRAG's CS: share of entity pairs not grouped together."),
+    ("singleton_share", "Singletons", "{:.1%}", "Share of communities with one member."),
+    ("tiny_share", "Tiny", "{:.1%}", "Share of communities at or below the tiny size (settings.quality.tiny_size)."),
+]
+
+
+@st.cache_resource(show_spinner="Loading the entity graph and its vectors…", max_entries=1)
+def entity_base(ws_id: int, build_version: int, ws_name: str, embedder: str) -> EntityBase:
+    return load_base(R.store(), open_index(R.settings(), ws_name, embedder), ws_id)
+
+
+@st.cache_resource(show_spinner="Reading the method's levels…", max_entries=3)
+def method_levels(ws_id: int, build_version: int, ws_name: str, embedder: str, method: str) -> list[LevelData]:
+    store = R.store()
+    settings = build_settings(store, ws_id, R.settings())
+    return load_levels(store, open_index(R.settings(), ws_name, embedder), ws_id, method, settings,
+                       entity_base(ws_id, build_version, ws_name, embedder))
+
+
+@st.cache_data(show_spinner="Measuring…", max_entries=64)
+def metrics(ws_id: int, build_version: int, ws_name: str, embedder: str, method: str, level: int) -> LevelMetrics:
+    levels = method_levels(ws_id, build_version, ws_name, embedder, method)
+    ld = next(x for x in levels if x.level == level)
+    return level_metrics(ld, R.settings().quality)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def summaries(ws_id: int, build_version: int, ids: tuple[str, ...]) -> dict[str, tuple[str, list[str]]]:
+    return describe(R.store(), ws_id, list(ids))
+
+
+def _fmt(value, fmt: str) -> str:
+    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt.format(value)
+
+
+def _figures(m: LevelMetrics) -> None:
+    cols = st.columns(5)
+    for i, (key, label, fmt, help_) in enumerate(FIGURES):
+        cols[i % 5].metric(label, _fmt(m.figures.get(key), fmt), help=help_)
+    f = m.figures
+    extra = f"{f['vertices']:,.0f} entities at this level"
+    if f.get("unclustered"):
+        extra += f", {f['unclustered']:,.0f} in no community"
+    if f.get("soft_share"):
+        extra += f", {f['soft_share']:.1%} of the clustered ones in more than one (soft membership)"
+    st.caption(f"{extra}. Median size {_fmt(f.get('size_median'), '{:,.0f}')}, largest "
+               f"{_fmt(f.get('size_max'), '{:,.0f}')}. {m.note + '. ' if m.note else ''}Measured in {m.seconds:.2f} s.")
+
+
+def _plots(m: LevelMetrics, per_level: list[LevelMetrics], key: str) -> None:
+    import plotly.graph_objects as go
+
+    left, mid, right = st.columns(3)
+    hist = go.Figure(go.Histogram(x=m.hist, nbinsx=min(60, max(5, len(set(m.hist)))), marker_color="#4c78a8"))
+    hist.update_layout(title="Community sizes", height=320, margin=dict(l=8, r=8, t=40, b=8), bargap=0.05,
+                       xaxis_title="members", yaxis_title="communities", yaxis_type="log" if len(m.hist) > 50 else None)
+    left.plotly_chart(hist, key=f"{key}_hist", width="stretch")
+    t = m.table
+    if t:
+        pts = [i for i, (c, h) in enumerate(zip(t["conductance"], t["coherence"])) if c == c and h == h]
+        scatter = go.Figure(go.Scatter(
+            x=[t["conductance"][i] for i in pts], y=[t["coherence"][i] for i in pts], mode="markers",
+            marker=dict(size=7, color=[t["badness"][i] for i in pts], colorscale="RdYlGn_r", cmin=0, cmax=1,
+                        colorbar=dict(title="badness", thickness=10)),
+            customdata=[[plot_text(truncate(t["title"][i] or t["id"][i], 80)), t["size"][i]] for i in pts],
+            hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]} members<br>conductance %{x:.2f} · "
+                          "coherence %{y:.2f}<extra></extra>"))
+        scatter.update_layout(title="Conductance vs coherence", height=320, margin=dict(l=8, r=8, t=40, b=8),
+                              xaxis_title="conductance (lower is better)", yaxis_title="coherence")
+        mid.plotly_chart(scatter, key=f"{key}_scatter", width="stretch")
+    levels = [x.level for x in per_level]
+    line = go.Figure([go.Scatter(x=levels, y=[x.figures["modularity"] for x in per_level], name="modularity",
+                                 mode="lines+markers"),
+                      go.Scatter(x=levels, y=[x.figures["coverage"] for x in per_level], name="coverage",
+                                 mode="lines+markers")])
+    line.update_layout(title="Per level", height=320, margin=dict(l=8, r=8, t=40, b=8), xaxis_title="level",
+                       xaxis=dict(tickmode="array", tickvals=levels), legend=dict(orientation="h", y=-0.25))
+    right.plotly_chart(line, key=f"{key}_levels", width="stretch")
+
+
+def _worst(ws, m: LevelMetrics, n: int) -> None:
+    t = m.table
+    if not t:
+        return
+    st.markdown(f"**Worst communities first** (the {min(n, len(t['id']))} lowest-ranked of {len(t['id']):,})")
+    st.caption("Badness = mean of the community's percentile within this level on conductance (higher is worse), "
+               "coherence above chance (lower is worse) and size (smaller is worse); 1 = worst on all three. "
+               "Reasons: *tiny* (at most the tiny size), *weakly connected* (conductance at or above the "
+               "threshold, or no links), *mixed themes* (members hardly more alike than random entities).")
+    top = list(range(min(n, len(t["id"]))))
+    texts = summaries(ws.id, ws.build_version, tuple(t["id"][i] for i in top))
+    for i in top:
+        cid = t["id"][i]
+        with st.container(border=True, key=f"q_worst_{i}"):
+            a, b = st.columns([5, 1])
+            reasons = t["reasons"][i] or ["no flag: it ranks low only against the level's other communities"]
+            a.markdown(f"**{i + 1}. {md_label(t['title'][i] or cid, 100)}** · {t['size'][i]:,} members · "
+                       f"badness {t['badness'][i]:.2f}")
+            a.markdown("; ".join(md_escape(r) for r in reasons))
+            if b.button("Open on graph", key=f"q_open_{m.method}_{m.level}_{i}", icon=":material/hub:"):
+                st.session_state["graph_focus"] = cid
+                st.switch_page("views/graph.py")
+            summary, heads = texts.get(cid, ("", []))
+            if summary or heads:
+                with a.expander("Report"):
+                    st.markdown(md_escape(truncate(summary, 1500)))
+                    if heads:
+                        st.markdown("\n".join(f"- {md_escape(truncate(h, 200))}" for h in heads[:8]))
+
+
+def _table(m: LevelMetrics) -> None:
+    import pandas as pd
+
+    t = m.table
+    if not t:
+        return
+    df = pd.DataFrame({"title": t["title"], "size": t["size"], "conductance": t["conductance"],
+                       "coherence": t["coherence"], "random-group coherence": t["chance"],
+                       "badness": t["badness"], "reasons": ["; ".join(r) for r in t["reasons"]], "id": t["id"]})
+    with st.expander(f"All {len(df):,} communities of this level"):
+        st.dataframe(df, hide_index=True, width="stretch", height=360)
+
+
+def draw(ws) -> None:
+    cfg = R.settings().quality
+    a, b = st.columns([3, 2])
+    method = a.radio("Method", list(METHODS), format_func=METHODS.get, horizontal=True, key="q_method")
+    levels = method_levels(ws.id, ws.build_version, ws.name, ws.embedder, method)
+    if not levels:
+        st.info({"leiden": "No Leiden communities in this build.",
+                 "attributed": "No attributed (ArchRAG) communities in this build.",
+                 "hirag": "No HiRAG summary layers in this build."}[method])
+        return
+    names = [x.level for x in levels]
+    unit = "layer" if method == "hirag" else "level"
+    level = b.selectbox(unit.capitalize(), names, key=f"q_level_{method}",
+                        format_func=lambda lv: f"{unit} {lv}" + (" (coarsest)" if lv == names[0] and len(names) > 1
+                                                                   and method != "hirag" else ""))
+    args = (ws.id, ws.build_version, ws.name, ws.embedder, method)
+    m = metrics(*args, level)
+    per_level = [metrics(*args, lv) for lv in names]
+    with st.container(key="q_figures"):
+        _figures(m)
+    with st.container(key="q_plots"):
+        _plots(m, per_level, f"q_{method}_{level}")
+    _worst(ws, m, cfg.worst_listed)
+    _table(m)
