@@ -49,7 +49,12 @@ def test_hierarchy_grows_on_the_build_page_and_a_click_opens_a_community(app_ser
         caption = so_far.locator("[data-testid='stCaptionContainer']").first.inner_text()
         m = re.search(r"Hierarchy so far: Leiden communities, ([\d,]+) at level 0", caption)
         assert m, caption
-        assert sectors.count() >= 1 + int(m.group(1).replace(",", ""))  # every level-0 community has its sector
+        # every level-0 community has its sector; the live fragment redraws the picture every second, so a count
+        # taken during a redraw can read 0: look again until it holds
+        want, deadline = 1 + int(m.group(1).replace(",", "")), time.monotonic() + 30
+        while sectors.count() < want and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert sectors.count() >= want, (sectors.count(), want)
         if os.environ.get("STRATA_E2E_SCREENSHOTS"):
             _shot(pg, "h1-build-hierarchy-so-far")
         # the Hierarchy page reads a finished build
