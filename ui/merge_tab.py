@@ -21,13 +21,6 @@ STATUS_LABELS = {"candidate": "Candidates", "merged": "Merged by a reviewer", "a
                  "rejected": "Rejected", "undone": "Undone", "all": "All"}
 
 
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _index(ws_name: str, embedder_name: str):
-    from core.pipeline import open_index
-
-    return open_index(R.settings(), ws_name, embedder_name)
-
-
 @st.cache_data(show_spinner="Reading merge candidates…", max_entries=8)
 def _table(ws_id: int, build_version: int, stamp: tuple) -> list[rv.MergeRow]:
     return rv.merge_table(R.store(), ws_id)
@@ -41,7 +34,7 @@ def _sides(ws_id: int, build_version: int, stamp: tuple, ids: tuple[int, ...]) -
 
 def _handles(ws: Workspace):
     emb = R.embedder(ws.embedder)
-    return _index(ws.name, emb.name), emb
+    return R.vector_index(ws.name, emb.name), emb
 
 
 def _say(kind: str, text: str) -> None:

@@ -12,7 +12,6 @@ from core.extract.text import truncate
 from core.graph.hierarchy import plot_text
 from core.graph.quality import LevelMetrics, level_metrics
 from core.graph.quality_data import METHODS, EntityBase, LevelData, build_settings, describe, load_base, load_levels
-from core.pipeline import open_index
 from ui import resources as R
 from ui.text import md_escape, md_label
 
@@ -36,14 +35,14 @@ FIGURES = [  # (key, label, format, help)
 
 @st.cache_resource(show_spinner="Loading the entity graph and its vectors…", max_entries=1)
 def entity_base(ws_id: int, build_version: int, ws_name: str, embedder: str) -> EntityBase:
-    return load_base(R.store(), open_index(R.settings(), ws_name, embedder), ws_id)
+    return load_base(R.store(), R.vector_index(ws_name, embedder), ws_id)
 
 
 @st.cache_resource(show_spinner="Reading the method's levels…", max_entries=3)
 def method_levels(ws_id: int, build_version: int, ws_name: str, embedder: str, method: str) -> list[LevelData]:
     store = R.store()
     settings = build_settings(store, ws_id, R.settings())
-    return load_levels(store, open_index(R.settings(), ws_name, embedder), ws_id, method, settings,
+    return load_levels(store, R.vector_index(ws_name, embedder), ws_id, method, settings,
                        entity_base(ws_id, build_version, ws_name, embedder))
 
 

@@ -6,6 +6,7 @@ import streamlit as st
 
 from core.backends.base import Embedder
 from core.config import Settings
+from core.index.vectors import VectorIndex
 from core.models import Workspace
 from core.retrieval.base import Resources
 from core.store import Store
@@ -30,6 +31,14 @@ def embedder(kind: str) -> Embedder:
     s = settings().model_copy(deep=True)
     s.embed.embedder = "ollama" if kind.startswith("ollama") else "minilm"
     return make_embedder(s.embed, s.backend, s.storage.home / "models")
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def vector_index(ws_name: str, embedder_name: str) -> VectorIndex:
+    """The workspace's chromadb collections for one embedder: one handle per process, shared by every page."""
+    from core.pipeline import open_index
+
+    return open_index(settings(), ws_name, embedder_name)
 
 
 @st.cache_resource(show_spinner="Loading the graph…", max_entries=4)

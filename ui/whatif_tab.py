@@ -22,7 +22,6 @@ from core.graph.variants import (
     promote_context,
     run_variant,
 )
-from core.pipeline import open_index
 from ui import quality_tab
 from ui import resources as R
 from ui.text import md_escape
@@ -49,7 +48,7 @@ def comparison(ws_id: int, build_version: int, ws_name: str, embedder: str, name
     levels = quality_tab.method_levels(ws_id, build_version, ws_name, embedder, "leiden")
     current = {str(ld.level): quality_tab.metrics(ws_id, build_version, ws_name, embedder, "leiden",
                                                   ld.level).figures for ld in levels}
-    return compare(R.store(), open_index(R.settings(), ws_name, embedder), ws, list(names), R.settings(),
+    return compare(R.store(), R.vector_index(ws_name, embedder), ws, list(names), R.settings(),
                    base=quality_tab.entity_base(ws_id, build_version, ws_name, embedder), current_figures=current)
 
 
@@ -103,7 +102,7 @@ def _form(ws) -> None:
     except VariantError as exc:
         st.error(str(exc), icon=":material/error:")
         return
-    counts = _progress(run_variant(store, open_index(settings, ws.name, ws.embedder), ws, name, vs, settings,
+    counts = _progress(run_variant(store, R.vector_index(ws.name, ws.embedder), ws, name, vs, settings,
                                    base=_base(ws)), f"Running variant {name}")
     per_level = ", ".join(f"level {k}: {v:,}" for k, v in counts.get("communities_per_level", {}).items())
     st.session_state[MSG] = f"Variant **{md_escape(name)}** made in {counts.get('seconds', 0):.1f} s ({per_level})."

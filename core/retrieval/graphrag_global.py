@@ -108,7 +108,7 @@ def map_report(c, terms: dict[str, float], report_sim: float, k: int) -> list[Po
     return out[:k]
 
 
-def report_material(c) -> str:
+def map_material(c) -> str:
     """A community report as the map prompt's data: its title, summary and numbered findings."""
     lines = [f"Title: {c.title or c.id}", f"Summary: {c.summary}"]
     lines += [f"Finding {n}: {text}" for n, (text, _) in enumerate(report_points(c), start=1)]
@@ -118,7 +118,7 @@ def report_material(c) -> str:
 def llm_map_report(llm, question: str, c, k: int) -> list[Point]:
     """The map step with a model: GraphRAG's map prompt over one report, its points rated 0-100, best `k` first."""
     out = [Point(c.id, n, p.description, int(p.score), p.score / 10)
-           for n, p in enumerate(llm.rate_points(question, report_material(c)), start=1)]
+           for n, p in enumerate(llm.rate_points(question, map_material(c)), start=1)]
     out.sort(key=lambda p: (-p.rating, p.n))
     return out[:k]
 
