@@ -16,16 +16,20 @@ export ANONYMIZED_TELEMETRY := False
 
 install: $(STAMP)
 
+# pip's output goes to $(VENV)/pip.log and is shown only when an install fails (a machine's pip configuration can
+# print a page of warnings about index locations it ignores).
 $(STAMP): requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -r requirements.txt
+	@echo "Installing the pinned packages into $(VENV) (log: $(VENV)/pip.log)…"
+	@$(BIN)/python -m pip install -q torch==2.13.0 > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
+	@$(BIN)/python -m pip install -q -r requirements.txt >> $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
 	rm -f $(VENV)/.installed-*
 	touch $@
 
 chromium:
-	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -q && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q chromium; }
+	@command -v chromium >/dev/null 2>&1 || { echo "Installing Debian's chromium (log: $(VENV)/apt.log)…"; mkdir -p $(VENV); \
+	  { $(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q chromium; } \
+	  > $(VENV)/apt.log 2>&1 || { cat $(VENV)/apt.log; exit 1; }; }
 
 run: install
 	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.port $(PORT)

@@ -2,6 +2,12 @@
 
 We always pass our own embeddings (chromadb's default embedding function would download a model).
 Collection names are `<kind>__<embedder>`, so switching embedder never mixes dimensions.
+
+chromadb (1.5) keeps a cosine collection's vector as its unit vector and its norm, and gives back their product:
+some components come back one float32 step off, and writing what was read moves them again. `upsert` therefore
+writes every vector at the fixed point of that round trip (`settle`), so a vector read back (an undo snapshot, a
+promoted variant, a copied workspace) writes back bit for bit. tests/unit/test_vectors.py checks it against the
+real store.
 """
 
 from __future__ import annotations
@@ -17,6 +23,32 @@ class Hit:
     id: str
     score: float  # cosine similarity
     meta: dict
+
+
+def _round_trip(v: np.ndarray) -> np.ndarray:
+    """What chromadb hands back for rows `v` of a cosine collection: v * (1 / |v|) * |v| in float32, the norm summed
+    in order."""
+    n = np.sqrt(np.cumsum(v * v, axis=1, dtype=np.float32)[:, -1]).astype(np.float32)
+    inv = (np.float32(1) / np.where(n > 0, n, np.float32(1))).astype(np.float32)
+    return ((v * inv[:, None]).astype(np.float32) * n[:, None]).astype(np.float32)
+
+
+def settle(vectors: np.ndarray, rounds: int = 32) -> np.ndarray:
+    """`vectors` as unit vectors (every embedder's output already is one; cosine search ignores the norm), moved by
+    a few float32 steps at most to where the store's round trip leaves them unchanged."""
+    v = np.array(vectors, dtype=np.float32, copy=True, ndmin=2)
+    norm = np.linalg.norm(v.astype(np.float64), axis=1)
+    off = (norm > 0) & (np.abs(norm - 1.0) > 1e-5)  # unit rows stay as they are, so settling is idempotent
+    v[off] = (v[off] / norm[off, None]).astype(np.float32)
+    todo = np.arange(len(v))
+    for _ in range(rounds):
+        w = _round_trip(v[todo])
+        moved = np.any(w != v[todo], axis=1)
+        if not moved.any():
+            break
+        v[todo[moved]] = w[moved]
+        todo = todo[moved]
+    return v
 
 
 class VectorIndex:
@@ -47,7 +79,7 @@ class VectorIndex:
         for i in range(0, len(ids), step):
             col.upsert(
                 ids=ids[i : i + step],
-                embeddings=np.asarray(vectors[i : i + step], dtype=np.float32),
+                embeddings=settle(vectors[i : i + step]),
                 metadatas=(metas[i : i + step] if metas else None),
             )
 
