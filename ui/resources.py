@@ -72,6 +72,15 @@ def bootstrap() -> str:
     return ws.name if ws is not None else ""
 
 
+def select_workspace(name: str | None) -> None:
+    """Make `name` the current workspace (None: the default one). Call it from a widget callback: the sidebar's
+    picker owns the key, and a callback runs before the picker is drawn."""
+    if name:
+        st.session_state[WS_KEY] = name
+    else:
+        st.session_state.pop(WS_KEY, None)
+
+
 def current_workspace() -> Workspace | None:
     name = st.session_state.get(WS_KEY)
     ws = store().get_workspace(name) if name else None

@@ -201,8 +201,7 @@ def live() -> None:
         fig3.update_layout(title="Stage timings (s)", height=260, margin=MARGIN,
                            yaxis_autorange="reversed")
         st.plotly_chart(fig3, width="stretch", key="timings")
-    if running is not None and active is None:
-        st.rerun()  # the build ended: redraw the page once without polling
+    # when the build ends, the sidebar's status (ui/sidebar.py) draws the whole page again, once
 
 
 live()

@@ -15,18 +15,34 @@ from ui.text import md_escape
 store, settings = R.store(), R.settings()
 st.title("Workspaces & upload")
 
+
+
+def _create() -> None:
+    """"Create": runs before the page is drawn again, so the new workspace can become the sidebar's choice."""
+    try:
+        ws_new = store.create_workspace((st.session_state.get("new_ws_name") or "").strip())
+    except StoreError as exc:
+        st.session_state["new_ws_error"] = str(exc)
+        return
+    R.select_workspace(ws_new.name)
+    st.session_state["new_ws_name"] = ""
+
+
+def _delete(name: str) -> None:
+    ws_old = store.get_workspace(name)
+    if ws_old is not None:
+        delete_workspace(store, ws_old, settings)
+    R.select_workspace(None)
+
+
 left, right = st.columns([2, 1])
 with right:
-    with st.form("new_ws", clear_on_submit=True):
+    with st.form("new_ws"):
         st.markdown("**New workspace**")
-        name = st.text_input("Name", placeholder="e.g. contracts-2024", max_chars=64)
-        if st.form_submit_button("Create", icon=":material/add:"):
-            try:
-                ws_new = store.create_workspace(name.strip())
-                st.session_state[R.WS_KEY] = ws_new.name
-                st.rerun()
-            except StoreError as exc:
-                st.error(str(exc))
+        st.text_input("Name", placeholder="e.g. contracts-2024", max_chars=64, key="new_ws_name")
+        st.form_submit_button("Create", icon=":material/add:", on_click=_create)
+    if st.session_state.get("new_ws_error"):
+        st.error(st.session_state.pop("new_ws_error"))
 
 ws = R.current_workspace()
 with left:
@@ -85,7 +101,5 @@ if docs:
 
 with st.expander("Danger zone"):
     confirm = st.text_input(f"Type “{ws.name}” to delete this workspace and everything built from it")
-    if st.button("Delete workspace", disabled=confirm != ws.name, icon=":material/delete:"):
-        delete_workspace(store, ws, settings)
-        st.session_state.pop(R.WS_KEY, None)
-        st.rerun()
+    st.button("Delete workspace", disabled=confirm != ws.name, icon=":material/delete:", on_click=_delete,
+              args=(ws.name,))

@@ -290,3 +290,24 @@ def test_ask_with_the_naive_strategy(app):
     # and back to hirag in the same session
     _ask(app, QUESTION, strategy="hirag")
     assert app.session_state["ask_results"][1][0][0].strategy == "hirag"
+
+def test_creating_a_workspace_selects_it_without_an_error(app, store):
+    """Item 2 of issue 10: "Create" used to set the sidebar selectbox's state after it was drawn and crashed."""
+    field = next(t for t in app.text_input if t.label == "Name")
+    field.input("contracts-2024")
+    next(b for b in app.button if b.label == "Create").click()
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert "contracts-2024" in [w.name for w in store.workspaces()]
+    assert app.session_state["workspace"] == "contracts-2024"
+    assert app.sidebar.selectbox[0].value == "contracts-2024"
+    assert any(s.value == "Add documents to “contracts-2024”" for s in app.subheader)
+    # and deleting it returns to another workspace, again without an error
+    confirm = next(t for t in app.text_input if t.label.startswith("Type"))
+    confirm.input("contracts-2024")
+    app.run()
+    next(b for b in app.button if b.label == "Delete workspace").click()
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert "contracts-2024" not in [w.name for w in store.workspaces()]
+    assert app.session_state["workspace"] == "sample"

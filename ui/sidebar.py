@@ -1,0 +1,65 @@
+"""The sidebar every page shares: the workspace picker, the current workspace's build status (live), and which
+language backend is active."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core.pipeline import active_run
+from ui import resources as R
+
+STATUS_EVERY_S = 2.0
+_DRAWN = "_status_drawn"  # session state: the (run id, build version) the page was last drawn with
+
+
+def _state(ws) -> tuple[int | None, int]:
+    run = active_run(R.store(), ws)
+    return (run.id if run is not None else None), ws.build_version
+
+
+@st.fragment(run_every=STATUS_EVERY_S)
+def _status(ws_name: str) -> None:
+    """The workspace's build status, redrawn every couple of seconds, whoever started the build (this tab, another
+    one, the CLI). When a build starts or ends, the whole page is drawn again once, so what it shows (a table's
+    status column, a page waiting for a first build) follows without a click."""
+    ws = R.store().get_workspace(ws_name)
+    if ws is None:
+        return
+    run = active_run(R.store(), ws)
+    now = ((run.id if run is not None else None), ws.build_version)
+    if st.session_state.get(_DRAWN) not in (None, now):
+        st.session_state[_DRAWN] = now
+        st.rerun()
+    if run is not None:
+        st.info(f"Building… {run.stage or 'queued'}", icon=":material/construction:")
+    elif ws.build_version:
+        st.caption(f"Built with the **{ws.backend}** backend ({ws.chat_model or 'heuristic'}), "
+                   f"embedder **{ws.embedder}** · build {ws.build_version}")
+    else:
+        st.caption("Not built yet.")
+
+
+def _backend() -> None:
+    b = R.settings().backend
+    if b.kind == "ollama":
+        status = R.ollama_status(b.ollama_host, b.chat_model, b.embed_model)
+        if status["reachable"] and not status["missing"]:
+            st.success(f"Backend: Ollama at {b.ollama_host} ({b.chat_model})", icon=":material/bolt:")
+        else:
+            st.warning(status["message"], icon=":material/warning:")
+    else:
+        st.success("Backend: offline (heuristic extraction, extractive answers)", icon=":material/offline_bolt:")
+
+
+def sidebar() -> None:
+    with st.sidebar:
+        st.markdown("### Strata")
+        names = [w.name for w in R.store().workspaces()]
+        ws = R.current_workspace()
+        if names:
+            st.selectbox("Workspace", names, key=R.WS_KEY, index=names.index(ws.name) if ws else 0)
+            ws = R.current_workspace()
+        if ws is not None:
+            st.session_state[_DRAWN] = _state(ws)
+            _status(ws.name)
+        _backend()
