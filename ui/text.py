@@ -18,3 +18,12 @@ def md_escape(text: str) -> str:
 def md_label(text: str, n: int) -> str:
     """A document-derived title for a Markdown label: shortened at a word boundary, then escaped."""
     return md_escape(truncate(text, n))
+
+
+_LEVEL = re.compile(r"^(Local|Bridge|Global)\b")
+
+
+def md_answer(text: str) -> str:
+    """An answer as Markdown: its text escaped, its lines kept, and the level that opens a line (the offline
+    backend's answers give one line per level) in bold."""
+    return "  \n".join(_LEVEL.sub(r"**\1**", md_escape(line)) for line in text.splitlines())

@@ -19,7 +19,7 @@ from core.pipeline import make_backend
 from core.retrieval.base import SECTIONS, Retrieval, get_strategy, strategy_names
 from core.workspace import ask
 from ui import resources as R
-from ui.text import md_escape, md_label
+from ui.text import md_answer, md_escape, md_label
 
 store, settings = R.store(), R.settings()
 ws = R.current_workspace()
@@ -32,6 +32,7 @@ SECTION_HELP = {"local": "Detail", "bridge": "Connection", "global": "Overview"}
 MAX_ITEMS = 12
 _SECTION_NAME = re.compile(r"(^|; )((?:local|bridge|global)(?: and (?:local|bridge|global))*):")
 RESULTS = "ask_results"  # session state: (workspace name, [(Retrieval, answer text), ...])
+KEPT = "ask_form"  # session state: the question and strategies last asked (widget state is dropped off the page)
 
 
 def _about(name: str) -> tuple[str, str]:
@@ -133,7 +134,7 @@ def _timings(r: Retrieval) -> None:
 def _answer(i: int, r: Retrieval, text: str, wide: bool) -> None:
     label, description = _about(r.strategy)
     st.markdown(f"#### Answer · {label}")
-    st.markdown(md_escape(text))
+    st.markdown(md_answer(text))
     if description:
         st.caption(md_escape(description))
     if wide:
@@ -156,10 +157,15 @@ def _answer(i: int, r: Retrieval, text: str, wide: bool) -> None:
 
 
 names = strategy_names()
+kept = st.session_state.get(KEPT)
+if kept and "question" not in st.session_state:  # back on the page: the form as it was when last asked
+    st.session_state["question"] = kept[0]
+    st.session_state["strategies"] = [n for n in kept[1] if n in names]
 with st.form("ask"):
     q = st.text_area("Question", key="question", height=80,
                      placeholder="e.g. Which university trained the engineer who designed the barrier's gates?")
-    chosen = st.multiselect("Strategies", names, default=["hirag"] if "hirag" in names else names[:1],
+    chosen = st.multiselect("Strategies", names, default=None if "strategies" in st.session_state else
+                            (["hirag"] if "hirag" in names else names[:1]),
                             max_selections=3, key="strategies", format_func=lambda n: _about(n)[0],
                             help="Up to three, answered side by side on the same question.")
     submitted = st.form_submit_button("Ask", type="primary", icon=":material/send:")
@@ -187,10 +193,12 @@ if submitted:
             st.error(str(exc))
         if done:
             st.session_state[RESULTS] = (ws.name, done)
+            st.session_state[KEPT] = (q, list(chosen))
 
 shown = st.session_state.get(RESULTS)
 if shown is not None and shown[0] == ws.name:  # the last answers of this workspace, not another's
     results = shown[1]
+    st.markdown(f"**Question:** {md_escape(results[0][0].question)}")
     if len(results) == 1:
         _answer(0, *results[0], wide=True)
     else:

@@ -1,7 +1,7 @@
 """Graph: the heterograph at levels of detail. A big workspace opens on its communities as super-nodes; a click
 (or "Open community") opens one into its child communities and member entities, with a breadcrumb back up. Small
-workspaces, and a node's neighbourhood (from the Ask page), draw the nodes themselves. Filters, search, node
-details, one-hop expansion, export. Algorithms live in core/graph/explore.py; this page only draws."""
+workspaces, and a node's neighbourhood (from the Ask page), draw the nodes themselves; both views draw in the
+same canvas, where a click on a node shows its details. Filters, search, node details, one-hop expansion, export. Algorithms live in core/graph/explore.py; this page only draws."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import streamlit as st
 
 from core.graph import explore as X
 from core.graph.details import describe_node, search_nodes
-from core.graph.display import KIND_COLORS, available, display_graph, to_pyvis_html
+from core.graph.display import KIND_COLORS, available, display_graph
 from core.graph.drawing import level_color, method_color, vis_payload
 from core.graph.explore_index import fingerprint, load_index
 from ui import resources as R
@@ -48,12 +48,12 @@ def community_view(ws_id: int, key: str, cid: str | None, f: X.Filters, cap: int
 
 @st.cache_data(show_spinner="Drawing the graph…", max_entries=32)
 def node_view(ws_id: int, key: str, kinds: tuple[str, ...], cap: int, focus: str | None, f: X.Filters,
-              extra: tuple[str, ...], physics: bool, hier: bool) -> tuple[str, str, dict, list]:
+              extra: tuple[str, ...], physics: bool, hier: bool) -> tuple[dict, str, dict, list]:
     ix = explore_index(ws_id, key)
     methods = () if set(f.methods) >= set(ix.comm_method) else f.methods  # all methods: no filter
     flt = X.node_filter(ix, X.Filters(methods=methods, levels=f.levels, layers=f.layers, min_degree=f.min_degree))
     dg = display_graph(store, ws_id, list(kinds), cap, focus, flt, extra, f.min_degree)
-    return (to_pyvis_html(dg, height=HEIGHT, physics=physics, hierarchical=hier), dg.note, dg.available,
+    return (vis_payload(dg, HEIGHT, physics, hier), dg.note, dg.available,
             [(n.id, n.kind, n.label) for n in dg.nodes])
 
 
@@ -98,12 +98,13 @@ def open_community(cid: str) -> None:
 
 
 def on_canvas() -> None:
-    """A click in the canvas: a community super-node opens; any node shows its details below."""
+    """A click in the canvas: a community super-node opens (in the Communities view); any node shows its details
+    below."""
     ev = S.get("graph_canvas") or {}
     if not ev.get("id") or ev.get("seq") == S.get("graph_seq"):
         return
     S["graph_seq"] = ev["seq"]
-    if ev.get("kind") == "community" and ev["id"] in ix.comm_index:
+    if ev.get("kind") == "community" and ev["id"] in ix.comm_index and S.get("graph_mode") == "Communities":
         open_community(ev["id"])
     S["graph_pick"] = ev["id"]
 
@@ -178,7 +179,7 @@ if mode == "Communities":
     st.caption(note)
     graph_canvas(payload, key="graph_canvas", on_event=on_canvas)
 else:
-    html_doc, note, avail, drawn = node_view(ws.id, key, tuple(kinds), cap, focus, f, extra, physics, hier)
+    payload, note, avail, drawn = node_view(ws.id, key, tuple(kinds), cap, focus, f, extra, physics, hier)
     st.markdown(" ".join(chip(color, f"{kind} ({avail.get(kind, 0):,})") for kind, color in KIND_COLORS.items()
                          if kind in kinds and avail.get(kind)), unsafe_allow_html=True)
     if note:
@@ -190,7 +191,7 @@ else:
             S.pop("graph_focus_seen", None)
             S["graph_extra"] = []
             st.rerun()
-    st.iframe(html_doc, height=HEIGHT + 40)  # the pyvis page is the canvas plus its margins and border
+    graph_canvas(payload, key="graph_canvas", on_event=on_canvas)
 if extra:
     st.caption(f"{len(extra):,} nodes added by expanding neighbourhoods.")
     st.button("Clear expansions", on_click=lambda: S.update(graph_extra=[]))

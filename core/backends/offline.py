@@ -1,13 +1,15 @@
 """The offline language backend: deterministic heuristics that need no model server.
 
 Extraction is `core.extract.offline`; reports are extractive (central sentences, key names as the title);
-answers are extractive (the context sentences that best cover the question, with their source markers).
+answers are extractive: per level (local, bridge, global), the context sentence that best covers the question,
+named by its item and keeping its source marker.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import NamedTuple
 
 from core.backends.base import ContextBlock, Extraction, Finding, Report, Summary
 from core.extract.offline import extract_offline
@@ -79,37 +81,65 @@ class OfflineBackend:
         return Summary(title=truncate(title, 120), summary=truncate(summary, 700), keywords=keywords)
 
     def answer(self, question: str, context: ContextBlock) -> str:
-        """The sentences of the context that best cover the question's words, each keeping its [n] citation."""
+        """What this strategy found, level by level: for each of local, bridge and global, the context sentence
+        that best covers the question's words, named by the item it came from (an entity, a relationship, a
+        community report) and keeping its [n] citation; one line per level, so strategies side by side show how
+        their evidence differs. A sentence is said once, at the first level that has it."""
         q = set(content_words(question))
-        candidates: list[tuple[str, str, int]] = []  # (sentence, citation, section rank)
-        for rank, section in enumerate((context.local, context.bridge, context.global_)):
-            for item in section:
-                m = _CITE.match(item)
-                cite = f"[{m.group(1)}]" if m else ""
-                body = strip_label(item[m.end():] if m else item)
-                for s in split_sentences(body):
-                    candidates.append((s, cite, rank))
-        if not candidates or not q:
-            return "The retrieved context does not contain an answer to this question."
-        idf = idf_table(content_words(s) for s, _, _ in candidates)
-        scored = sorted(
-            ((overlap_score(q, s, idf) - 0.02 * rank, i) for i, (s, _, rank) in enumerate(candidates)),
-            key=lambda p: (-p[0], p[1]),
-        )
-        picked: list[str] = []
-        used: set[str] = set()
-        for score, i in scored:
-            if score <= 0 or len(picked) >= 3:
-                break
-            s, cite, _ = candidates[i]
-            key = " ".join(s.lower().split())
-            if any(key in u or u in key for u in used):  # the same sentence seen through another item
+        found = [_sentences(items) for items in (context.local, context.bridge, context.global_)]
+        if not q or not any(found):
+            return NO_ANSWER
+        idf = idf_table(content_words(c.text) for level in found for c in level)
+        lines, said = [], []
+        for name, items, level in zip(("Local", "Bridge", "Global"), (context.local, context.bridge,
+                                                                      context.global_), found):
+            ranked = sorted(((overlap_score(q, c.text, idf) - 0.01 * c.item, k) for k, c in enumerate(level)),
+                            key=lambda p: (-p[0], p[1]))
+            best = next((level[k] for score, k in ranked if score > 0 and not _said(level[k].text, said)), None)
+            if best is None:
+                lines.append(f"{name}: " + ("nothing at this level." if not items else
+                                            f"{len(items)} item(s), none on the question's words."))
                 continue
-            used.add(key)
-            picked.append(f"{s} {cite}".strip())
-        if not picked:
-            return "The retrieved context does not contain an answer to this question."
-        return " ".join(picked)
+            said.append(best.text)
+            via = f" (from “{truncate(best.label, 80)}”)" if best.label else ""
+            lines.append(f"{name}{via}: {best.text} {best.cite}".rstrip())
+        if not said:
+            return NO_ANSWER
+        return "\n".join(lines)
+
+
+NO_ANSWER = "The retrieved context does not contain an answer to this question."
+_HEADING = re.compile(r"(?:^|\s)#{1,6}\s+")  # Markdown headings inside chunk text end a sentence
+
+
+class _Sentence(NamedTuple):
+    text: str
+    cite: str
+    label: str
+    item: int  # the item's rank in its section (the strategy's own order)
+
+
+def _sentences(items: list[str]) -> list[_Sentence]:
+    out = []
+    for j, item in enumerate(items):
+        m = _CITE.match(item)
+        cite = f"[{m.group(1)}]" if m else ""
+        body = item[m.end():] if m else item
+        text = strip_label(body)
+        label = body[: len(body) - len(text)].removesuffix(": ") if text != body else ""
+        for part in _HEADING.split(text):
+            out.extend(_Sentence(s, cite, label, j) for s in split_sentences(part) if len(s.split()) >= 4)
+    return out
+
+
+def _said(text: str, said: list[str]) -> bool:
+    """The same sentence, possibly cut short with an ellipsis by the context's length limit."""
+    key = " ".join(text.lower().rstrip("…").split())
+    for other in said:
+        o = " ".join(other.lower().rstrip("…").split())
+        if key.startswith(o) or o.startswith(key):
+            return True
+    return False
 
 
 def _title(names: list[str]) -> str:

@@ -207,7 +207,8 @@ def test_show_on_graph_opens_the_graph_page_on_that_node(page):
         assert not at.exception, [e.value for e in at.exception]
         assert at.session_state["graph_focus"] == node_id
         assert [t.value for t in at.title] == ["Graph"]
-        drawn = _nodes_drawn(at.get("iframe")[0].proto.srcdoc)
+        (canvas,) = at.get("component_instance")
+        drawn = json.loads(canvas.proto.json_args)["data"]["nodes"]
         assert node_id in {n["id"] for n in drawn}
         assert len(drawn) > 1  # its neighbourhood (a community: its members)
 

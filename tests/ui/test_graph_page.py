@@ -1,8 +1,8 @@
 """The Graph page with AppTest (streamlit.testing.v1), on a copy of the built sample workspace (the session's
 `sample_built`): the view switch, super-nodes, opening a community by the "Open community" box (the canvas click
 itself is checked in tests/e2e/test_graph_browser.py), the breadcrumb back, the cap and its note, filters,
-search with node details, one-hop expansion and the export box. What the canvas component draws is read from its
-arguments (`json_args`); what the Nodes view draws, from the pyvis page."""
+search with node details, one-hop expansion and the export box. What the canvas component draws (in both views) is
+read from its arguments (`json_args`)."""
 
 from __future__ import annotations
 
@@ -63,12 +63,10 @@ def _canvas(at: AppTest) -> dict:
     return json.loads(comps[0].proto.json_args)["data"]
 
 
-def _pyvis_nodes(at: AppTest) -> list[dict]:
-    frames = at.get("iframe")
-    assert len(frames) == 1
-    doc = frames[0].proto.srcdoc
-    start = doc.index("nodes = new vis.DataSet(") + len("nodes = new vis.DataSet(")
-    return json.JSONDecoder().raw_decode(doc, start)[0]
+def _drawn_nodes(at: AppTest) -> list[dict]:
+    """The nodes the Nodes view draws: the same canvas as the Communities view, never a page of its own."""
+    assert not at.get("iframe")
+    return _canvas(at)["nodes"]
 
 
 def _communities(at: AppTest) -> AppTest:
@@ -97,10 +95,10 @@ def _open(at: AppTest, cid: str) -> AppTest:
 def test_small_workspace_opens_on_nodes_and_offers_communities(page, graph_home):
     store, ws = graph_home
     assert page.radio(key="graph_mode").value == "Nodes"  # the sample is small
-    assert _pyvis_nodes(page)
-    assert not page.get("component_instance")
+    nodes = _drawn_nodes(page)
+    assert nodes and {n["kind"] for n in nodes} <= {"entity", "community", "document"}
+    assert all("x" in n for n in nodes), "placed in the engine: drawn at once, no stabilization in the browser"
     _communities(page)
-    assert not page.get("iframe")
     data = _canvas(page)
     comms, _ = _rows(store, ws.id)
     roots = {c.id for c in comms.values() if not c.parent_id or c.parent_id not in comms}
@@ -196,7 +194,7 @@ def test_filters_and_colours(page, graph_home):
     next(m for m in page.multiselect if m.label == "HiRAG layers").set_value([1])
     _run(page)
     assert next(n for n in page.number_input if n.label == "Minimum degree").value == 0
-    entities = [n for n in _pyvis_nodes(page) if n["kind"] == "entity"]
+    entities = [n for n in _drawn_nodes(page) if n["kind"] == "entity"]
     with store.session() as s:
         layer1 = set(s.exec(select(Node.id).where(Node.workspace_id == ws.id, Node.kind == "entity", Node.layer == 1)))
     assert layer1 and {n["id"] for n in entities} == layer1
@@ -225,7 +223,7 @@ def test_search_details_expand_and_focus(page, graph_home):
     next(b for b in page.button if b.key == "graph_focus_btn").click()
     _run(page)
     assert page.radio(key="graph_mode").value == "Nodes"
-    assert pick in {n["id"] for n in _pyvis_nodes(page)}
+    assert pick in {n["id"] for n in _drawn_nodes(page)}
     assert any(i.value == "Neighbourhood of the selected node." for i in page.info)
 
 

@@ -191,21 +191,17 @@ def test_build_page_shows_all_stages_done_and_metrics(app, store):
 
 
 # -- Graph ---------------------------------------------------------------------------------------------------------
-def _drawn_nodes(srcdoc: str) -> list[dict]:
-    start = srcdoc.index("nodes = new vis.DataSet(") + len("nodes = new vis.DataSet(")
-    nodes, _ = json.JSONDecoder().raw_decode(srcdoc, start)
-    return nodes
+def _canvas_nodes(at: AppTest) -> list[dict]:
+    (comp,) = at.get("component_instance")
+    return json.loads(comp.proto.json_args)["data"]["nodes"]
 
 
-def test_graph_page_draws_an_offline_iframe_and_notes_the_cap(app, store):
+def test_graph_page_draws_on_the_canvas_and_notes_the_cap(app, store):
     _open(app, "views/graph.py")
     assert [t.value for t in app.title] == ["Graph"]
-    frames = app.get("iframe")
-    assert len(frames) == 1
-    srcdoc = frames[0].proto.srcdoc
-    assert "vis.Network" in srcdoc
-    assert not re.findall(r"""(?:src|href)\s*=\s*["']https?://""", srcdoc), "external resource in the graph page"
-    assert _drawn_nodes(srcdoc)
+    (comp,) = app.get("component_instance")
+    assert not re.findall(r"https?://", comp.proto.json_args), "an external resource in the drawing"
+    assert _canvas_nodes(app)
 
     ws = store.require_workspace("sample")
     counts = store.counts(ws.id)
@@ -223,7 +219,7 @@ def test_graph_page_draws_an_offline_iframe_and_notes_the_cap(app, store):
     assert m, notes[0]
     shown, of, cap = (int(g.replace(",", "")) for g in m.groups())
     assert cap == slider.min and 0 < shown <= cap < of == total
-    nodes = _drawn_nodes(app.get("iframe")[0].proto.srcdoc)
+    nodes = _canvas_nodes(app)
     assert len(nodes) == shown
     assert {n["kind"] for n in nodes} <= {"entity", "community", "document"}
 
