@@ -13,12 +13,13 @@ import streamlit as st
 
 from core.backends.base import BackendError
 from core.extract.text import truncate
-from core.graph.route import legend_html, route_graph, route_html
+from core.graph.route import legend_html, route_graph, route_payload
 from core.history import count_queries, export_json, list_queries, open_query
 from core.pipeline import make_backend
 from core.retrieval.base import SECTIONS, Retrieval, get_strategy, strategy_names
 from core.workspace import ask
 from ui import resources as R
+from ui.graph_canvas import graph_canvas
 from ui.text import md_answer, md_escape, md_label
 
 store, settings = R.store(), R.settings()
@@ -44,9 +45,9 @@ def _about(name: str) -> tuple[str, str]:
 
 
 @st.cache_data(show_spinner=False, max_entries=48)
-def _route(ws_id: int, build_version: int, payload: str, height: int) -> tuple[str, str, str]:
+def _route(ws_id: int, build_version: int, payload: str, height: int) -> tuple[dict, str, str]:
     rg = route_graph(Retrieval.from_dict(json.loads(payload)), store, ws_id)
-    return route_html(rg, height=height), legend_html(rg), rg.note
+    return route_payload(rg, height=height), legend_html(rg), rg.note
 
 
 def _show_on_graph(node_id: str, key: str) -> None:
@@ -106,12 +107,18 @@ def _path(i: int, r: Retrieval, height: int) -> None:
     if not r.path_nodes and not r.sources:
         st.caption("This strategy visited no graph nodes.")
         return
-    page, legend, note = _route(ws.id, ws.build_version, json.dumps(r.to_dict()), height)
+    drawing, legend, note = _route(ws.id, ws.build_version, json.dumps(r.to_dict()), height)
     with st.container(key=f"route_{i}"):
-        st.iframe(page, height=height + 40)
+        clicked = graph_canvas(drawing, key=f"route_canvas_{i}")
     st.markdown(legend, unsafe_allow_html=True)  # Strata's own role / kind names and colours only
     if note:
         st.caption(note)
+    node = next((n for n in drawing["nodes"] if clicked and n["id"] == clicked.get("id")), None)
+    if node is not None:  # a click on a node of the path: name it, and offer it on the Graph page
+        a, b = st.columns([4, 1], vertical_alignment="center")
+        a.caption(f"Clicked: {md_escape(node['label'])} · {node['kind']} · {', '.join(node['roles'])}")
+        with b:
+            _show_on_graph(node["id"], f"goroute_{i}")
 
 
 def _timings(r: Retrieval) -> None:

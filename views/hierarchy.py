@@ -8,6 +8,7 @@ import streamlit as st
 from core.extract.text import truncate
 from core.graph.hierarchy import METHODS, community_detail, find, hierarchy_figure, hierarchy_frame
 from ui import resources as R
+from ui.graph_canvas import graph_canvas
 from ui.text import md_escape, md_label
 
 store = R.store()
@@ -171,9 +172,9 @@ with st.container(border=True, key="hier_detail"):
                                               else ""))
             st.text(body[:20000])
     with tab_graph:
-        if det.graph_html:
+        if det.graph:
             if det.graph_note:
                 st.caption(det.graph_note)
-            st.iframe(det.graph_html, height=560)
+            graph_canvas(det.graph, key="hierarchy_subgraph")
         else:
             st.caption("No member entities to draw.")

@@ -1,15 +1,14 @@
-"""What the Graph page draws: a capped, typed subgraph of the heterograph, and its pyvis HTML.
+"""What the Graph page draws in its Nodes view: a capped, typed subgraph of the heterograph (core/graph/drawing.py
+turns it into the canvas component's payload).
 
 The subgraph is chosen in the engine, not the browser: at most `limit` nodes, the most important of each kind
 first (or the neighbourhood of a focus node), with a note saying what was left out. Text from documents is
-escaped before it reaches HTML; labels travel as JSON (pyvis' template escapes `<` and `>` there).
+escaped before it reaches HTML (tooltips); labels travel as JSON and are drawn on the canvas as text.
 """
 
 from __future__ import annotations
 
 import html
-import json
-import re
 from dataclasses import dataclass, field
 
 from sqlalchemy import func
@@ -266,69 +265,6 @@ def edges_between(store, ws_id: int, ids: set[str], collapse_relationships: bool
                         pairs.add((doc, ent))
             out += [DisplayEdge(d, e, "mentions") for d, e in sorted(pairs)]
     return out
-
-
-_materialize, _edges_between = materialize, edges_between  # older names (core/graph/hierarchy.py uses them)
-
-
-CDN_LINKS = re.compile(r"<link[^>]+cdn\.jsdelivr\.net[^>]*/>\s*|<script[^>]+cdn\.jsdelivr\.net[^>]*>\s*</script>\s*", re.S)
-TOOLTIP_JS = """
-<script>
-// titles are escaped HTML built by Strata; render them as elements (vis shows strings as plain text)
-(function () {
-  if (typeof nodes === 'undefined') { return; }
-  var updates = [];
-  nodes.forEach(function (n) {
-    if (typeof n.title === 'string') { var d = document.createElement('div'); d.innerHTML = n.title;
-      d.style.maxWidth = '380px'; d.style.whiteSpace = 'normal'; updates.push({id: n.id, title: d}); }
-  });
-  nodes.update(updates);
-  window.strataReady = true;
-})();
-</script>
-"""
-
-
-def to_pyvis_html(dg: DisplayGraph, height: int = 650, physics: bool = True, hierarchical: bool = False) -> str:
-    """Self-contained HTML (vis-network inlined, no CDN) drawing `dg`."""
-    from pyvis.network import Network
-
-    from core.graph.drawing import ensure_layout, vis_edge, vis_node, vis_options
-
-    net = Network(height=f"{height}px", width="100%", directed=True, cdn_resources="in_line", bgcolor="#ffffff")
-    levels = hierarchy_levels(dg)
-    if not hierarchical:
-        ensure_layout(dg)
-    for n in dg.nodes:
-        d = vis_node(n, levels.get(n.id) if hierarchical else None)
-        net.add_node(d.pop("id"), **d)
-    for e in dg.edges:
-        d = vis_edge(e)
-        net.add_edge(d.pop("from"), d.pop("to"), **d)
-    net.set_options(json.dumps(vis_options(physics, hierarchical, len(dg.nodes))))
-    page = net.generate_html(notebook=False)
-    page = CDN_LINKS.sub("", page)
-    return page.replace("</body>", TOOLTIP_JS + ("" if hierarchical else PLACED_JS) + "</body>")
-
-
-# The nodes arrive placed (drawing.layout) and physics starts without a stabilization pass: hide pyvis' loading bar
-# (it waits for stabilization events), show the whole drawing, fit it again once it settles (unless the user zoomed
-# or dragged first), and stop the simulation after a few seconds so an idle page does not keep a core busy.
-PLACED_JS = """
-<script>
-(function () {
-  var bar = document.getElementById('loadingBar');
-  if (bar) { bar.style.display = 'none'; }
-  if (typeof network === 'undefined') { return; }
-  var pending = true;
-  network.fit({animation: false});
-  network.on('zoom', function () { pending = false; });
-  network.on('dragStart', function () { pending = false; });
-  network.once('stabilized', function () { if (pending) { network.fit({animation: false}); } });
-  setTimeout(function () { network.stopSimulation(); }, 5000);
-})();
-</script>
-"""
 
 
 KIND_RANK = {"relationship": 0, "attribute": 0, "high_level": 0, "overview": 0, "topic": 1, "statement": 1,

@@ -1,5 +1,6 @@
 """How a `DisplayGraph` becomes vis-network data: node and edge dicts, options (physics, hierarchical layout), a
-layout computed in the engine, and the payload the Graph page's canvas component draws.
+layout computed in the engine, and the payload the canvas component draws (the Graph page; the Ask page's paths
+build theirs in core/graph/route.py with the same `positions` and `canvas_payload`).
 
 The layout is Fruchterman-Reingold (igraph) from a fixed circle, so a view always opens the same way and draws at
 once with physics off; with physics on, vis-network starts from it and needs few iterations. Tooltips are the
@@ -83,37 +84,35 @@ def vis_options(physics: bool, hierarchical: bool, n_nodes: int, placed: bool = 
     return opts
 
 
-def layout(dg: DisplayGraph) -> None:
-    """x, y for every node: Fruchterman-Reingold from a circle, seeded (the same view always opens the same way),
-    about 80·√n pixels across."""
+def positions(n: int, links: list[tuple[int, int, float]]) -> np.ndarray:
+    """x, y for `n` nodes joined by `links` (a, b, weight): Fruchterman-Reingold from a circle, seeded (the same
+    drawing always opens the same way), about 80·√n pixels across."""
     import igraph as ig
 
-    n = len(dg.nodes)
-    if not n:
-        return
-    idx = {nd.id: i for i, nd in enumerate(dg.nodes)}
-    pairs, weights = [], []
-    for e in dg.edges:
-        a, b = idx.get(e.src), idx.get(e.dst)
-        if a is not None and b is not None and a != b:
-            pairs.append((a, b))
-            weights.append(1.0 + math.log1p(max(0.0, e.weight - 1)))
+    if n <= 1:
+        return np.zeros((n, 2))
+    pairs = [(a, b) for a, b, _ in links if a != b]
+    weights = [w for a, b, w in links if a != b]
     angle = np.linspace(0, 2 * np.pi, n, endpoint=False)
     start = np.column_stack([np.cos(angle), np.sin(angle)]) * math.sqrt(n)
-    if n == 1:
-        coords = np.zeros((1, 2))
-    else:
-        g = ig.Graph(n=n, edges=pairs)
-        ig.set_random_number_generator(random.Random(n))  # a seeded generator of its own for this layout
-        try:
-            coords = np.array(g.layout_fruchterman_reingold(weights=weights or None, niter=300 if n <= 500 else 150,
-                                                            seed=start.tolist()).coords)
-        finally:
-            ig.set_random_number_generator(random)  # igraph's default: Python's `random` module
+    g = ig.Graph(n=n, edges=pairs)
+    ig.set_random_number_generator(random.Random(n))  # a seeded generator of its own for this layout
+    try:
+        coords = np.array(g.layout_fruchterman_reingold(weights=weights or None, niter=300 if n <= 500 else 150,
+                                                        seed=start.tolist()).coords)
+    finally:
+        ig.set_random_number_generator(random)  # igraph's default: Python's `random` module
     coords -= coords.mean(axis=0)
     span = float(np.abs(coords).max()) or 1.0
-    coords *= (80 * math.sqrt(n) + 60) / 2 / span
-    for nd, (x, y) in zip(dg.nodes, coords):
+    return coords * ((80 * math.sqrt(n) + 60) / 2 / span)
+
+
+def layout(dg: DisplayGraph) -> None:
+    """x, y for every node of `dg` (`positions`, heavier links pulling harder)."""
+    idx = {nd.id: i for i, nd in enumerate(dg.nodes)}
+    links = [(idx[e.src], idx[e.dst], 1.0 + math.log1p(max(0.0, e.weight - 1))) for e in dg.edges
+             if e.src in idx and e.dst in idx]
+    for nd, (x, y) in zip(dg.nodes, positions(len(dg.nodes), links)):
         nd.x, nd.y = float(x), float(y)
 
 
@@ -128,7 +127,13 @@ def vis_payload(dg: DisplayGraph, height: int = 680, physics: bool = True, hiera
     if not hierarchical:
         ensure_layout(dg)
     levels = hierarchy_levels(dg) if hierarchical else {}
-    body = {"nodes": [vis_node(n, levels.get(n.id)) for n in dg.nodes], "edges": [vis_edge(e) for e in dg.edges],
-            "options": vis_options(physics, hierarchical, len(dg.nodes)), "height": height}
+    return canvas_payload([vis_node(n, levels.get(n.id)) for n in dg.nodes], [vis_edge(e) for e in dg.edges],
+                          vis_options(physics, hierarchical, len(dg.nodes)), height)
+
+
+def canvas_payload(nodes: list[dict], edges: list[dict], options: dict, height: int) -> dict:
+    """What the canvas component (ui/graph_canvas.py) draws, with a `view` key naming this exact drawing (the
+    component redraws only when it changes)."""
+    body = {"nodes": nodes, "edges": edges, "options": options, "height": height}
     key = hashlib.sha1(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
     return {"view": key, **body}

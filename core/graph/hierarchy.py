@@ -298,7 +298,7 @@ class CommunityDetail:
     counts: dict[str, int]  # kind -> how many in all
     documents: list[SourceDoc]
     n_documents: int
-    graph_html: str = ""
+    graph: dict | None = None  # the members' subgraph, a canvas payload (core/graph/drawing.py)
     graph_note: str = ""
 
 
@@ -427,26 +427,20 @@ def _json(value) -> dict:
 
 
 # drawn inside a tab, the frame may start hidden (zero size): fit the drawing again once it gets its size
-_REFIT = """<script>
-window.addEventListener('resize', function () { if (window.network) { window.network.fit(); } });
-</script>
-"""
-
-
 def _draw(store, ws_id: int, det: CommunityDetail, cap: int) -> None:
-    """The members' subgraph as pyvis HTML: the summary entity itself, then its most mentioned entities, capped;
-    relationships drawn as entity—entity links, documents left out."""
-    from core.graph.display import DisplayGraph, _edges_between, _materialize, to_pyvis_html
+    """The members' subgraph for the canvas component: the summary entity itself, then its most mentioned
+    entities, capped; relationships drawn as entity—entity links, documents left out."""
+    from core.graph.display import DisplayGraph, edges_between, materialize
+    from core.graph.drawing import vis_payload
 
     ids = ([det.id] if det.kind == "summary" else [])
     ids += [m.id for k in ("summary entity", "entity") for m in det.members.get(k, [])]
     ids = list(dict.fromkeys(ids))[:cap]
     if not ids:
         return
-    nodes = _materialize(store, ws_id, ids)
-    edges = _edges_between(store, ws_id, {n.id for n in nodes}, collapse_relationships=True, collapse_chunks=False)
-    page = to_pyvis_html(DisplayGraph(nodes=nodes, edges=edges), height=520)
-    det.graph_html = page.replace("</body>", _REFIT + "</body>")
+    nodes = materialize(store, ws_id, ids)
+    edges = edges_between(store, ws_id, {n.id for n in nodes}, collapse_relationships=True, collapse_chunks=False)
+    det.graph = vis_payload(DisplayGraph(nodes=nodes, edges=edges), height=520)
     n_all = det.counts.get("entity", 0) + det.counts.get("summary entity", 0)
     if n_all > len(nodes):
         det.graph_note = f"Drawing the {len(nodes):,} most mentioned of {n_all:,} member entities."

@@ -1,4 +1,4 @@
-"""The route a strategy took (`Retrieval.path_nodes` / `path_edges`) as a small pyvis drawing for the Ask page.
+"""The route a strategy took (`Retrieval.path_nodes` / `path_edges`) as a small drawing for the Ask page.
 
 Nodes are coloured by kind (core/graph/display.py KIND_COLORS, plus "community") and shaped, bordered and sized by
 the role the strategy gave them (entry points, PPR cross nodes, key entities, bridge paths, communities, layer
@@ -11,22 +11,21 @@ With `with_sources` the drawing ends where the answer's evidence lives: each ran
 one of those stored edges.
 
 At most `limit` nodes are drawn, the most telling roles first, with a note saying what was left out. Text from
-documents is escaped before it reaches HTML (tooltips are escaped HTML, labels travel as JSON); the pyvis page is
-rendered with vis-network inlined and the bootstrap CDN links stripped, as on the Graph page, so `window.network`
-in the frame tells what was drawn.
+documents is escaped before it reaches HTML (tooltips are escaped HTML, labels travel as JSON); the drawing is a
+payload for the same canvas component as the Graph page's (vis-network from the local pyvis package, no CDN), so
+`window.network` in its frame tells what was drawn.
 """
 
 from __future__ import annotations
 
 import html
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 
 from sqlmodel import select
 
 from core.extract.text import truncate
-from core.graph.display import CDN_LINKS, KIND_COLORS, TOOLTIP_JS, tooltip
+from core.graph.display import KIND_COLORS, tooltip
 from core.models import Community, Document, Edge, Node
 from core.retrieval.base import Retrieval
 
@@ -206,35 +205,39 @@ def _font_color(hex_color: str) -> str:
     return "#ffffff" if 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2] < 150 else "#222222"
 
 
-def route_html(rg: RouteGraph, height: int = 420, physics: bool = True, legend: bool = False) -> str:
-    """Self-contained HTML (vis-network inlined, no CDN) drawing `rg`; `legend` appends legend_html below."""
-    from pyvis.network import Network
+def route_payload(rg: RouteGraph, height: int = 420, physics: bool = True) -> dict:
+    """The canvas component's payload drawing `rg`: nodes placed in the engine (drawn at once, fitted to the frame
+    however wide it is when shown), styled by role and coloured by kind."""
+    from core.graph.drawing import canvas_payload, positions
 
-    net = Network(height=f"{height}px", width="100%", directed=True, cdn_resources="in_line", bgcolor="#ffffff")
-    for n in rg.nodes:
+    idx = {n.id: i for i, n in enumerate(rg.nodes)}
+    xy = positions(len(rg.nodes), [(idx[e.src], idx[e.dst], 1.0) for e in rg.edges
+                                   if e.src in idx and e.dst in idx])
+    nodes = []
+    for n, (x, y) in zip(rg.nodes, xy):
         st_, fill = style_of(n.role), ROUTE_KIND_COLORS.get(n.kind, "#999999")
         inside = st_.shape in _LABEL_INSIDE
-        net.add_node(n.id, label=n.label, title=n.tooltip, shape=st_.shape, size=st_.size,
-                     borderWidth=st_.border_width, kind=n.kind, role=n.role, roles=n.roles,
-                     color={"background": fill, "border": st_.border,
-                            "highlight": {"background": fill, "border": "#000000"}},
-                     font={"size": 18 if n.role in _NAMED else 11,
-                           "color": _font_color(fill) if inside else "#222222"})
+        nodes.append({"id": n.id, "label": n.label, "title": n.tooltip, "shape": st_.shape, "size": st_.size,
+                      "borderWidth": st_.border_width, "kind": n.kind, "role": n.role, "roles": n.roles,
+                      "x": round(float(x), 1), "y": round(float(y), 1),
+                      "color": {"background": fill, "border": st_.border,
+                                "highlight": {"background": fill, "border": "#000000"}},
+                      "font": {"size": 18 if n.role in _NAMED else 11,
+                               "color": _font_color(fill) if inside else "#222222"}})
+    edges = []
     for e in rg.edges:
         st_ = style_of(e.role)
-        net.add_edge(e.src, e.dst, title=html.escape(f"{e.kind} · {e.role}"), color=st_.border,
-                     width=st_.edge_width, dashes=list(st_.dashes) if st_.dashes else False, arrows="to",
-                     role=e.role)
-    net.set_options(json.dumps({
+        edges.append({"from": e.src, "to": e.dst, "title": html.escape(f"{e.kind} · {e.role}"), "role": e.role,
+                      "color": st_.border, "width": st_.edge_width, "arrows": "to",
+                      "dashes": list(st_.dashes) if st_.dashes else False})
+    options = {
         "physics": {"enabled": physics, "solver": "forceAtlas2Based",
                     "forceAtlas2Based": {"gravitationalConstant": -60, "springLength": 80},
-                    "stabilization": {"iterations": 200}},
+                    "stabilization": {"enabled": False}, "minVelocity": 1.0},
         "interaction": {"hover": True, "tooltipDelay": 120, "navigationButtons": False},
         "edges": {"smooth": False},
-    }))
-    page = CDN_LINKS.sub("", net.generate_html(notebook=False))
-    tail = TOOLTIP_JS + (legend_html(rg) if legend else "")
-    return page.replace("</body>", tail + "</body>")
+    }
+    return canvas_payload(nodes, edges, options, height)
 
 
 def _symbol(shape: str, fill: str, border: str, width: float) -> str:

@@ -219,3 +219,29 @@ def wait_for_sample_build(pg, url: str) -> None:
         has_text=re.compile(r"Build finished · run \d+|Build failed|stopped without finishing"))
     expect(done.first).to_be_visible(timeout=BUILD_TIMEOUT_MS)
     assert "Build finished" in done.first.inner_text(), done.first.inner_text()
+
+
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+
+
+def shot(pg, name: str) -> Path:
+    """A screenshot of the whole app into tests/e2e/artifacts/NAME.png (Streamlit scrolls inside its own container,
+    so a full-page shot is one viewport: the viewport grows for it instead). Never raises: a failed screenshot must
+    not hide the failure it documents."""
+    out = ARTIFACTS / f"{name}.png"
+    with contextlib.suppress(Exception):
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        size = pg.viewport_size
+        pg.set_viewport_size({"width": size["width"], "height": 2400})
+        pg.wait_for_timeout(300)
+        pg.screenshot(path=str(out))
+        pg.set_viewport_size(size)
+    return out
+
+
+def assert_page_clean(pg) -> None:
+    """No Streamlit exception box on the page and no JavaScript error so far."""
+    from playwright.sync_api import expect
+
+    expect(pg.locator("[data-testid='stException']")).to_have_count(0)
+    assert not pg.js_errors, pg.js_errors

@@ -6,7 +6,6 @@ each one's path drawn on the graph; the question is then in the history, whose J
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -14,22 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import open_page, wait_for_sample_build
+from tests.e2e.conftest import open_page, shot, wait_for_sample_build
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 QUESTION = "Which university trained the engineer who designed the Halden Barrier's sluice gates?"
 
-
-def _shot(pg, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(Exception):  # a screenshot never hides the real failure
-        size = pg.viewport_size  # Streamlit scrolls inside its own container: grow the viewport instead
-        pg.set_viewport_size({"width": size["width"], "height": 2400})
-        pg.wait_for_timeout(300)
-        pg.screenshot(path=str(ARTIFACTS / f"{name}.png"))
-        pg.set_viewport_size(size)
 
 
 def _pick(pg, label: str) -> None:
@@ -83,7 +72,7 @@ def test_two_strategies_side_by_side_with_their_panels_and_drawn_paths(app_serve
         expect(hirag.locator(".st-key-panel_0_global [data-testid='stExpander']").first).to_be_visible()
 
         for i in (0, 1):
-            frame = pg.locator(f".st-key-route_{i} iframe[title='st.iframe']")
+            frame = pg.locator(f".st-key-route_{i} iframe[title='ui.graph_canvas.strata_graph']")
             expect(frame).to_have_count(1)
             handle = frame.element_handle().content_frame()
             assert handle is not None
@@ -104,14 +93,14 @@ def test_two_strategies_side_by_side_with_their_panels_and_drawn_paths(app_serve
         assert [(q["question"], q["strategy"]) for q in exported] == [(QUESTION, "hirag"), (QUESTION, "naive")]
         assert all(q["answer"] and q["result"]["sources"] for q in exported)
         if os.environ.get("STRATA_E2E_SCREENSHOTS"):
-            _shot(pg, "ask-side-by-side")
+            shot(pg, "ask-side-by-side")
 
         # an item's "Show on graph" opens the Graph page on that node
         hirag.get_by_role("tab", name=re.compile(r"^Local \(\d+\)$")).click()
         items.first.get_by_role("button", name=re.compile("Show on graph")).click()
         expect(pg.locator("h1", has_text="Graph")).to_be_visible()
         expect(pg.get_by_text("Neighbourhood of the selected node.")).to_be_visible()
-        graph = pg.locator("iframe[title='st.iframe']")
+        graph = pg.locator("iframe[title='ui.graph_canvas.strata_graph']")
         expect(graph).to_have_count(1)
         handle = graph.element_handle().content_frame()
         handle.wait_for_function("() => window.network && window.network.body.data.nodes.length > 0",
@@ -120,6 +109,6 @@ def test_two_strategies_side_by_side_with_their_panels_and_drawn_paths(app_serve
         assert not pg.js_errors, pg.js_errors
         assert not pg.blocked, pg.blocked  # nothing tried to leave the machine
     except BaseException:
-        _shot(pg, "ask-failure")
+        shot(pg, "ask-failure")
         print(f"server log ({log_path}):\n{log_path.read_text(errors='replace')[-4000:]}")
         raise

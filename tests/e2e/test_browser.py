@@ -1,30 +1,26 @@
-"""The app in a real browser, as a user would use it: `streamlit run app.py` on 127.0.0.1 and a free port, Debian's
-chromium driven by Playwright, every request that leaves the machine aborted.
+"""A newcomer's first hour, in a real browser: `streamlit run app.py` on 127.0.0.1 and a free port, Debian's chromium
+driven by Playwright, every request that leaves the machine aborted.
 
-One journey: the sample workspace builds on first start; a Markdown file and a broken binary are uploaded, the
-first is added and built, the second refused; the graph is drawn in its iframe; a question about the uploaded file
-is answered beside its local / bridge / global context and sources.
+The journey starts at the ROOT URL, as a first-time user does, and never uses a deep link: the sample builds on
+first start while the user watches the status change on the page they are on; they create a workspace by name,
+upload a Markdown file and a broken binary with the uploader, press "Add and build" and again watch the status
+change without a click; then Build, Hierarchy, Graph (the canvas has nodes), Ask with three strategies (three
+answers, their panels and their drawn paths), away from Ask and back (the answers are still there), and finally
+delete the workspace. On every page: no Streamlit exception box and no JavaScript error.
 
-Screenshots go to tests/e2e/artifacts/ on failure (and at every step with STRATA_E2E_SCREENSHOTS=1)."""
+Screenshots of every step go to tests/e2e/artifacts/first-hour-*.png."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import time
-from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import open_page
+from tests.e2e.conftest import BUILD_TIMEOUT_MS, assert_page_clean, open_page, shot
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-BUILD_TIMEOUT_MS = 180_000
-
+WS = "lighthouse-notes"
 UPLOAD_NAME = "brackwater_lighthouse.md"
 UPLOAD_TEXT = """# The Brackwater Lighthouse
 
@@ -35,165 +31,182 @@ In 1998 the keeper Tamsin Achterberg restored the Fresnel lens of the Brackwater
 learned lens grinding at the Pellow Glassworks in Saltmere, and the Saltmere Maritime Society paid for the repair.
 
 Today the Saltmere Maritime Society maintains the Brackwater Lighthouse and opens it to visitors every summer.
+The Saltmere Harbour Trust sold Gull Point to the Saltmere Maritime Society in 1976.
 """
 BINARY_NAME = "scanned_contract.pdf"
 QUESTION = "Who restored the Fresnel lens of the Brackwater Lighthouse, and where did she learn lens grinding?"
+STRATEGIES = [("HiRAG", "hirag"), ("NodeRAG", "noderag"), ("GraphRAG local", "graphrag-local")]
 
 
-# -- screenshots ----------------------------------------------------------------------------------------------------
-def _shot(pg, name: str, always: bool = True) -> None:
-    if not always and not os.environ.get("STRATA_E2E_SCREENSHOTS"):
-        return
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(Exception):
-        # Streamlit scrolls inside its own container, so a full-page shot is one viewport: grow the viewport instead
-        size = pg.viewport_size
-        pg.set_viewport_size({"width": size["width"], "height": 2600})
-        pg.wait_for_timeout(300)
-        pg.screenshot(path=str(ARTIFACTS / f"{name}.png"))
-        pg.set_viewport_size(size)
+def _sidebar(pg):
+    return pg.locator("[data-testid='stSidebar']")
 
 
-def _step(pg, name: str) -> None:
-    _shot(pg, name, always=False)
+def _status_cell(pg, workspace: str):
+    """The workspaces table's row for `workspace`, as text (the grid draws on a canvas; its rows are in the DOM
+    for screen readers)."""
+    return pg.locator("[data-testid='stDataFrame']").first.locator("tr[role='row']").filter(
+        has=pg.locator("td", has_text=re.compile(rf"^{re.escape(workspace)}$")))
 
 
-# -- helpers: what a user sees and clicks ---------------------------------------------------------------------------
-def _go(pg, title: str) -> None:
-    """Open a page from the sidebar navigation and wait for its title."""
-    open_page(pg, title)
+def _add_strategies(pg, labels: list[str]) -> None:
+    box = pg.locator("[data-testid='stMultiSelect']", has_text="Strategies")
+    for label in labels:
+        box.locator("input").first.click()
+        pg.keyboard.type(label)  # the list is long: filter it as a user would
+        pg.get_by_role("option", name=re.compile(rf"^{re.escape(label)}")).first.click()
+    pg.keyboard.press("Escape")
 
 
-def _build_finished(pg, after_run: int = 0) -> int:
-    """On the Build page: wait for 'Build finished · run N' with N > after_run and return N; fail at once when the
-    page says the build failed or its worker is gone."""
-    from playwright.sync_api import expect
-
-    finished = re.compile(r"Build finished · run (\d+)")
-    outcome = pg.locator("[data-testid='stAlert']").filter(
-        has_text=re.compile(r"Build finished · run \d+|Build failed|stopped without finishing"))
-    deadline = time.monotonic() + BUILD_TIMEOUT_MS / 1000
-    while True:
-        left_ms = int((deadline - time.monotonic()) * 1000)
-        assert left_ms > 0, f"no build after run {after_run} finished in {BUILD_TIMEOUT_MS // 1000} s"
-        expect(outcome.first).to_be_visible(timeout=left_ms)
-        text = outcome.first.inner_text()
-        m = finished.search(text)
-        assert m, f"the build did not finish: {text}"
-        if int(m.group(1)) > after_run:
-            return int(m.group(1))
-        pg.wait_for_timeout(500)  # still the previous run on screen: the page is about to show the new one
+def _canvas_nodes(pg, locator: str) -> list[dict]:
+    frame = pg.locator(locator).first
+    handle = frame.element_handle().content_frame()
+    assert handle is not None
+    handle.wait_for_function("() => window.network && window.network.body.data.nodes.length > 0", timeout=30_000)
+    return handle.evaluate("() => window.network.body.data.nodes.get().map(n => ({id: n.id, kind: n.kind, "
+                           "label: n.label, role: n.role}))")
 
 
-def _sidebar_build(pg) -> int:
-    from playwright.sync_api import expect
-
-    cap = pg.locator("[data-testid='stSidebar'] [data-testid='stCaptionContainer']", has_text="· build ")
-    expect(cap.first).to_be_visible()
-    return int(re.search(r"· build (\d+)", cap.first.inner_text()).group(1))
-
-
-# -- the journey --------------------------------------------------------------------------------------------------
-def test_user_journey(app_server, page, tmp_path):
+def test_first_hour_from_the_root_url(app_server, page, tmp_path):
     from playwright.sync_api import expect
 
     url, home, log_path = app_server
     pg = page
     try:
-        # 1. First start, through a deep link: the router still runs (sidebar, sample workspace created and
-        #    built in the background), rather than the page file alone.
-        pg.goto(url.rstrip("/") + "/build")
-        expect(pg.locator("h1", has_text="Build")).to_be_visible(timeout=60_000)
-        expect(pg.locator("[data-testid='stSidebar']")).to_contain_text("Backend: offline")
-        expect(pg.locator("[data-testid='stSidebarNav']")).to_contain_text("Workspaces & upload")
-        first_run = _build_finished(pg)
-        _go(pg, "Workspaces & upload")
+        # 1. The root URL: the Workspaces page, the offline backend named, the sample building on first start.
+        #    Nobody clicks: the sidebar and the table follow the worker until the sample is built.
+        pg.goto(url)
         expect(pg.locator("h1", has_text="Workspaces & upload")).to_be_visible(timeout=60_000)
-        _step(pg, "01-workspaces-first-start")
-        _go(pg, "Build")
-        _build_finished(pg)
-        _step(pg, "02-sample-built")
-        expect(pg.locator("[data-testid='stMetric']", has_text="Documents")).to_contain_text("15")
-        build_before = _sidebar_build(pg)
-        assert build_before >= 1
+        expect(_sidebar(pg)).to_contain_text("Backend: offline")
+        shot(pg, "first-hour-01-root")
+        expect(_sidebar(pg)).to_contain_text("· build 1", timeout=BUILD_TIMEOUT_MS)
+        expect(_status_cell(pg, "sample")).to_contain_text("built")
+        expect(_sidebar(pg)).not_to_contain_text("Building")
+        assert_page_clean(pg)
+        shot(pg, "first-hour-02-sample-built")
 
-        # 2. Upload a Markdown file and a broken binary; add and build.
-        _go(pg, "Workspaces & upload")
-        expect(pg.locator("[data-testid='stDataFrame']").first).to_be_visible()
+        # 2. Create a workspace by name: it becomes the current one, with no error.
+        pg.get_by_label("Name").fill(WS)
+        pg.get_by_role("button", name=re.compile("Create")).click()
+        expect(pg.get_by_role("heading", name=f"Add documents to “{WS}”")).to_be_visible()
+        expect(_sidebar(pg).get_by_role("combobox", name="Workspace")).to_have_value(WS)
+        expect(_status_cell(pg, WS)).to_contain_text("not built")
+        assert_page_clean(pg)
+        shot(pg, "first-hour-03-created")
+
+        # 3. Upload a Markdown file and a broken binary with the uploader; add and build.
         md = tmp_path / UPLOAD_NAME
         md.write_text(UPLOAD_TEXT, encoding="utf-8")
         junk = tmp_path / BINARY_NAME
         junk.write_bytes(bytes(range(256)) * 16)  # a .pdf that is not a PDF
         pg.locator("[data-testid='stFileUploader'] input[type='file']").set_input_files([str(md), str(junk)])
         uploader = pg.locator("[data-testid='stFileUploader']")
-        for name in (UPLOAD_NAME, BINARY_NAME):  # long names are shortened on screen; the remove buttons say all
+        for name in (UPLOAD_NAME, BINARY_NAME):
             expect(uploader.get_by_role("button", name=f"Remove {name}")).to_be_visible()
         add = pg.get_by_role("button", name=re.compile("Add and build"))
         expect(add).to_be_enabled()
-        _step(pg, "03-files-chosen")
         add.click()
-        expect(pg.get_by_text("1 document(s) added", exact=False)).to_be_visible(timeout=60_000)
+        expect(pg.get_by_text("1 document(s) added, 1 refused")).to_be_visible(timeout=60_000)
         refusal = pg.locator("[data-testid='stAlert']", has_text=BINARY_NAME)
         expect(refusal).to_contain_text("refused")
-        expect(refusal).to_contain_text("PDF")
-        expect(pg.locator("[data-testid='stAlert']", has_text=UPLOAD_NAME)).to_have_count(0)
-        _step(pg, "04-added-and-refused")
+        shot(pg, "first-hour-04-added")
 
-        # 3. The new build finishes; the sidebar shows the next build number.
-        pg.locator("[data-testid='stPageLink']", has_text="Watch the build").click()
-        expect(pg.locator("h1", has_text="Build")).to_be_visible()
-        second_run = _build_finished(pg, after_run=first_run)
-        assert second_run > first_run
-        expect(pg.locator("[data-testid='stMetric']", has_text="Documents")).to_contain_text("16")
-        expect(pg.locator("[data-testid='stSidebar']")).to_contain_text(f"· build {build_before + 1}")
-        _step(pg, "05-upload-built")
+        # 4. Watch the status change on this page, without a click: building, then built.
+        expect(_sidebar(pg)).to_contain_text("Building", timeout=30_000)
+        expect(_status_cell(pg, WS)).to_contain_text("building")
+        shot(pg, "first-hour-05-building")
+        expect(_sidebar(pg)).to_contain_text("· build 1", timeout=BUILD_TIMEOUT_MS)
+        expect(_status_cell(pg, WS)).to_contain_text("built")
+        expect(_status_cell(pg, WS)).not_to_contain_text("building")
+        assert_page_clean(pg)
+        shot(pg, "first-hour-06-built")
 
-        # 4. The graph: pyvis in an iframe, drawn offline, with the uploaded document among its nodes.
-        _go(pg, "Graph")
-        iframe = pg.locator("iframe[title='st.iframe']")
-        expect(iframe).to_have_count(1, timeout=60_000)
-        assert iframe.get_attribute("srcdoc")
-        frame = pg.frame_locator("iframe[title='st.iframe']")
-        expect(frame.locator("canvas").first).to_be_attached(timeout=30_000)
-        handle = iframe.element_handle().content_frame()
-        if handle is not None:
-            handle.wait_for_function("() => window.network && window.network.body.data.nodes.length > 0",
-                                     timeout=30_000)
-            n_nodes = handle.evaluate("() => window.network.body.data.nodes.length")
-            docs = handle.evaluate("() => window.network.body.data.nodes.get()"
-                                   ".filter(n => n.kind === 'document').map(n => n.label)")
-        else:  # same-origin srcdoc frame reached from the page
-            js = "document.querySelector(\"iframe[title='st.iframe']\").contentWindow"
-            pg.wait_for_function(f"() => {js}.network && {js}.network.body.data.nodes.length > 0", timeout=30_000)
-            n_nodes = pg.evaluate(f"() => {js}.network.body.data.nodes.length")
-            docs = pg.evaluate(f"() => {js}.network.body.data.nodes.get()"
-                               ".filter(n => n.kind === 'document').map(n => n.label)")
-        assert n_nodes > 0
-        assert any("Brackwater" in d for d in docs), docs
-        _step(pg, "06-graph")
+        # 5. Build: finished, one document.
+        open_page(pg, "Build")
+        expect(pg.locator("[data-testid='stAlert']", has_text="Build finished")).to_be_visible()
+        expect(pg.locator("[data-testid='stMetric']", has_text="Documents")).to_contain_text("1")
+        assert_page_clean(pg)
+        shot(pg, "first-hour-07-build")
 
-        # 5. Ask about the uploaded file with HiRAG: three panels with items, and sources.
-        _go(pg, "Ask")
+        # 6. Hierarchy: a picture of the hierarchy.
+        open_page(pg, "Hierarchy")
+        expect(pg.locator(".js-plotly-plot").first).to_be_visible(timeout=60_000)
+        assert_page_clean(pg)
+        shot(pg, "first-hour-08-hierarchy")
+
+        # 7. Graph: the canvas has nodes, the uploaded document among them.
+        open_page(pg, "Graph")
+        nodes = _canvas_nodes(pg, "iframe[title='ui.graph_canvas.strata_graph']")
+        assert any(n["kind"] == "document" and "Brackwater" in n["label"] for n in nodes), nodes[:5]
+        assert_page_clean(pg)
+        shot(pg, "first-hour-09-graph")
+
+        # 8. Ask with three strategies: three answers side by side, each with its panels, and three drawn paths.
+        open_page(pg, "Ask")
         pg.get_by_label("Question").fill(QUESTION)
+        ms = pg.locator("[data-testid='stMultiSelect']", has_text="Strategies")
+        expect(ms).to_contain_text("HiRAG (local + bridge + global)")  # the default
+        _add_strategies(pg, [label for label, _ in STRATEGIES[1:]])
         pg.locator("[data-testid='stFormSubmitButton'] button", has_text="Ask").click()
-        expect(pg.get_by_role("heading", name="Sources")).to_be_visible(timeout=120_000)
-        expect(pg.get_by_role("heading", name=re.compile("Answer · HiRAG"))).to_be_visible()
-        # (the page streams in: wait on each expected element rather than counting at once)
-        for key, head in (("local", "Local"), ("bridge", "Bridge"), ("global", "Global")):
-            panel = pg.locator(f".st-key-panel_{key}")
-            expect(panel).to_contain_text(head)
-            items = panel.locator("[data-testid='stExpander']")
-            expect(items.first, f"the {head} panel has no items").to_be_visible()
-            assert items.count() >= 1
-        sources = pg.locator("[data-testid='stExpander'] summary").filter(has_text=re.compile(r"\[\d+\] "))
-        expect(sources.first).to_contain_text("Brackwater Lighthouse")
-        expect(pg.locator("[data-testid='stMarkdownContainer']", has_text="Tamsin Achterberg").first).to_be_visible()
-        _step(pg, "07-ask")
+        heads = pg.get_by_role("heading", name=re.compile(r"^Answer · "))
+        expect(heads).to_have_count(3, timeout=120_000)
+        for i, (label, _) in enumerate(STRATEGIES):
+            assert label in heads.nth(i).inner_text()
+            column = pg.locator(f".st-key-answer_{i}")
+            for section in ("Local", "Bridge", "Global"):
+                expect(column.get_by_role("tab", name=re.compile(rf"^{section} \(\d+\)$"))).to_be_visible()
+            expect(column.get_by_role("heading", name="Sources")).to_be_visible()
+        answers = [pg.locator(f".st-key-answer_{i} [data-testid='stMarkdownContainer']").nth(1).inner_text()
+                   for i in range(3)]
+        assert all(a.startswith("Local") and "Bridge" in a and "Global" in a for a in answers), answers
+        assert len(set(answers)) == 3, "three strategies, three different answers"
+        assert "Tamsin Achterberg" in " ".join(answers)
+        for i in range(3):
+            pg.get_by_role("tab", name=re.compile(rf"^Path · {STRATEGIES[i][0]}")).click()
+            drawn = _canvas_nodes(pg, f".st-key-route_{i} iframe[title='ui.graph_canvas.strata_graph']")
+            assert {"entry", "result"} <= {n["role"] for n in drawn}, {n["role"] for n in drawn}
+        assert_page_clean(pg)
+        shot(pg, "first-hour-10-ask")
 
-        assert not pg.js_errors, pg.js_errors
+        # 9. Leave Ask and come back: the answers, the question and the strategies are still there.
+        open_page(pg, "Build")
+        open_page(pg, "Ask")
+        expect(pg.get_by_role("heading", name=re.compile(r"^Answer · "))).to_have_count(3)
+        expect(pg.get_by_label("Question")).to_have_value(QUESTION)
+        expect(pg.get_by_text(f"Question: {QUESTION}")).to_be_visible()
+        assert [pg.locator(f".st-key-answer_{i} [data-testid='stMarkdownContainer']").nth(1).inner_text()
+                for i in range(3)] == answers
+        assert_page_clean(pg)
+        shot(pg, "first-hour-11-ask-again")
+
+        # 10. Delete the workspace: gone from the table and the picker; the sample is current again.
+        open_page(pg, "Workspaces & upload")
+        pg.get_by_text("Danger zone").click()
+        confirm = pg.get_by_label(re.compile("to delete this workspace"))
+        confirm.fill(WS)
+        confirm.press("Enter")  # Streamlit takes a text field's value on Enter or when it loses focus
+        pg.get_by_role("button", name=re.compile("Delete workspace")).click()
+        expect(pg.get_by_role("heading", name="Add documents to “sample”")).to_be_visible()
+        expect(_status_cell(pg, WS)).to_have_count(0)
+        assert not (home / "vectors" / WS).exists()
+        assert_page_clean(pg)
+        shot(pg, "first-hour-12-deleted")
+        assert not pg.blocked, pg.blocked  # nothing tried to leave the machine
     except BaseException:
-        _shot(pg, "journey-failure")
+        shot(pg, "first-hour-failure")
         print(f"server log ({log_path}):\n{log_path.read_text(errors='replace')[-4000:]}")
         for log in sorted((home / "logs").glob("run-*.log")):
             print(f"--- {log.name}\n{log.read_text(errors='replace')[-2000:]}")
         raise
+
+
+def test_a_deep_link_still_runs_the_router(app_server, page):
+    """A bookmark to a page (here /build) draws the shared sidebar and navigation too, not the page file alone."""
+    from playwright.sync_api import expect
+
+    url, _home, _log = app_server
+    page.goto(url.rstrip("/") + "/build")
+    expect(page.locator("h1", has_text="Build")).to_be_visible(timeout=60_000)
+    expect(_sidebar(page)).to_contain_text("Backend: offline")
+    expect(page.locator("[data-testid='stSidebarNav']")).to_contain_text("Workspaces & upload")
+    assert_page_clean(page)

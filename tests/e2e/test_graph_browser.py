@@ -6,25 +6,18 @@ app from the local pyvis package: nothing leaves the machine, and no JS error is
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import open_page, wait_for_sample_build
+from tests.e2e.conftest import open_page, shot, wait_for_sample_build
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 CANVAS = "iframe[title='ui.graph_canvas.strata_graph']"
 
-
-def _shot(pg, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(Exception):
-        pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
 def _graph(home: Path) -> tuple[dict[str, tuple], dict[str, set[str]]]:
@@ -50,16 +43,19 @@ def test_super_nodes_open_on_a_click_in_the_canvas(app_server, page):
     try:
         wait_for_sample_build(pg, url)
 
-        # the sample is small: the page opens on its nodes; the Communities view is one click away
+        # the sample is small: the page opens on its nodes (in the same canvas); the Communities view is one
+        # click away
         open_page(pg, "Graph")
-        expect(pg.locator("iframe[title='st.iframe']")).to_have_count(1)
-        pg.locator("[data-testid='stRadio'] label", has_text="Communities").first.click()
         canvas = pg.locator(CANVAS)
         expect(canvas).to_have_count(1)
         expect(pg.locator("iframe[title='st.iframe']")).to_have_count(0)
         frame = canvas.element_handle().content_frame()
         assert frame is not None
         frame.wait_for_function("() => window.network && window.network.body.data.nodes.length > 0", timeout=30_000)
+        assert {n["kind"] for n in _drawn(frame).values()} <= {"entity", "community", "document"}
+        nodes_view = frame.evaluate("() => window.strataView")
+        pg.locator("[data-testid='stRadio'] label", has_text="Communities").first.click()
+        frame.wait_for_function(f"() => window.strataView !== {json.dumps(nodes_view)}", timeout=30_000)
         comms, members = _graph(home)
         roots = {i for i, (_, _, p, _) in comms.items() if not p or p not in comms}
         overview = _drawn(frame)
@@ -86,7 +82,7 @@ def test_super_nodes_open_on_a_click_in_the_canvas(app_server, page):
             f"{len(members[target]):,} member entities, {len(kids_of[target]):,} child communities")
         expect(pg.locator(".st-key-graph_details")).to_be_visible()  # the clicked community's details
         if __import__("os").environ.get("STRATA_E2E_SCREENSHOTS"):
-            _shot(pg, "graph-community-open")
+            shot(pg, "graph-community-open")
 
         # a click on a child opens it in turn; Back climbs up one level, then to the overview
         child = max(kids_of[target], key=lambda c: len(members.get(c, ())))
@@ -109,6 +105,6 @@ def test_super_nodes_open_on_a_click_in_the_canvas(app_server, page):
         assert not pg.js_errors, pg.js_errors
         assert not pg.blocked, pg.blocked
     except BaseException:
-        _shot(pg, "graph-failure")
+        shot(pg, "graph-failure")
         print(f"server log ({log_path}):\n{log_path.read_text(errors='replace')[-4000:]}")
         raise

@@ -5,32 +5,24 @@ report, members and sources."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import sqlite3
 import time
-from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import open_page
+from tests.e2e.conftest import open_page, shot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
 BUILD_TIMEOUT_MS = 180_000
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 
 
 def _leiden_titles(home) -> dict[str, str]:
     with sqlite3.connect(home / "strata.db", timeout=10) as con:
         return dict(con.execute("select id, title from community where method = 'leiden'"))
 
-
-def _shot(pg, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(Exception):  # a screenshot never hides the real failure
-        pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
 def test_hierarchy_grows_on_the_build_page_and_a_click_opens_a_community(app_server, page):
@@ -56,7 +48,7 @@ def test_hierarchy_grows_on_the_build_page_and_a_click_opens_a_community(app_ser
             time.sleep(0.3)
         assert sectors.count() >= want, (sectors.count(), want)
         if os.environ.get("STRATA_E2E_SCREENSHOTS"):
-            _shot(pg, "h1-build-hierarchy-so-far")
+            shot(pg, "h1-build-hierarchy-so-far")
         # the Hierarchy page reads a finished build
         done = pg.locator("[data-testid='stAlert']").filter(
             has_text=re.compile(r"Build finished · run \d+|Build failed|stopped without finishing"))
@@ -102,16 +94,16 @@ def test_hierarchy_grows_on_the_build_page_and_a_click_opens_a_community(app_ser
         expect(detail.get_by_text(re.compile(r"document\(s\) mention its members"))).to_be_visible()
         expect(detail.locator("[data-testid='stSelectbox']", has_text="Read a source document")).to_be_visible()
         detail.get_by_role("tab", name="Subgraph").click()
-        frame = detail.locator("iframe[title='st.iframe']")
+        frame = detail.locator("iframe[title='ui.graph_canvas.strata_graph']")
         expect(frame).to_have_count(1)
         handle = frame.element_handle().content_frame()
         assert handle is not None
         handle.wait_for_function("() => window.network && window.network.body.data.nodes.length > 0",
                                  timeout=30_000)
         if os.environ.get("STRATA_E2E_SCREENSHOTS"):
-            _shot(pg, "h2-hierarchy-community-opened")
+            shot(pg, "h2-hierarchy-community-opened")
         assert not pg.js_errors, pg.js_errors
     except BaseException:
-        _shot(pg, "hierarchy-failure")
+        shot(pg, "hierarchy-failure")
         print(f"server log ({log_path}):\n{log_path.read_text(errors='replace')[-4000:]}")
         raise

@@ -15,22 +15,12 @@ from pathlib import Path
 import pytest
 
 from core.extract.text import truncate
-from tests.e2e.conftest import open_page, wait_for_sample_build
+from tests.e2e.conftest import open_page, shot, wait_for_sample_build
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 STALE = "stale: entity merges since this report was written"
 
-
-def _shot(pg, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(Exception):  # a screenshot never hides the real failure
-        size = pg.viewport_size
-        pg.set_viewport_size({"width": size["width"], "height": 2400})
-        pg.wait_for_timeout(300)
-        pg.screenshot(path=str(ARTIFACTS / f"{name}.png"))
-        pg.set_viewport_size(size)
 
 
 def _db(home, sql: str, *args):
@@ -70,7 +60,7 @@ def test_accept_a_merge_see_the_entity_and_its_stale_reports_then_undo(app_serve
         expect(row).to_contain_text("not in the graph now")
         assert _db(home, "SELECT count(*) FROM node WHERE id = ?", gone_id) == [(0,)]
         if os.environ.get("STRATA_E2E_SCREENSHOTS"):
-            _shot(pg, "m1-merge-accepted")
+            shot(pg, "m1-merge-accepted")
 
         # 3. Hierarchy: a Leiden community holding the farm says its report is stale, and downloads as Markdown
         (title, level, size), = _db(
@@ -91,7 +81,7 @@ def test_accept_a_merge_see_the_entity_and_its_stale_reports_then_undo(app_serve
         assert text.startswith("# ") and "**Stale:** entity merges since this report was written" in text
         assert "Ashby Fen Farm" in text
         if os.environ.get("STRATA_E2E_SCREENSHOTS"):
-            _shot(pg, "m2-hierarchy-stale")
+            shot(pg, "m2-hierarchy-stale")
 
         # 4. back to the review: undo the merge; both entities are back and the report is no longer stale
         open_page(pg, "Quality")
@@ -105,6 +95,6 @@ def test_accept_a_merge_see_the_entity_and_its_stale_reports_then_undo(app_serve
         assert not pg.js_errors, pg.js_errors
         assert not pg.blocked, pg.blocked
     except BaseException:
-        _shot(pg, "merge-failure")
+        shot(pg, "merge-failure")
         print(f"server log ({log_path}):\n{log_path.read_text(errors='replace')[-4000:]}")
         raise

@@ -6,26 +6,18 @@ community opens on the Graph page."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import sqlite3
-from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import open_page, wait_for_sample_build
+from tests.e2e.conftest import open_page, shot, wait_for_sample_build
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(480)]
 
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 
-
-def _shot(pg, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(Exception):
-        pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
 def _build_modularity(home) -> dict:
@@ -64,7 +56,7 @@ def test_quality_metrics_and_a_what_if_variant(app_server, page):
         expect(figures.locator("[data-testid='stMetric']").filter(has_text="Modularity")
                .locator("[data-testid='stMetricValue']")).to_have_text(f"{_build_modularity(home)['1']:.3f}")
         if os.environ.get("STRATA_E2E_SCREENSHOTS"):
-            _shot(pg, "q1-quality-metrics")
+            shot(pg, "q1-quality-metrics")
 
         # 2. What-if: a variant at resolution 2 and its comparison with the current partition
         pg.get_by_role("tab", name="What-if").click()
@@ -97,7 +89,7 @@ def test_quality_metrics_and_a_what_if_variant(app_server, page):
         expect(pg.locator("[data-testid='stAlert']").filter(has_text="already exists")).to_be_visible()
         if os.environ.get("STRATA_E2E_SCREENSHOTS"):
             table.scroll_into_view_if_needed()
-            _shot(pg, "q2-quality-what-if")
+            shot(pg, "q2-quality-what-if")
         # 3. The worst community opens on the Graph page (focus on its id)
         pg.get_by_role("tab", name="Metrics").click()
         pg.locator(".st-key-q_worst_0").get_by_role("button", name="Open on graph").click()
@@ -106,6 +98,6 @@ def test_quality_metrics_and_a_what_if_variant(app_server, page):
         assert not pg.js_errors, pg.js_errors
         assert not pg.blocked, pg.blocked
     except BaseException:
-        _shot(pg, "quality-failure")
+        shot(pg, "quality-failure")
         print(f"server log ({log_path}):\n{log_path.read_text(errors='replace')[-4000:]}")
         raise

@@ -97,9 +97,9 @@ def _heads(at: AppTest) -> list[str]:
     return [m.value for m in at.markdown if m.value.startswith("#### Answer")]
 
 
-def _nodes_drawn(srcdoc: str) -> list[dict]:
-    start = srcdoc.index("nodes = new vis.DataSet(") + len("nodes = new vis.DataSet(")
-    return json.JSONDecoder().raw_decode(srcdoc, start)[0]
+def _drawings(at: AppTest) -> list[list[dict]]:
+    """The nodes of every drawing on the page (paths and graphs all draw in the canvas component)."""
+    return [json.loads(c.proto.json_args)["data"]["nodes"] for c in at.get("component_instance")]
 
 
 def _check_panel(panel, name: str) -> int:
@@ -141,10 +141,9 @@ def test_one_strategy_answers_beside_three_panels_sources_and_its_path(page):
     first = sources[0]
     assert [t.label for t in _of_type(first, "tab")] == ["Best chunk", "Document"]
     assert len([t for t in _of_type(first, "text") if t.value.strip()]) == 2  # its chunk and its document
-    frames = at.get("iframe")
-    assert len(frames) == 1
-    drawn = _nodes_drawn(frames[0].proto.srcdoc)
+    (drawn,) = _drawings(at)
     assert {n["role"] for n in drawn} >= {"entry", "result"}
+    assert all("x" in n for n in drawn), "placed in the engine"
     legend = next(m.value for m in at.markdown if "route-legend" in m.value)
     assert 'data-role="entry"' in legend and 'data-role="result"' in legend
     assert any(c.value.startswith("Timings: ") and "retrieval" in c.value for c in at.caption)
@@ -162,11 +161,11 @@ def test_two_strategies_side_by_side_with_panels_paths_and_history(page, ask_hom
         assert [m for m in _of_type(column, "markdown") if m.value == "#### Sources"]
         assert [e for e in _of_type(column, "expander") if re.match(r"\[\d+\] ", e.label)]
     assert _check_panel(_block(at, "panel_1_local"), "local") > 0
-    frames = at.get("iframe")
-    assert len(frames) == 2  # one drawn path per strategy
-    roles = [{n["role"] for n in _nodes_drawn(f.proto.srcdoc)} for f in frames]
+    drawings = _drawings(at)
+    assert len(drawings) == 2  # one drawn path per strategy
+    roles = [{n["role"] for n in d} for d in drawings]
     assert "entry" in roles[0] and {"entry", "community"} <= roles[1]
-    assert all(n["kind"] == "chunk" or n["role"] == "result" for n in _nodes_drawn(frames[0].proto.srcdoc))
+    assert all(n["kind"] == "chunk" or n["role"] == "result" for n in drawings[0])
 
     # history: both answers, newest first; the export holds them with their full results
     table = next(d.value for d in at.dataframe if "question" in d.value.columns)
@@ -190,7 +189,7 @@ def test_two_strategies_side_by_side_with_panels_paths_and_history(page, ask_hom
     assert not at.exception, [e.value for e in at.exception]
     assert _heads(at) == [f"#### Answer · {get_strategy('naive').label}"]
     _block(at, "panel_local")
-    assert len(at.get("iframe")) == 1
+    assert len(_drawings(at)) == 1
 
 
 def test_show_on_graph_opens_the_graph_page_on_that_node(page):

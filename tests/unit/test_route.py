@@ -1,4 +1,4 @@
-"""core/graph/route.py: a Retrieval's path as a pyvis drawing: roles styled distinctly, a legend of the roles
+"""core/graph/route.py: a Retrieval's path as a drawing for the canvas component: roles styled distinctly, a legend of the roles
 present, sources hung off their best chunk by stored edges, document text escaped, the node cap with its note;
 and core/history.py over the same small store."""
 
@@ -14,7 +14,7 @@ from core.graph.route import (
     ROLES,
     legend_html,
     route_graph,
-    route_html,
+    route_payload,
     style_of,
 )
 from core.models import Community, Document, Edge, Node, QueryLog
@@ -26,11 +26,8 @@ EVIL_TEXT = "<img src=x onerror=alert(1)> & <b>bold</b>"
 REQUIRED_ROLES = ("entry", "cross", "key", "bridge", "community", "layer", "beam", "membership", "chunk", "result")
 
 
-def _drawn(page: str, what: str = "nodes") -> list[dict]:
-    marker = f"{what} = new vis.DataSet("
-    start = page.index(marker) + len(marker)
-    items, _ = json.JSONDecoder().raw_decode(page, start)
-    return items
+def _drawn(payload: dict, what: str = "nodes") -> list[dict]:
+    return payload[what]
 
 
 @pytest.fixture
@@ -98,7 +95,7 @@ def test_route_merges_roles_adds_sources_and_draws_each_role_distinctly(small):
     assert not any(e.dst in ("gone", "e9") for e in rg.edges)  # edges to nodes not drawn are dropped
     assert rg.roles == list(ROLES) + ["mystery"]  # node and edge roles, known ones in ROLES order
 
-    page = route_html(rg)
+    page = route_payload(rg)
     nodes = {n["id"]: n for n in _drawn(page)}
     assert set(nodes) == set(by_id)
     style = {n["role"]: (n["shape"], n["color"]["border"], n["size"]) for n in nodes.values()}
@@ -111,16 +108,18 @@ def test_route_merges_roles_adds_sources_and_draws_each_role_distinctly(small):
     by_role = {e["role"]: e for e in edges}
     assert by_role["bridge"]["color"] != by_role["beam"]["color"]
     assert by_role["membership"]["dashes"] and by_role["bridge"]["dashes"] is False
-    # drawn offline, like the Graph page: vis inlined, no CDN, window.network defined
-    assert "cdn.jsdelivr" not in page and "cdnjs" not in page and "var network" in page
+    # the canvas component's payload: placed in the engine, nothing that would load from elsewhere
+    assert all("x" in n and "y" in n for n in nodes.values())
+    assert "http" not in json.dumps(page) and page["view"] and page["height"] == 420
 
 
 def test_document_text_is_escaped_everywhere(small):
     store, ws = small
     rg = route_graph(_retrieval(), store, ws.id)
-    page = route_html(rg, legend=True)
-    assert "<script>alert" not in page and EVIL not in page
-    assert "<img src=x" not in page and "<b>bold</b>" not in page
+    page = route_payload(rg)
+    text = json.dumps([n["title"] for n in page["nodes"]] + [e["title"] for e in page["edges"]]) + legend_html(rg)
+    assert "<script>alert" not in text and EVIL not in text
+    assert "<img src=x" not in text and "<b>bold</b>" not in text
     e1 = next(n for n in _drawn(page) if n["id"] == "e1")
     assert e1["label"] == EVIL  # the label is JSON text, drawn on the canvas, never parsed as HTML
     assert "&lt;script&gt;" in e1["title"] and "&lt;img src=x" in e1["title"]
@@ -158,7 +157,7 @@ def test_the_cap_keeps_the_most_telling_roles_and_says_what_was_left_out(small):
     assert "25 beam" in rg.note
     kept = {n.id for n in rg.nodes}
     assert all(e.src in kept and e.dst in kept for e in rg.edges)
-    assert len(_drawn(route_html(rg))) == 20
+    assert len(_drawn(route_payload(rg))) == 20
     assert route_graph(r, store, ws.id, limit=300).note == ""
 
 
