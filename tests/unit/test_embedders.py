@@ -73,8 +73,8 @@ def cache_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module", params=FAST)
 def fast(request, cache_dir) -> MiniLMEmbedder:
-    if request.param == "torch-bf16" and not native_bf16():
-        pytest.skip("bfloat16 is emulated on this CPU; auto does not choose torch-bf16 here")
+    """Each fast runtime, forced, on whatever CPU runs the tests (bfloat16 is emulated, slower, where the CPU has no
+    native support: `auto` would not choose it there, but it must still give the same vectors)."""
     e = MiniLMEmbedder(runtime=request.param, cache_dir=cache_dir)
     e.embed(["warm up"])
     assert e.runtime == request.param
@@ -149,10 +149,19 @@ def test_thread_safe(cache_dir):
             assert np.array_equal(got, sequential[k])
 
 
-def test_auto_picks_the_fastest_exact_runtime(cache_dir):
+def test_auto_picks_the_fastest_exact_runtime(cache_dir, monkeypatch):
+    monkeypatch.delenv("STRATA_MINILM_RUNTIME", raising=False)  # (a test run may pin one for the whole suite)
     e = MiniLMEmbedder(cache_dir=cache_dir)
     e.embed(["x"])
     assert e.runtime == ("torch-bf16" if native_bf16() else "onnx")
+
+
+@pytest.mark.parametrize("runtime", FAST)
+def test_strata_minilm_runtime_pins_the_runtime_of_auto(cache_dir, monkeypatch, runtime):
+    monkeypatch.setenv("STRATA_MINILM_RUNTIME", runtime)
+    e = MiniLMEmbedder(cache_dir=cache_dir)
+    e.embed(["x"])
+    assert e.runtime == runtime
 
 
 def test_onnx_export_is_reused(cache_dir):
@@ -168,6 +177,7 @@ def test_onnx_export_is_reused(cache_dir):
 
 def test_falls_back_to_sentence_transformers(tmp_path, monkeypatch, caplog, reference):
     """No bfloat16 and an unusable cache folder: sentence-transformers, and a log line that says so."""
+    monkeypatch.delenv("STRATA_MINILM_RUNTIME", raising=False)
     monkeypatch.setattr(emb_mod, "native_bf16", lambda: False)
     blocked = tmp_path / "not_a_folder"
     blocked.write_text("a file where the cache folder should be")
