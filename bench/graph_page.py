@@ -235,14 +235,15 @@ def report(res: dict, command: str) -> list[str]:
     return lines
 
 
-def write_section(lines: list[str]) -> None:
+def write_section(lines: list[str], section: str = SECTION) -> None:
+    """Replace `section` of docs/BENCHMARKS.md with `lines` (or append it)."""
     path = ROOT / "docs" / "BENCHMARKS.md"
     text = path.read_text()
-    start = text.find(SECTION)
+    start = text.find(section)
     if start < 0:
         text = text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n"
     else:
-        end = text.find("\n## ", start + len(SECTION))
+        end = text.find("\n## ", start + len(section))
         text = text[:start] + "\n".join(lines) + "\n" + (text[end:] if end >= 0 else "")
     path.write_text(text)
 

@@ -230,6 +230,12 @@ def main() -> None:
 
         g = json.loads(graph.read_text())
         out += graph_report(g, g["command"]) + [""]
+    sample_graph = res / "graph_page_sample.json"
+    if sample_graph.exists():
+        from bench.graph_page_sample import report as sample_graph_report
+
+        g = json.loads(sample_graph.read_text())
+        out += sample_graph_report(g, g["command"]) + [""]
     quality = res / "quality-generated.json"
     if quality.exists():
         out += _quality_section(json.loads(quality.read_text()))

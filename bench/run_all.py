@@ -15,6 +15,7 @@ STEPS = [  # paths relative to the checkout, as the commands recorded in docs/BE
     ["bench.retrieval", "--set", "2wikimultihopqa"],
     ["bench.retrieval", "--set", "multihoprag_small"],
     ["bench.graph_page"],  # the Graph page in a real browser on the generated workspace
+    ["bench.graph_page_sample"],  # and its first drawing on the sample
     ["bench.quality", "--home", "bench/out/generated", "--workspace", "generated",
      "--out", "bench/results/quality-generated.json"],
     ["bench.report"],
