@@ -89,7 +89,7 @@ def stop_server(proc: subprocess.Popen) -> None:
         proc.wait(timeout=15)
 
 
-def _offline(route) -> None:
+def offline_only(route) -> None:
     u = urlparse(route.request.url)
     if u.scheme in ("data", "blob", "about") or u.hostname in ("127.0.0.1", "localhost"):
         route.continue_()
@@ -97,7 +97,7 @@ def _offline(route) -> None:
         route.abort()
 
 
-def _wait_view(pg, frame, old_view: str | None, t0: int) -> dict:
+def wait_view(pg, frame, old_view: str | None, t0: int) -> dict:
     """Wait for a new view in the canvas; its timings relative to `t0` (page clock, ms)."""
     cond = "window.network && window.network.body.data.nodes.length > 0 && window.strataTimes.nodes"
     if old_view is not None:
@@ -113,7 +113,7 @@ def _wait_view(pg, frame, old_view: str | None, t0: int) -> dict:
 def session(browser, url: str, rank: int, cap_max: bool = False) -> dict:
     """One fresh browser session: the app, then Graph from the sidebar, then the `rank`-th largest super-node."""
     ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
-    ctx.route("**/*", _offline)
+    ctx.route("**/*", offline_only)
     pg = ctx.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
@@ -126,7 +126,7 @@ def session(browser, url: str, rank: int, cap_max: bool = False) -> dict:
         canvas = pg.locator(CANVAS)
         canvas.wait_for(state="attached", timeout=120_000)
         frame = canvas.element_handle().content_frame()
-        nav = _wait_view(pg, frame, None, t0)
+        nav = wait_view(pg, frame, None, t0)
         if cap_max:  # the node cap slider to its maximum (End key on its thumb)
             view = frame.evaluate("() => window.strataView")
             slider = pg.get_by_role("slider").first
@@ -145,7 +145,7 @@ def session(browser, url: str, rank: int, cap_max: bool = False) -> dict:
         view = frame.evaluate("() => window.strataView")
         t0 = pg.evaluate("Date.now()")
         pg.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
-        opened = _wait_view(pg, frame, view, t0)
+        opened = wait_view(pg, frame, view, t0)
         opened["members"] = target[1]
         return {"nav": nav, "open": opened, "errors": errors}
     finally:

@@ -24,7 +24,7 @@ import tempfile
 from datetime import date
 from pathlib import Path
 
-from bench.graph_page import CANVAS, _offline, _wait_view, start_server, stop_server
+from bench.graph_page import CANVAS, offline_only, wait_view, start_server, stop_server
 from bench.machine import machine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +33,7 @@ SECTION = "## Graph page on the sample"
 
 def session(browser, url: str) -> dict:
     ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
-    ctx.route("**/*", _offline)
+    ctx.route("**/*", offline_only)
     pg = ctx.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
@@ -47,7 +47,7 @@ def session(browser, url: str) -> dict:
         title = (pg.evaluate("Date.now()") - t0) / 1000
         canvas = pg.locator(CANVAS)
         canvas.wait_for(state="attached", timeout=60_000)
-        nav = _wait_view(pg, canvas.element_handle().content_frame(), None, t0)
+        nav = wait_view(pg, canvas.element_handle().content_frame(), None, t0)
         return {"title_s": title, **nav, "after_page_s": nav["drawn_s"] - title, "errors": errors}
     finally:
         ctx.close()

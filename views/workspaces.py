@@ -71,7 +71,7 @@ backend = st.radio("Build with", ["offline", "ollama"], horizontal=True,
 if st.button("Add and build", type="primary", disabled=not files, icon=":material/upload:"):
     with st.spinner("Reading files…"):
         report = ingest_uploads(store, ws, [(f.name, f.getvalue()) for f in files], settings)
-    st.session_state["last_ingest"] = report
+    st.session_state["last_ingest"] = (ws.name, report)  # shown for this workspace only
     st.session_state["upload_round"] = st.session_state.get("upload_round", 0) + 1
     if report.added:
         try:
@@ -80,7 +80,8 @@ if st.button("Add and build", type="primary", disabled=not files, icon=":materia
             st.session_state["build_error"] = str(exc)
     st.rerun()
 
-report = st.session_state.get("last_ingest")
+last = st.session_state.get("last_ingest")
+report = last[1] if last is not None and last[0] == ws.name else None
 if report is not None:
     (st.success if report.added else st.info)(report.summary())
     for r in report.refusals:

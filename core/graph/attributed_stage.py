@@ -39,7 +39,7 @@ from core.graph.chnsw import CHNSW
 from core.graph.communities import community_id, write_communities
 from core.graph.entity_graph import load_entity_graph
 from core.graph.reports import MAX_ENTITIES, Element, report_material
-from core.index.stage import _embed_missing, node_text_for_embedding
+from core.index.stage import embed_missing, node_text_for_embedding
 from core.models import Community, Edge, Node
 from core.store import content_id
 
@@ -274,7 +274,7 @@ def _embed_layer(ctx, comms: list[Comm], layer: int, provisional: int, node_vecs
             ctx.index.upsert("community", [comms[gi].id for gi in copy],
                              np.vstack([node_vecs[int(level.groups[gi][0])] for gi in copy]),
                              [rows[gi][2] | {"h": content_id(rows[gi][1])} for gi in copy])
-    for done, total in _embed_missing(ctx, "community", rows):
+    for done, total in embed_missing(ctx, "community", rows):
         yield Progress(done, total, f"layer {layer}: embedded {done}/{total} community summaries")
     vec_of = ctx.index.vectors("community", [c.id for c in comms])
     if len(vec_of) < len(comms):

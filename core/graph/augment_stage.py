@@ -29,7 +29,7 @@ from sqlmodel import select
 
 from core.extract.text import STOPWORDS, truncate
 from core.graph import noderag
-from core.index.stage import _embed_missing, node_text_for_embedding
+from core.index.stage import embed_missing, node_text_for_embedding
 from core.models import Community, Edge, Node
 from core.store import content_id
 
@@ -375,7 +375,7 @@ def augment_stage(ctx) -> Iterator:
         rows = _embed_rows(ctx, kind)
         live = {r[0] for r in rows}
         ctx.index.delete(kind, [i for i in ctx.index.existing(kind) if i not in live])
-        for done, total in _embed_missing(ctx, kind, rows):
+        for done, total in embed_missing(ctx, kind, rows):
             yield Progress(done, total, f"embedded {done}/{total} {kind.replace('_', '-')} nodes", counts)
         if ctx.should_stop():
             return

@@ -157,13 +157,13 @@ def link_facts(store, ws_id: int, lx: _Lexicon) -> tuple[int, int, int]:
 
 # -- topics -------------------------------------------------------------------------------------------------------
 def _statement_vectors(ctx, lx: _Lexicon, ids: list[str]) -> dict[str, np.ndarray]:
-    from core.index.stage import _embed_missing
+    from core.index.stage import embed_missing
 
     vecs = ctx.index.vectors("statement", ids)
     missing = [i for i in ids if i not in vecs]
     if missing:  # the embed stage embeds statements; only a partial index gets here
         rows = [(i, lx.stmt_text[i], {"document_id": lx.stmt_doc.get(i) or ""}) for i in missing]
-        for _ in _embed_missing(ctx, "statement", rows):
+        for _ in embed_missing(ctx, "statement", rows):
             pass
         vecs.update(ctx.index.vectors("statement", missing))
     return vecs
@@ -218,7 +218,7 @@ def _topic_rows(store, ws_id: int, lx: _Lexicon) -> list[tuple[str, str, dict]]:
 
 
 def lexical_stage(ctx) -> Iterator:
-    from core.index.stage import _embed_missing
+    from core.index.stage import embed_missing
     from core.pipeline import Progress
 
     store, ws, cfg = ctx.store, ctx.ws, ctx.settings.lexical
@@ -275,7 +275,7 @@ def lexical_stage(ctx) -> Iterator:
                 return
 
     rows = _topic_rows(store, ws.id, lx)
-    for d, total in _embed_missing(ctx, "topic", rows):
+    for d, total in embed_missing(ctx, "topic", rows):
         yield Progress(d, total, f"embedded {d}/{total} topics", counts)
     with store.session() as s:
         n_topics = s.exec(select(func.count()).select_from(Node).where(Node.workspace_id == ws.id,

@@ -24,7 +24,7 @@ def node_text_for_embedding(kind: str, title: str, text: str, doc_title: str = "
     return f"{title}: {text}" if text and text != title else title
 
 
-def _embed_missing(ctx, kind: str, rows: list[tuple[str, str, dict]]) -> Iterator[tuple[int, int]]:
+def embed_missing(ctx, kind: str, rows: list[tuple[str, str, dict]]) -> Iterator[tuple[int, int]]:
     """Embed (id, text, meta) rows whose text is not in the collection of `kind` yet; yields (done, total).
 
     Rows go to the embedder sorted by length, so each batch pads to about its own length, and a text that occurs
@@ -72,7 +72,7 @@ def embed_stage(ctx) -> Iterator:
     }
     counts = {}
     for kind, kind_rows in rows.items():
-        for done, total in _embed_missing(ctx, kind, kind_rows):
+        for done, total in embed_missing(ctx, kind, kind_rows):
             yield Progress(done, total, f"embedded {done}/{total} {'entities' if kind == 'entity' else kind + 's'}", counts | {kind: done})
         counts[f"{kind}_vectors"] = ctx.index.count(kind)
     del rows, chunks, stmts, ents
@@ -90,6 +90,6 @@ def index_stage(ctx) -> Iterator:
     ctx.index.delete("community", stale)
     rows = [(c.id, node_text_for_embedding("community", c.title, c.summary), {"method": c.method, "level": c.level})
             for c in comms if c.summary]
-    for done, total in _embed_missing(ctx, "community", rows):
+    for done, total in embed_missing(ctx, "community", rows):
         yield Progress(done, total, f"embedded {done}/{total} community reports", {"community": done})
     yield Progress(1, 1, "community reports indexed", {"community_vectors": ctx.index.count("community")})

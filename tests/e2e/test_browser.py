@@ -188,6 +188,7 @@ def test_first_hour_from_the_root_url(app_server, page, tmp_path):
         pg.get_by_role("button", name=re.compile("Delete workspace")).click()
         expect(pg.get_by_role("heading", name="Add documents to “sample”")).to_be_visible()
         expect(_status_cell(pg, WS)).to_have_count(0)
+        expect(pg.get_by_text("1 document(s) added")).to_have_count(0)  # its upload report went with it
         assert not (home / "vectors" / WS).exists()
         assert_page_clean(pg)
         shot(pg, "first-hour-12-deleted")
