@@ -12,9 +12,10 @@ STATUS_EVERY_S = 2.0
 _DRAWN = "_status_drawn"  # session state: the (run id, build version) the page was last drawn with
 
 
-def _state(ws) -> tuple[int | None, int]:
+def _state(ws):
+    """(the workspace's active run or None, the key that changes when a build starts or ends)."""
     run = active_run(R.store(), ws)
-    return (run.id if run is not None else None), ws.build_version
+    return run, ((run.id if run is not None else None), ws.build_version)
 
 
 @st.fragment(run_every=STATUS_EVERY_S)
@@ -25,8 +26,7 @@ def _status(ws_name: str) -> None:
     ws = R.store().get_workspace(ws_name)
     if ws is None:
         return
-    run = active_run(R.store(), ws)
-    now = ((run.id if run is not None else None), ws.build_version)
+    run, now = _state(ws)
     if st.session_state.get(_DRAWN) not in (None, now):
         st.session_state[_DRAWN] = now
         st.rerun()
@@ -60,6 +60,6 @@ def sidebar() -> None:
             st.selectbox("Workspace", names, key=R.WS_KEY, index=names.index(ws.name) if ws else 0)
             ws = R.current_workspace()
         if ws is not None:
-            st.session_state[_DRAWN] = _state(ws)
+            st.session_state[_DRAWN] = _state(ws)[1]
             _status(ws.name)
         _backend()

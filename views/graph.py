@@ -1,7 +1,8 @@
 """Graph: the heterograph at levels of detail. A big workspace opens on its communities as super-nodes; a click
 (or "Open community") opens one into its child communities and member entities, with a breadcrumb back up. Small
 workspaces, and a node's neighbourhood (from the Ask page), draw the nodes themselves; both views draw in the
-same canvas, where a click on a node shows its details. Filters, search, node details, one-hop expansion, export. Algorithms live in core/graph/explore.py; this page only draws."""
+same canvas, where a click on a node shows its details. Filters, search, node details, one-hop expansion, export.
+Algorithms live in core/graph/explore.py; this page only draws."""
 
 from __future__ import annotations
 
