@@ -11,7 +11,8 @@ from core.models import Workspace
 from core.retrieval.base import Resources
 from core.store import Store
 
-WS_KEY = "workspace"
+WS_KEY = "workspace"  # session state: the current workspace's name (plain state, not a widget's: Streamlit drops
+# a widget's state on st.switch_page, streamlit#11115, so the sidebar's picker only writes here)
 
 
 @st.cache_resource(show_spinner=False)
@@ -73,8 +74,7 @@ def bootstrap() -> str:
 
 
 def select_workspace(name: str | None) -> None:
-    """Make `name` the current workspace (None: the default one). Call it from a widget callback: the sidebar's
-    picker owns the key, and a callback runs before the picker is drawn."""
+    """Make `name` the current workspace (None: the default one); the sidebar's picker follows on the next run."""
     if name:
         st.session_state[WS_KEY] = name
     else:

@@ -9,6 +9,7 @@ from core.pipeline import active_run
 from ui import resources as R
 
 STATUS_EVERY_S = 2.0
+PICKER = "workspace_picker"  # the picker widget's own key; the current workspace lives in R.WS_KEY
 _DRAWN = "_status_drawn"  # session state: the (run id, build version) the page was last drawn with
 
 
@@ -56,9 +57,10 @@ def sidebar() -> None:
         st.markdown("### Strata")
         names = [w.name for w in R.store().workspaces()]
         ws = R.current_workspace()
-        if names:
-            st.selectbox("Workspace", names, key=R.WS_KEY, index=names.index(ws.name) if ws else 0)
-            ws = R.current_workspace()
+        if names and ws is not None:
+            st.session_state[PICKER] = ws.name  # (set before the widget is drawn: it shows the current one)
+            st.selectbox("Workspace", names, key=PICKER,
+                         on_change=lambda: R.select_workspace(st.session_state.get(PICKER)))
         if ws is not None:
             st.session_state[_DRAWN] = _state(ws)[1]
             _status(ws.name)

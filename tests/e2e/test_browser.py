@@ -121,8 +121,9 @@ def test_first_hour_from_the_root_url(app_server, page, tmp_path):
         assert_page_clean(pg)
         shot(pg, "first-hour-06-built")
 
-        # 5. Build: finished, one document.
-        open_page(pg, "Build")
+        # 5. Build, through the upload report's "Watch the build" link: finished, one document.
+        pg.locator("[data-testid='stPageLink']", has_text="Watch the build").click()
+        expect(pg.locator("h1", has_text="Build")).to_be_visible()
         expect(pg.locator("[data-testid='stAlert']", has_text="Build finished")).to_be_visible()
         expect(pg.locator("[data-testid='stMetric']", has_text="Documents")).to_contain_text("1")
         assert_page_clean(pg)
@@ -168,8 +169,23 @@ def test_first_hour_from_the_root_url(app_server, page, tmp_path):
         assert_page_clean(pg)
         shot(pg, "first-hour-10-ask")
 
-        # 9. Leave Ask and come back: the answers, the question and the strategies are still there.
-        open_page(pg, "Build")
+        # 9. Leave Ask through a node of a drawn path (a click names it and offers it on the Graph page), then
+        #    come back: the answers, the question and the strategies are still there.
+        pg.get_by_role("tab", name=re.compile(rf"^Path · {STRATEGIES[0][0]}")).click()
+        route = ".st-key-route_0 iframe[title='ui.graph_canvas.strata_graph']"
+        entry = next(n for n in _canvas_nodes(pg, route) if n["role"] == "entry")
+        frame = pg.locator(route).first.element_handle().content_frame()
+        frame.wait_for_function("() => window.strataStable === true", timeout=30_000)
+        pos = frame.evaluate(f"() => window.network.canvasToDOM(window.network.getPositions([{entry['id']!r}])"
+                             f"[{entry['id']!r}])")
+        box = pg.locator(route).first.bounding_box()
+        pg.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
+        expect(pg.get_by_text(f"Clicked: {entry['label']}")).to_be_visible()
+        pg.locator(".st-key-path_0").get_by_role("button", name=re.compile("Show on graph")).click()
+        expect(pg.locator("h1", has_text="Graph")).to_be_visible()
+        expect(pg.get_by_text("Neighbourhood of the selected node.")).to_be_visible()
+        assert entry["id"] in {n["id"] for n in _canvas_nodes(pg, "iframe[title='ui.graph_canvas.strata_graph']")}
+        assert_page_clean(pg)
         open_page(pg, "Ask")
         expect(pg.get_by_role("heading", name=re.compile(r"^Answer · "))).to_have_count(3)
         expect(pg.get_by_label("Question")).to_have_value(QUESTION)

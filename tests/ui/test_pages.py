@@ -298,6 +298,13 @@ def test_creating_a_workspace_selects_it_without_an_error(app, store):
     assert app.session_state["workspace"] == "contracts-2024"
     assert app.sidebar.selectbox[0].value == "contracts-2024"
     assert any(s.value == "Add documents to “contracts-2024”" for s in app.subheader)
+    # the sidebar's picker switches between workspaces
+    app.sidebar.selectbox[0].set_value("sample")
+    app.run()
+    assert any(s.value == "Add documents to “sample”" for s in app.subheader)
+    app.sidebar.selectbox[0].set_value("contracts-2024")
+    app.run()
+    assert not app.exception and any(s.value == "Add documents to “contracts-2024”" for s in app.subheader)
     # and deleting it returns to another workspace, again without an error
     confirm = next(t for t in app.text_input if t.label.startswith("Type"))
     confirm.input("contracts-2024")
