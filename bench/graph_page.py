@@ -24,6 +24,7 @@ Playwright's polling saw it (an upper bound). Results go to bench/results/graph_
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -36,6 +37,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 from urllib.parse import urlparse
@@ -110,8 +112,10 @@ def wait_view(pg, frame, old_view: str | None, t0: int) -> dict:
             "n": frame.evaluate("() => window.network.body.data.nodes.length")}
 
 
-def session(browser, url: str, rank: int, cap_max: bool = False) -> dict:
-    """One fresh browser session: the app, then Graph from the sidebar, then the `rank`-th largest super-node."""
+@contextlib.contextmanager
+def app_page(browser, url: str) -> Iterator[tuple]:
+    """A fresh browser session (every request off the machine aborted) on the app's first page, settled; yields
+    (page, the JavaScript errors it raises)."""
     ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
     ctx.route("**/*", offline_only)
     pg = ctx.new_page()
@@ -121,6 +125,14 @@ def session(browser, url: str, rank: int, cap_max: bool = False) -> dict:
         pg.goto(url)
         pg.locator("h1", has_text="Workspaces").wait_for(timeout=120_000)
         pg.wait_for_timeout(1500)  # let the first page settle
+        yield pg, errors
+    finally:
+        ctx.close()
+
+
+def session(browser, url: str, rank: int, cap_max: bool = False) -> dict:
+    """One fresh browser session: the app, then Graph from the sidebar, then the `rank`-th largest super-node."""
+    with app_page(browser, url) as (pg, errors):
         t0 = pg.evaluate("Date.now()")
         pg.locator("[data-testid='stSidebarNav'] a", has_text="Graph").first.click()
         canvas = pg.locator(CANVAS)
@@ -148,8 +160,6 @@ def session(browser, url: str, rank: int, cap_max: bool = False) -> dict:
         opened = wait_view(pg, frame, view, t0)
         opened["members"] = target[1]
         return {"nav": nav, "open": opened, "errors": errors}
-    finally:
-        ctx.close()
 
 
 def run(home: Path, runs: int) -> dict:

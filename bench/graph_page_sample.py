@@ -24,7 +24,7 @@ import tempfile
 from datetime import date
 from pathlib import Path
 
-from bench.graph_page import CANVAS, offline_only, wait_view, start_server, stop_server
+from bench.graph_page import CANVAS, app_page, start_server, stop_server, wait_view
 from bench.machine import machine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,15 +32,7 @@ SECTION = "## Graph page on the sample"
 
 
 def session(browser, url: str) -> dict:
-    ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
-    ctx.route("**/*", offline_only)
-    pg = ctx.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    try:
-        pg.goto(url)
-        pg.locator("h1", has_text="Workspaces").wait_for(timeout=120_000)
-        pg.wait_for_timeout(1500)
+    with app_page(browser, url) as (pg, errors):
         t0 = pg.evaluate("Date.now()")
         pg.locator("[data-testid='stSidebarNav'] a", has_text="Graph").first.click()
         pg.locator("h1", has_text="Graph").wait_for(timeout=60_000)
@@ -49,8 +41,6 @@ def session(browser, url: str) -> dict:
         canvas.wait_for(state="attached", timeout=60_000)
         nav = wait_view(pg, canvas.element_handle().content_frame(), None, t0)
         return {"title_s": title, **nav, "after_page_s": nav["drawn_s"] - title, "errors": errors}
-    finally:
-        ctx.close()
 
 
 def run(starts: int, runs: int) -> dict:

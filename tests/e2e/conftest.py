@@ -245,3 +245,36 @@ def assert_page_clean(pg) -> None:
 
     expect(pg.locator("[data-testid='stException']")).to_have_count(0)
     assert not pg.js_errors, pg.js_errors
+
+
+CANVAS = "iframe[title='ui.graph_canvas.strata_graph']"  # the canvas component every graph is drawn in
+
+
+def canvas_frame(pg, locator: str = CANVAS):
+    """The frame of the first canvas matching `locator`, once its vis-network holds a drawing."""
+    handle = pg.locator(locator).first.element_handle().content_frame()
+    assert handle is not None
+    handle.wait_for_function("() => window.network && window.network.body.data.nodes.length > 0", timeout=30_000)
+    return handle
+
+
+def canvas_nodes(pg, locator: str = CANVAS) -> list[dict]:
+    """What the canvas draws: each node's id, kind, label and role."""
+    return canvas_frame(pg, locator).evaluate(
+        "() => window.network.body.data.nodes.get().map(n => ({id: n.id, kind: n.kind, label: n.label, "
+        "role: n.role}))")
+
+
+def click_node(pg, node_id: str, locator: str = CANVAS) -> None:
+    """Click `node_id` where the canvas draws it, once the drawing has settled."""
+    import json
+
+    frame = canvas_frame(pg, locator)
+    frame.wait_for_function("() => window.strataStable === true", timeout=30_000)
+    canvas = pg.locator(locator).first
+    canvas.scroll_into_view_if_needed()
+    pos = frame.evaluate(f"() => window.network.canvasToDOM(window.network.getPositions([{json.dumps(node_id)}])"
+                         f"[{json.dumps(node_id)}])")
+    assert frame.evaluate(f"(p) => window.network.getNodeAt(p) === {json.dumps(node_id)}", pos)
+    box = canvas.bounding_box()
+    pg.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])

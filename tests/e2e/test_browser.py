@@ -16,7 +16,15 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import BUILD_TIMEOUT_MS, assert_page_clean, open_page, shot
+from tests.e2e.conftest import (
+    BUILD_TIMEOUT_MS,
+    CANVAS,
+    assert_page_clean,
+    canvas_nodes,
+    click_node,
+    open_page,
+    shot,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -56,15 +64,6 @@ def _add_strategies(pg, labels: list[str]) -> None:
         pg.keyboard.type(label)  # the list is long: filter it as a user would
         pg.get_by_role("option", name=re.compile(rf"^{re.escape(label)}")).first.click()
     pg.keyboard.press("Escape")
-
-
-def _canvas_nodes(pg, locator: str) -> list[dict]:
-    frame = pg.locator(locator).first
-    handle = frame.element_handle().content_frame()
-    assert handle is not None
-    handle.wait_for_function("() => window.network && window.network.body.data.nodes.length > 0", timeout=30_000)
-    return handle.evaluate("() => window.network.body.data.nodes.get().map(n => ({id: n.id, kind: n.kind, "
-                           "label: n.label, role: n.role}))")
 
 
 def test_first_hour_from_the_root_url(app_server, page, tmp_path):
@@ -137,7 +136,7 @@ def test_first_hour_from_the_root_url(app_server, page, tmp_path):
 
         # 7. Graph: the canvas has nodes, the uploaded document among them.
         open_page(pg, "Graph")
-        nodes = _canvas_nodes(pg, "iframe[title='ui.graph_canvas.strata_graph']")
+        nodes = canvas_nodes(pg)
         assert any(n["kind"] == "document" and "Brackwater" in n["label"] for n in nodes), nodes[:5]
         assert_page_clean(pg)
         shot(pg, "first-hour-09-graph")
@@ -164,7 +163,7 @@ def test_first_hour_from_the_root_url(app_server, page, tmp_path):
         assert "Tamsin Achterberg" in " ".join(answers)
         for i in range(3):
             pg.get_by_role("tab", name=re.compile(rf"^Path · {STRATEGIES[i][0]}")).click()
-            drawn = _canvas_nodes(pg, f".st-key-route_{i} iframe[title='ui.graph_canvas.strata_graph']")
+            drawn = canvas_nodes(pg, f".st-key-route_{i} {CANVAS}")
             assert {"entry", "result"} <= {n["role"] for n in drawn}, {n["role"] for n in drawn}
         assert_page_clean(pg)
         shot(pg, "first-hour-10-ask")
@@ -172,19 +171,14 @@ def test_first_hour_from_the_root_url(app_server, page, tmp_path):
         # 9. Leave Ask through a node of a drawn path (a click names it and offers it on the Graph page), then
         #    come back: the answers, the question and the strategies are still there.
         pg.get_by_role("tab", name=re.compile(rf"^Path · {STRATEGIES[0][0]}")).click()
-        route = ".st-key-route_0 iframe[title='ui.graph_canvas.strata_graph']"
-        entry = next(n for n in _canvas_nodes(pg, route) if n["role"] == "entry")
-        frame = pg.locator(route).first.element_handle().content_frame()
-        frame.wait_for_function("() => window.strataStable === true", timeout=30_000)
-        pos = frame.evaluate(f"() => window.network.canvasToDOM(window.network.getPositions([{entry['id']!r}])"
-                             f"[{entry['id']!r}])")
-        box = pg.locator(route).first.bounding_box()
-        pg.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
+        route = f".st-key-route_0 {CANVAS}"
+        entry = next(n for n in canvas_nodes(pg, route) if n["role"] == "entry")
+        click_node(pg, entry["id"], route)
         expect(pg.get_by_text(f"Clicked: {entry['label']}")).to_be_visible()
         pg.locator(".st-key-path_0").get_by_role("button", name=re.compile("Show on graph")).click()
         expect(pg.locator("h1", has_text="Graph")).to_be_visible()
         expect(pg.get_by_text("Neighbourhood of the selected node.")).to_be_visible()
-        assert entry["id"] in {n["id"] for n in _canvas_nodes(pg, "iframe[title='ui.graph_canvas.strata_graph']")}
+        assert entry["id"] in {n["id"] for n in canvas_nodes(pg)}
         assert_page_clean(pg)
         open_page(pg, "Ask")
         expect(pg.get_by_role("heading", name=re.compile(r"^Answer · "))).to_have_count(3)

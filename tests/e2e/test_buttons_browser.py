@@ -14,31 +14,17 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from tests.e2e.conftest import assert_page_clean, open_page, shot, wait_for_sample_build
+from tests.e2e.conftest import (
+    assert_page_clean,
+    canvas_frame,
+    canvas_nodes,
+    click_node,
+    open_page,
+    shot,
+    wait_for_sample_build,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(480)]
-
-CANVAS = "iframe[title='ui.graph_canvas.strata_graph']"
-
-
-def _frame(pg):
-    handle = pg.locator(CANVAS).first.element_handle().content_frame()
-    assert handle is not None
-    handle.wait_for_function("() => window.network && window.network.body.data.nodes.length > 0", timeout=30_000)
-    return handle
-
-
-def _click_node(pg, frame, node_id: str) -> None:
-    """Click `node_id` where the canvas draws it, once the drawing has settled."""
-    frame.wait_for_function("() => window.strataStable === true", timeout=30_000)
-    canvas = pg.locator(CANVAS).first
-    canvas.scroll_into_view_if_needed()
-    pos = frame.evaluate(f"() => window.network.canvasToDOM(window.network.getPositions([{json.dumps(node_id)}])"
-                         f"[{json.dumps(node_id)}])")
-    assert frame.evaluate(f"(p) => window.network.getNodeAt(p) === {json.dumps(node_id)}", pos)
-    box = canvas.bounding_box()
-    pg.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
-
 
 def _download(pg, name) -> Path:
     from playwright.sync_api import expect
@@ -60,10 +46,8 @@ def test_graph_and_build_buttons(app_server, page):
 
         # Graph, Nodes view: a click on a community node shows its details; "Open this community" opens it
         open_page(pg, "Graph")
-        frame = _frame(pg)
-        nodes = frame.evaluate("() => window.network.body.data.nodes.get().map(n => ({id: n.id, kind: n.kind}))")
-        community = next(n["id"] for n in nodes if n["kind"] == "community")
-        _click_node(pg, frame, community)
+        community = next(n["id"] for n in canvas_nodes(pg) if n["kind"] == "community")
+        click_node(pg, community)
         details = pg.locator(".st-key-graph_details")
         expect(details).to_be_visible()
         expect(details).to_contain_text("community")
@@ -83,7 +67,7 @@ def test_graph_and_build_buttons(app_server, page):
         # the exports, each read back
         pg.get_by_text("Export", exact=True).click()
         view = nx.read_graphml(_download(pg, "Download sample-view.graphml"))
-        drawn = _frame(pg).evaluate("() => window.network.body.data.nodes.length")
+        drawn = canvas_frame(pg).evaluate("() => window.network.body.data.nodes.length")
         assert view.number_of_nodes() == drawn > 0
         pg.locator("[data-testid='stRadio'] label", has_text="Whole graph").click()
         pg.locator("[data-testid='stSelectbox']", has_text="Format").click()

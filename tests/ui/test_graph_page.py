@@ -9,17 +9,15 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from pathlib import Path
 
 import pytest
-import streamlit as st
 from sqlmodel import select
 from streamlit.testing.v1 import AppTest
 
 from core.models import Community, Edge, Node
 from core.store import Store
+from tests.ui.conftest import app_home, open_page, run
 
-APP = Path(__file__).resolve().parents[2] / "app.py"
 
 
 @pytest.fixture(scope="module")
@@ -30,31 +28,13 @@ def graph_home(tmp_path_factory, sample_built):
     src.close()
     dst.close()
     store = Store(home / "strata.db")
-    ws = store.require_workspace("sample")
-    mp = pytest.MonkeyPatch()
-    for k, v in {"STRATA_HOME": str(home), "STRATA_BACKEND": "offline", "HF_HUB_OFFLINE": "1"}.items():
-        mp.setenv(k, v)
-    st.cache_resource.clear()
-    st.cache_data.clear()
-    yield store, ws
-    st.cache_resource.clear()
-    st.cache_data.clear()
-    mp.undo()
-
-
-def _run(at: AppTest) -> AppTest:
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    with app_home(home):
+        yield store, store.require_workspace("sample")
 
 
 @pytest.fixture
 def page(graph_home) -> AppTest:
-    at = _run(AppTest.from_file(str(APP), default_timeout=120))
-    at.switch_page("views/graph.py")
-    _run(at)
-    assert [t.value for t in at.title] == ["Graph"]
-    return at
+    return open_page("views/graph.py", "Graph")
 
 
 def _canvas(at: AppTest) -> dict:
@@ -71,7 +51,7 @@ def _drawn_nodes(at: AppTest) -> list[dict]:
 
 def _communities(at: AppTest) -> AppTest:
     at.radio(key="graph_mode").set_value("Communities")
-    return _run(at)
+    return run(at)
 
 
 def _rows(store: Store, ws_id: int):
@@ -87,7 +67,7 @@ def _rows(store: Store, ws_id: int):
 def _open(at: AppTest, cid: str) -> AppTest:
     box = at.selectbox(key="graph_open")
     box.set_value(cid)
-    _run(at)
+    run(at)
     assert at.selectbox(key="graph_open").value is None  # the box empties again once the community is open
     return at
 
@@ -134,7 +114,7 @@ def test_open_community_draws_its_children_and_members_and_back_returns(page, gr
     back = next(b for b in page.button if b.key == "graph_back")
     assert not back.disabled
     back.click()
-    _run(page)
+    run(page)
     assert target.id in {n["id"] for n in _canvas(page)["nodes"]}  # the overview again
 
 
@@ -146,7 +126,7 @@ def test_the_cap_holds_and_the_note_says_what_was_left_out(page, graph_home):
     kids = [k for k in comms.values() if k.parent_id == big.id]
     slider = next(s for s in page.slider if s.label == "Max nodes")
     slider.set_value(50)
-    _run(page)
+    run(page)
     _open(page, big.id)
     nodes = _canvas(page)["nodes"]
     n_members = len(members[big.id])
@@ -164,14 +144,14 @@ def test_filters_and_colours(page, graph_home):
     _communities(page)
     colour = next(r for r in page.radio if r.label == "Colour communities by")
     colour.set_value("method")
-    _run(page)
+    run(page)
     by_method = {n["color"]["background"] for n in _canvas(page)["nodes"]}
     assert len(by_method) == 2  # leiden and attributed
     levels = next(m for m in page.multiselect if m.label == "Community levels")
     levels.set_value([1])
     methods = next(m for m in page.multiselect if m.label == "Community methods")
     methods.set_value(["leiden"])
-    _run(page)
+    run(page)
     comms, members = _rows(store, ws.id)
     assert {n["id"] for n in _canvas(page)["nodes"]} == {c.id for c in comms.values()
                                                          if c.method == "leiden" and c.level == 1}
@@ -184,7 +164,7 @@ def test_filters_and_colours(page, graph_home):
     _open(page, target.id)
     deg = next(n for n in page.number_input if n.label == "Minimum degree")
     deg.set_value(3)
-    _run(page)
+    run(page)
     want = {m for m in members[target.id] if ix.degree[ix.ent_index[m]] >= 3}
     got = {n["id"] for n in _canvas(page)["nodes"] if n["kind"] == "entity"}
     assert got == want and len(want) < len(members[target.id])
@@ -192,7 +172,7 @@ def test_filters_and_colours(page, graph_home):
     page.radio(key="graph_mode").set_value("Nodes")
     next(n for n in page.number_input if n.label == "Minimum degree").set_value(0)
     next(m for m in page.multiselect if m.label == "HiRAG layers").set_value([1])
-    _run(page)
+    run(page)
     assert next(n for n in page.number_input if n.label == "Minimum degree").value == 0
     entities = [n for n in _drawn_nodes(page) if n["kind"] == "entity"]
     with store.session() as s:
@@ -205,23 +185,23 @@ def test_search_details_expand_and_focus(page, graph_home):
     _communities(page)
     before = len(_canvas(page)["nodes"])
     page.text_input(key="graph_query").input("Halden")
-    _run(page)
+    run(page)
     details = [m.value for m in page.markdown if m.value.startswith("#### ")]
     assert details and "Halden" in details[0]
     assert any(m.value.startswith("**Communities**") for m in page.markdown)
     assert any(m.value.startswith("**Sources**") for m in page.markdown)
     next(b for b in page.button if b.key == "graph_expand").click()
-    _run(page)
+    run(page)
     after = _canvas(page)["nodes"]
     assert len(after) > before
     assert any(c.value.endswith("nodes added by expanding neighbourhoods.") for c in page.caption)
     next(b for b in page.button if b.label == "Clear expansions").click()
-    _run(page)
+    run(page)
     assert len(_canvas(page)["nodes"]) == before
     # "Draw its neighbourhood": the Nodes view around it
     pick = page.session_state["graph_pick"]
     next(b for b in page.button if b.key == "graph_focus_btn").click()
-    _run(page)
+    run(page)
     assert page.radio(key="graph_mode").value == "Nodes"
     assert pick in {n["id"] for n in _drawn_nodes(page)}
     assert any(i.value == "Neighbourhood of the selected node." for i in page.info)
@@ -232,5 +212,5 @@ def test_export_box_offers_the_view_the_graph_and_the_communities(page):
     assert labels == ["Download sample-view.graphml", "Download the communities (CSV)"]
     page.radio(key="graph_export_scope").set_value("Whole graph")
     page.selectbox(key="graph_export_fmt").set_value("gexf")
-    _run(page)
+    run(page)
     assert [b.label for b in page.get("download_button")][0] == "Download sample-graph.gexf"

@@ -6,17 +6,15 @@ graph" are clicked in a real browser (tests/e2e/test_merge_browser.py, tests/e2e
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from core.extract import review as rv
 from core.graph.variants import list_variants
 from core.store import Store
+from tests.ui.conftest import app_home, open_page, run
 
-APP = Path(__file__).resolve().parents[2] / "app.py"
 
 
 @pytest.fixture(scope="module")
@@ -26,30 +24,13 @@ def quality_home(tmp_path_factory, sample_built):
         conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     home = tmp_path_factory.mktemp("strata_quality_ui") / "home"
     shutil.copytree(settings.storage.home, home)
-    mp = pytest.MonkeyPatch()
-    for k, v in {"STRATA_HOME": str(home), "STRATA_BACKEND": "offline", "HF_HUB_OFFLINE": "1"}.items():
-        mp.setenv(k, v)
-    st.cache_resource.clear()
-    st.cache_data.clear()
-    yield Store(home / "strata.db")
-    st.cache_resource.clear()
-    st.cache_data.clear()
-    mp.undo()
-
-
-def _run(at: AppTest) -> AppTest:
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    with app_home(home):
+        yield Store(home / "strata.db")
 
 
 @pytest.fixture
 def page(quality_home) -> AppTest:
-    at = _run(AppTest.from_file(str(APP), default_timeout=240))
-    at.switch_page("views/quality.py")
-    _run(at)
-    assert [t.value for t in at.title] == ["Quality"]
-    return at
+    return open_page("views/quality.py", "Quality", timeout=240)
 
 
 def _button(at: AppTest, key: str):
@@ -66,12 +47,12 @@ def test_reject_then_undo_reject(page, quality_home):
     ws = store.require_workspace("sample")
     row = next(r for r in rv.filter_rows(rv.merge_table(store, ws.id), "candidate") if r.titles[1] == "Ashby Fen")
     _button(page, f"mr_reject_{row.id}").click()
-    _run(page)
+    run(page)
     assert _status(store, row.id) == "rejected"
     page.radio(key="mr_status").set_value("rejected")
-    _run(page)
+    run(page)
     _button(page, f"mr_unreject_{row.id}").click()
-    _run(page)
+    run(page)
     assert _status(store, row.id) == "candidate"
 
 
@@ -80,12 +61,12 @@ def test_accept_many_at_once(page, quality_home):
     ws = store.require_workspace("sample")
     v0 = ws.build_version
     page.slider(key="mr_bulk_score").set_value(0.85)
-    _run(page)
+    run(page)
     bulk = _button(page, "mr_bulk")
     n = int(bulk.label.split()[1])
     assert n >= 2 and not bulk.disabled
     bulk.click()
-    _run(page)
+    run(page)
     merged = rv.filter_rows(rv.merge_table(store, ws.id), "merged")
     assert len(merged) == n
     assert store.require_workspace("sample").build_version == v0 + 1
@@ -106,21 +87,21 @@ def test_run_delete_and_promote_variants(page, quality_home):
         page.text_input(key="wi_name").input(name)
         page.number_input(key="wi_resolution").set_value(resolution)
         next(b for b in page.button if b.label == "Run variant").click()
-        _run(page)
+        run(page)
     assert {v.name for v in list_variants(store, ws)} >= {"finer", "throwaway"}
     doomed = next(v for v in list_variants(store, ws) if v.name == "throwaway")
     _button(page, f"wi_del_{doomed.id}").click()
-    _run(page)
+    run(page)
     assert "throwaway" not in {v.name for v in list_variants(store, ws)}
 
     page.selectbox(key="wi_promote_pick").set_value("finer")
-    _run(page)
+    run(page)
     assert _button(page, "wi_promote").disabled, "promote waits for its confirmation"
     page.checkbox(key="wi_promote_sure").check()
-    _run(page)
+    run(page)
     v0 = store.require_workspace("sample").build_version
     _button(page, "wi_promote").click()
-    _run(page)
+    run(page)
     assert any(s.value.startswith("Promoted **finer**") for s in page.success), [s.value for s in page.success]
     assert store.require_workspace("sample").build_version > v0
     assert any(v.name.startswith("before-") for v in list_variants(store, ws)), "the replaced partition is kept"

@@ -1,0 +1,47 @@
+"""Helpers of the AppTest page tests: the app pointed at a STRATA_HOME, a run that fails on any exception, a page
+opened the way the router opens it."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+APP = Path(__file__).resolve().parents[2] / "app.py"
+
+
+@contextlib.contextmanager
+def app_home(home: Path) -> Iterator[None]:
+    """The app's settings read `home` (offline backend, no hub): st.cache_resource / st.cache_data live for the
+    whole process, so they are emptied on the way in and out, and no other test's store leaks in."""
+    mp = pytest.MonkeyPatch()
+    for k, v in {"STRATA_HOME": str(home), "STRATA_BACKEND": "offline", "HF_HUB_OFFLINE": "1"}.items():
+        mp.setenv(k, v)
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    try:
+        yield
+    finally:
+        st.cache_resource.clear()
+        st.cache_data.clear()
+        mp.undo()
+
+
+def run(at: AppTest) -> AppTest:
+    """Run the script and fail on any exception the page raised."""
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def open_page(page: str, title: str, timeout: float = 120) -> AppTest:
+    """A fresh session of the app, then `page` (e.g. "views/graph.py"), whose title must be `title`."""
+    at = run(AppTest.from_file(str(APP), default_timeout=timeout))
+    at.switch_page(page)
+    run(at)
+    assert [t.value for t in at.title] == [title]
+    return at
