@@ -12,12 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import open_page, shot, wait_for_sample_build
+from tests.e2e.conftest import CANVAS, click_node, open_page, shot, wait_for_sample_build
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
-
-CANVAS = "iframe[title='ui.graph_canvas.strata_graph']"
-
 
 
 def _graph(home: Path) -> tuple[dict[str, tuple], dict[str, set[str]]]:
@@ -66,13 +63,7 @@ def test_super_nodes_open_on_a_click_in_the_canvas(app_server, page):
         # click the largest leiden community that has children, where the canvas draws it
         kids_of = {c: {k for k, (_, _, p, _) in comms.items() if p == c} for c in roots}
         target = max((c for c in roots if comms[c][0] == "leiden" and kids_of[c]), key=lambda c: len(members[c]))
-        frame.wait_for_function("() => window.strataStable === true", timeout=30_000)
-        canvas.scroll_into_view_if_needed()
-        pos = frame.evaluate(f"() => window.network.canvasToDOM(window.network.getPositions([{json.dumps(target)}])"
-                             f"[{json.dumps(target)}])")
-        assert frame.evaluate(f"(p) => window.network.getNodeAt(p) === {json.dumps(target)}", pos)
-        box = canvas.bounding_box()
-        pg.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
+        click_node(pg, target)
         frame.wait_for_function(f"() => window.strataView !== {json.dumps(view0)}", timeout=30_000)
         opened = _drawn(frame)
         assert set(opened) == kids_of[target] | members[target]  # exactly its children and its members
@@ -87,12 +78,7 @@ def test_super_nodes_open_on_a_click_in_the_canvas(app_server, page):
         # a click on a child opens it in turn; Back climbs up one level, then to the overview
         child = max(kids_of[target], key=lambda c: len(members.get(c, ())))
         view1 = frame.evaluate("() => window.strataView")
-        frame.wait_for_function("() => window.strataStable === true", timeout=30_000)
-        canvas.scroll_into_view_if_needed()
-        pos = frame.evaluate(f"() => window.network.canvasToDOM(window.network.getPositions([{json.dumps(child)}])"
-                             f"[{json.dumps(child)}])")
-        box = canvas.bounding_box()
-        pg.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
+        click_node(pg, child)
         frame.wait_for_function(f"() => window.strataView !== {json.dumps(view1)}", timeout=30_000)
         kids = {k for k, (_, _, p, _) in comms.items() if p == child}
         assert set(_drawn(frame)) == kids | members[child]
