@@ -265,8 +265,7 @@ def cmd_export(args, settings: Settings, store: Store) -> int:
     import os
     import tempfile
 
-    from core.export import (EXPORT_FORMATS, GRAPH_FORMATS, communities_csv, community_markdown, traces_json,
-                             write_graph)
+    from core.export import EXPORT_FORMATS, GRAPH_FORMATS, communities_csv, community_markdown, traces_json, write_graph
 
     fmt = args.format.lower()
     formats = (*EXPORT_FORMATS, "md", "traces")

@@ -163,7 +163,7 @@ if mode == "Communities":
     row = st.container(horizontal=True, key="graph_crumbs")
     row.button("Back", icon=":material/arrow_upward:", disabled=not path, on_click=go_to, args=(path[:-1],),
                key="graph_back")
-    for i, (cid, title) in enumerate(crumbs):
+    for i, (_cid, title) in enumerate(crumbs):
         row.button(("› " if i else "") + md_label(title, 40), key=f"graph_crumb_{i}", type="tertiary",
                    disabled=i == len(crumbs) - 1, on_click=go_to, args=(path[:i],))
     payload, note, choices, drawn = community_view(ws.id, key, path[-1] if path else None, f, cap, extra,

@@ -29,10 +29,10 @@ import numpy as np
 from core.backends.base import BackendError, Embedder
 from core.backends.minilm_runtime import (
     RUNTIMES,
-    bundled_model_dir,
     OnnxRuntime,
     SentenceTransformersRuntime,
     TorchRuntime,
+    bundled_model_dir,
     native_bf16,
 )
 from core.config import BackendSettings, EmbedSettings

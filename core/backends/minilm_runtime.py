@@ -368,8 +368,8 @@ class SentenceTransformersRuntime:
     name = "sentence-transformers"
 
     def __init__(self, model_dir: Path, batch_size: int):
-        from sentence_transformers import SentenceTransformer
         import transformers
+        from sentence_transformers import SentenceTransformer
 
         transformers.logging.set_verbosity_error()
         transformers.logging.disable_progress_bar()

@@ -207,8 +207,8 @@ def attributed_stage(ctx) -> Iterator:
         provisional = cfg.max_levels - layer
         _persist(ctx, [c for c in comms if c.summary], provisional)
 
-        def make(gi: int) -> tuple[int, str, Report]:
-            hint, material = _material(comms[gi], base, below, rels, inner.get(gi, []))
+        def make(gi: int) -> tuple[int, str, Report]:  # used within this level only, so the loop's names hold
+            hint, material = _material(comms[gi], base, below, rels, inner.get(gi, []))  # noqa: B023
             return gi, hint, ctx.backend.report(hint, material)
 
         with ThreadPoolExecutor(max_workers=workers) as pool:

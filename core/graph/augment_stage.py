@@ -316,7 +316,7 @@ def _write_edges(ctx, ids: list[str], matches: list[tuple[int, int]], pairs: np.
         old_boost = {eid for eid, _, _, _, boost in linked if boost is not None}
         # pair -> the one edge that takes the boost: any edge but this stage's own semantic ones
         owner: dict[tuple[int, int], tuple] = {}
-        for eid, src, dst, kind, _ in sorted(linked, key=lambda r: (r[3], r[0])):
+        for eid, src, dst, _kind, _ in sorted(linked, key=lambda r: (r[3], r[0])):
             if src in index and dst in index:
                 owner.setdefault(tuple(sorted((index[src], index[dst]))), ("db", eid))
         for h, j in matches:

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
-
 from sqlmodel import select
 
 from core.models import Community, Document, Node

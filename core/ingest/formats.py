@@ -13,7 +13,6 @@ import warnings
 import zipfile
 from dataclasses import dataclass, field
 
-
 # C0 control bytes other than \t \n \f \r, plus DEL: their share tells binary from text.
 _CONTROL_BYTES = bytes([*range(0, 9), 11, *range(14, 32), 127])
 _CONTROL_CHARS_RE = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f]")

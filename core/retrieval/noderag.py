@@ -62,7 +62,7 @@ from core.retrieval.base import (
     register,
     sources_from_chunks,
 )
-from core.retrieval.ppr import personalized_pagerank, personalization_vector, top_by_kind
+from core.retrieval.ppr import personalization_vector, personalized_pagerank, top_by_kind
 
 RETRIEVABLE = ("chunk", "statement", "attribute", "high_level")  # T, S, A, H: embedded, entry and cross nodes
 NOT_WALKED = ("summarizes", "in_topic", "next")  # HiRAG, HLG and reading-order links, not NodeRAG's heterograph
@@ -171,7 +171,7 @@ class NodeRAGStrategy:
         exact: list[str] = []
         named = (res.names.lookup(llm.query_terms(question).entities) if llm is not None
                  else question_names(res, question, cfg.proper_names_only))
-        for name, ids in named:
+        for _name, ids in named:
             exact += [i for i in ids if i in h.index and i not in exact]
         t.lap("exact_search")
         entries = list(dict.fromkeys(vec_entries + exact))

@@ -12,11 +12,10 @@ import time
 
 import pytest
 
-from tests.e2e.conftest import open_page, shot
+from tests.e2e.conftest import BUILD_TIMEOUT_MS, open_page, shot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
-BUILD_TIMEOUT_MS = 180_000
 
 
 def _leiden_titles(home) -> dict[str, str]:

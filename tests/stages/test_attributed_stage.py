@@ -134,7 +134,7 @@ def test_a_killed_build_resumes_without_redoing_finished_summaries(tiny_built):
     store, ws = tiny_built.store, tiny_built.ws
     before = _snapshot(store, ws.id)
     by_layer = defaultdict(list)
-    for cid, row in before.items():
+    for row in before.values():
         by_layer[row[6]["layer"]].append(row)
     first = sum(1 for r in by_layer[1] if r[2] > 1)  # multi-member communities of layer 1 get a model report
     total = first + sum(1 for la, rows in by_layer.items() if la > 1 for r in rows if r[6]["children"] > 1)

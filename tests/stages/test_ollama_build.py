@@ -9,7 +9,7 @@ from core.backends.base import BackendError
 from core.models import Community, LLMCall, Node
 from core.pipeline import make_backend
 from core.workspace import ask, open_resources
-from tests.fake_ollama import FakeOllama, Fail
+from tests.fake_ollama import Fail, FakeOllama
 
 
 def _ollama_settings(make_settings, home, url):

@@ -19,7 +19,6 @@ from core.store import Store
 from tests.ui.conftest import app_home, open_page, run
 
 
-
 @pytest.fixture(scope="module")
 def graph_home(tmp_path_factory, sample_built):
     home = tmp_path_factory.mktemp("strata_graph_ui")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
-from streamlit.testing.v1 import AppTest
 from sqlmodel import select
+from streamlit.testing.v1 import AppTest
 
 from core.models import Community
 

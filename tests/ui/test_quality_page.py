@@ -16,7 +16,6 @@ from core.store import Store
 from tests.ui.conftest import app_home, open_page, run
 
 
-
 @pytest.fixture(scope="module")
 def quality_home(tmp_path_factory, sample_built):
     settings, store, _ws, _emb = sample_built

@@ -1,9 +1,11 @@
-"""House rules of the code base that a reviewer would otherwise have to remember: no module imports another
-module's private name (a leading underscore means "only this module uses it")."""
+"""House rules of the code base that a reviewer would otherwise have to remember: ruff's checks (ruff.toml) pass,
+and no module imports another module's private name (a leading underscore means "only this module uses it")."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,3 +39,11 @@ def test_no_module_imports_another_modules_private_name():
     found = [hit for p in _sources() for hit in private_imports(p)]
     assert not found, "private names imported across modules (make them public, or move the code):\n" + "\n".join(
         found)
+
+
+def test_ruff_finds_nothing():
+    """ruff.toml's rules (pyflakes, pycodestyle, import order, bugbear) over the whole checkout."""
+    ruff = Path(sys.executable).with_name("ruff")
+    done = subprocess.run([str(ruff), "check", "--no-cache", "--output-format", "concise", str(ROOT)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr

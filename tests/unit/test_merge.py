@@ -66,7 +66,7 @@ def build_graph(tmp_path, entities=ENTITIES, mentions=None):
         edges.append(Edge(workspace_id=ws.id, src=src, dst=dst, kind=kind, weight=weight, data={}))
 
     ids = {name: eid(ws.id, name) for name in entities}
-    for k, (name, (typ, w)) in enumerate(entities.items()):
+    for name, (typ, w) in entities.items():
         nodes.append(Node(id=ids[name], workspace_id=ws.id, kind="entity", key=norm_key(name), title=name,
                           text=f"{name} appears here.", type=typ, weight=float(w),
                           data={"aliases": {name: w}, "types": {typ: w}, "descriptions": [f"{name} appears here."]}))
