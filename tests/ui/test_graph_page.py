@@ -206,6 +206,20 @@ def test_search_details_expand_and_focus(page, graph_home):
     assert any(i.value == "Neighbourhood of the selected node." for i in page.info)
 
 
+def test_physics_and_hierarchical_layout_toggles(page):
+    before = _canvas(page)
+    assert before["options"]["physics"]["enabled"] and "hierarchical" not in before["options"]["layout"]
+    next(t for t in page.toggle if t.label == "Physics").set_value(False)
+    run(page)
+    assert not _canvas(page)["options"]["physics"]["enabled"]
+    next(t for t in page.toggle if t.label == "Hierarchical layout").set_value(True)
+    run(page)
+    drawn = _canvas(page)
+    assert drawn["options"]["layout"]["hierarchical"]["enabled"]
+    levels = {n["kind"]: n["level"] for n in drawn["nodes"]}  # communities above entities above documents
+    assert levels["community"] < levels["entity"] < levels["document"]
+
+
 def test_export_box_offers_the_view_the_graph_and_the_communities(page):
     labels = [b.label for b in page.get("download_button")]
     assert labels == ["Download sample-view.graphml", "Download the communities (CSV)"]

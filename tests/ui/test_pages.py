@@ -190,6 +190,34 @@ def test_build_page_shows_all_stages_done_and_metrics(app, store):
     assert buttons["Stop"].disabled
 
 
+def test_building_with_ollama_and_no_server_says_why_and_starts_nothing(ui_home, store, monkeypatch):
+    """The Build page's "ollama" choice with nothing listening at OLLAMA_HOST: a clear error, no new run."""
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("OLLAMA_HOST", f"http://127.0.0.1:{port}")
+    _clear_streamlit_caches()  # the app's settings are read again, with that host
+    try:
+        at = AppTest.from_file(str(APP), default_timeout=120)
+        at.run()
+        _open(at, "views/build.py")
+        ws = store.require_workspace("sample")
+        before = store.latest_run(ws.id).id
+        next(r for r in at.radio if "ollama" in r.options).set_value("ollama")
+        at.run()
+        next(b for b in at.button if b.label == "Build / resume").click()
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        errors = [e.value for e in at.error]
+        assert errors and f"127.0.0.1:{port}" in errors[0], errors
+        assert store.latest_run(ws.id).id == before, "no build was started"
+    finally:
+        monkeypatch.undo()
+        _clear_streamlit_caches()
+
+
 # -- Graph ---------------------------------------------------------------------------------------------------------
 def _canvas_nodes(at: AppTest) -> list[dict]:
     (comp,) = at.get("component_instance")
