@@ -268,7 +268,8 @@ with st.expander("Export", icon=":material/download:"):
     ids = {i for i, _, _ in drawn} if scope == "Current view" else None
     name = f"{ws.name}-{'view' if ids is not None else 'graph'}.{fmt}"
     st.download_button(f"Download {name}", data=lambda: graph_export(store, ws.id, fmt, ids), file_name=name,
+                       on_click="ignore",  # a download leaves the page as it is (no rerun, no redraw)
                        mime="application/json" if fmt == "json" else "application/xml", icon=":material/download:",
                        help="Made when you click: the whole graph of a big workspace takes a while.")
-    st.download_button("Download the communities (CSV)", data=lambda: communities_csv(store, ws.id),
+    st.download_button("Download the communities (CSV)", data=lambda: communities_csv(store, ws.id), on_click="ignore",
                        file_name=f"{ws.name}-communities.csv", mime="text/csv", icon=":material/table:")
