@@ -252,12 +252,28 @@ def assert_page_clean(pg) -> None:
 CANVAS = "iframe[title='ui.graph_canvas.strata_graph']"  # the canvas component every graph is drawn in
 
 
-def canvas_frame(pg, locator: str = CANVAS):
-    """The frame of the first canvas matching `locator`, once its vis-network holds a drawing."""
-    handle = pg.locator(locator).first.element_handle().content_frame()
-    assert handle is not None
-    handle.wait_for_function("() => window.network && window.network.body.data.nodes.length > 0", timeout=30_000)
-    return handle
+def canvas_frame(pg, locator: str = CANVAS, timeout_s: float = 60.0):
+    """The frame of the first canvas matching `locator`, once its vis-network holds a drawing.
+
+    The frame is looked up again on every try: a rerun that lands after a page switch can replace the component's
+    iframe, and a handle to the old one never sees a drawing (it is detached)."""
+    import time
+
+    from playwright.sync_api import Error as PlaywrightError
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            handle = pg.locator(locator).first.element_handle(timeout=10_000).content_frame()
+            if handle is not None and not handle.is_detached():
+                handle.wait_for_function("() => window.network && window.network.body.data.nodes.length > 0",
+                                         timeout=5_000)
+                return handle
+        except PlaywrightError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no drawing in {locator} after {timeout_s:.0f} s")
+        pg.wait_for_timeout(250)
 
 
 def canvas_nodes(pg, locator: str = CANVAS) -> list[dict]:

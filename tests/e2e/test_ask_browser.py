@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import open_page, shot, wait_for_sample_build
+from tests.e2e.conftest import CANVAS, canvas_frame, open_page, shot, wait_for_sample_build
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
@@ -72,12 +72,8 @@ def test_two_strategies_side_by_side_with_their_panels_and_drawn_paths(app_serve
         expect(hirag.locator(".st-key-panel_0_global [data-testid='stExpander']").first).to_be_visible()
 
         for i in (0, 1):
-            frame = pg.locator(f".st-key-route_{i} iframe[title='ui.graph_canvas.strata_graph']")
-            expect(frame).to_have_count(1)
-            handle = frame.element_handle().content_frame()
-            assert handle is not None
-            handle.wait_for_function("() => window.network && window.network.body.data.nodes.length > 0",
-                                     timeout=30_000)
+            expect(pg.locator(f".st-key-route_{i} {CANVAS}")).to_have_count(1)
+            handle = canvas_frame(pg, f".st-key-route_{i} {CANVAS}")
             roles = set(handle.evaluate("() => window.network.body.data.nodes.get().map(n => n.role)"))
             assert "entry" in roles and "result" in roles, roles
             if i == 0:
@@ -100,11 +96,8 @@ def test_two_strategies_side_by_side_with_their_panels_and_drawn_paths(app_serve
         items.first.get_by_role("button", name=re.compile("Show on graph")).click()
         expect(pg.locator("h1", has_text="Graph")).to_be_visible()
         expect(pg.get_by_text("Neighbourhood of the selected node.")).to_be_visible()
-        graph = pg.locator("iframe[title='ui.graph_canvas.strata_graph']")
-        expect(graph).to_have_count(1)
-        handle = graph.element_handle().content_frame()
-        handle.wait_for_function("() => window.network && window.network.body.data.nodes.length > 0",
-                                 timeout=30_000)
+        expect(pg.locator(CANVAS)).to_have_count(1)
+        handle = canvas_frame(pg)
         assert handle.evaluate(f"() => window.network.body.data.nodes.get({node_id!r}) !== null")
         assert not pg.js_errors, pg.js_errors
         assert not pg.blocked, pg.blocked  # nothing tried to leave the machine

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import CANVAS, click_node, open_page, shot, wait_for_sample_build
+from tests.e2e.conftest import CANVAS, canvas_frame, click_node, open_page, shot, wait_for_sample_build
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
@@ -46,9 +46,7 @@ def test_super_nodes_open_on_a_click_in_the_canvas(app_server, page):
         canvas = pg.locator(CANVAS)
         expect(canvas).to_have_count(1)
         expect(pg.locator("iframe[title='st.iframe']")).to_have_count(0)
-        frame = canvas.element_handle().content_frame()
-        assert frame is not None
-        frame.wait_for_function("() => window.network && window.network.body.data.nodes.length > 0", timeout=30_000)
+        frame = canvas_frame(pg)
         assert {n["kind"] for n in _drawn(frame).values()} <= {"entity", "community", "document"}
         nodes_view = frame.evaluate("() => window.strataView")
         pg.locator("[data-testid='stRadio'] label", has_text="Communities").first.click()

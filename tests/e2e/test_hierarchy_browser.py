@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.e2e.conftest import BUILD_TIMEOUT_MS, open_page, shot
+from tests.e2e.conftest import BUILD_TIMEOUT_MS, CANVAS, canvas_frame, open_page, shot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
@@ -93,12 +93,8 @@ def test_hierarchy_grows_on_the_build_page_and_a_click_opens_a_community(app_ser
         expect(detail.get_by_text(re.compile(r"document\(s\) mention its members"))).to_be_visible()
         expect(detail.locator("[data-testid='stSelectbox']", has_text="Read a source document")).to_be_visible()
         detail.get_by_role("tab", name="Subgraph").click()
-        frame = detail.locator("iframe[title='ui.graph_canvas.strata_graph']")
-        expect(frame).to_have_count(1)
-        handle = frame.element_handle().content_frame()
-        assert handle is not None
-        handle.wait_for_function("() => window.network && window.network.body.data.nodes.length > 0",
-                                 timeout=30_000)
+        expect(detail.locator(CANVAS)).to_have_count(1)
+        canvas_frame(pg, f".st-key-hier_detail {CANVAS}")
         if os.environ.get("STRATA_E2E_SCREENSHOTS"):
             shot(pg, "h2-hierarchy-community-opened")
         assert not pg.js_errors, pg.js_errors
