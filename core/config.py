@@ -65,20 +65,35 @@ class ExtractSettings(BaseModel):
     subject_weight: float = Field(
         4.0, description="Weight of a chunk's `mentions` edge to its document's subject (the entity a titled row is "
                          "named after, e.g. an encyclopedia page); other mentions weigh 1.")
+    title_subject: bool = Field(
+        True, description="Treat a document's real title (a row's title field, a titled Markdown/HTML page) as the "
+                          "subject its chunks are about; off for an ablation.")
+    offline_extractor: Literal["spacy", "heuristic"] = Field(
+        "spacy", description="Offline extraction: the spaCy pipeline (named entities, noun phrases; falls back to "
+                                 "the heuristics when spaCy or its model cannot be imported) or the capitalised-span "
+                                 "heuristics.")
 
 
 class LayerSettings(BaseModel):
     """HiRAG HiIndex (hirag.txt §4.1): summary layers over the entities."""
 
     enabled: bool = Field(True, description="Build HiRAG summary layers.")
-    max_layers: int = Field(4, description="Hard cap on summary layers.")
-    membership_threshold: float = Field(0.1, description="Soft GMM membership: posterior at or above this joins.")
-    max_components: int = Field(50, description="Upper bound of the BIC search for the number of clusters.")
-    reduce_dim: int = Field(10, description="PCA dimensions before the Gaussian mixture.")
-    sparsity_stop: float = Field(0.98, description="Stop when cluster sparsity CS_i reaches this.")
-    change_rate_stop: float = Field(0.05, description="Stop when CS_i changes by at most this share.")
-    min_entities: int = Field(4, description="Stop when a layer has fewer entities than this.")
-    seed: int = Field(42, description="Seed of the PCA and the Gaussian mixture.")
+    max_layers: int = Field(50, description="Safety cap on summary layers (HiRAG's code loops at most 50); the "
+                                            "paper's change-rate rule normally stops far earlier.")
+    membership_threshold: float = Field(0.1, description="Soft GMM membership: posterior at or above this joins "
+                                                         "(RAPTOR's 0.1).")
+    max_components: int = Field(50, description="Upper bound of ONE BIC search (global, or local inside a global "
+                                                "cluster), RAPTOR's 50; the layer's total is not capped.")
+    reduce_dim: int = Field(10, description="PCA dimensions before each Gaussian mixture (RAPTOR's 10).")
+    change_rate_stop: float = Field(0.05, description="ε: stop when CS_i changes by at most this share (hirag.txt "
+                                                      "§5.4).")
+    min_entities: int = Field(3, description="A layer with fewer entities is not clustered (HiRAG's code stops "
+                                             "at <= 2).")
+    meta_summary_concepts: list[str] = Field(
+        ["organization", "person", "location", "event", "product", "technology", "industry", "mathematics",
+         "social sciences"],
+        description="Meta summary entities X guiding the model's summary entities (hirag.txt §4.1; HiRAG's list).")
+    seed: int = Field(42, description="Seed of the PCA and the Gaussian mixtures.")
 
 
 class CommunitySettings(BaseModel):
@@ -117,7 +132,14 @@ class NodeRAGSettings(BaseModel):
     """NodeRAG heterograph augmentation and enrichment (noderag.txt §2.3-2.4, Appendix C)."""
 
     enabled: bool = Field(True, description="Add attribute, high-level element and overview nodes and semantic edges.")
-    community_level: int = Field(0, description="Leiden level whose communities get high-level elements (0 = flat).")
+    community_resolution: float = Field(1.0, description="Resolution of the flat Leiden run over the heterograph "
+                                        "(N, R, S, A) whose communities get high-level elements (§2.3; the "
+                                        "published code's modularity partition: 1).")
+    community_iterations: int = Field(2, description="Leiden iterations of that run (leidenalg's find_partition "
+                                      "default, which the published code uses: 2).")
+    min_community_size: int = Field(2, ge=1, description="Nodes a Leiden community needs to be stored and "
+                                    "summarized: a node no heterograph edge reaches is a one-node community of "
+                                    "Leiden's output, not an aggregation.")
     betweenness_samples: int = Field(10, description="Pivot nodes of the sampled betweenness centrality (NodeRAG: 10).")
     max_attributes: int = Field(2000, description="Cap on attribute nodes, most important entities first.")
     hnsw_m: int = Field(8, description="HNSW M: base-layer links per node become semantic edges (2*M at most).")
@@ -158,10 +180,11 @@ class GraphRAGLocalSettings(BaseModel):
                                                 "this, 0 = coarsest (GraphRAG's --community-level roll-up).")
     top_inside_rels: int = Field(20, description="topInsideRels: relationships between two entry entities.")
     top_outside_rels: int = Field(20, description="topOutsideRels: relationships from an entry entity outward.")
-    max_tokens: int = Field(8000, description="Token budget of the whole context; lowest-ranked items drop first.")
+    max_tokens: int = Field(12000, description="Token budget of the whole context; lowest-ranked items drop first "
+                                              "(GraphRAG's local search default, 12,000).")
     text_unit_prop: float = Field(0.5, description="Share of max_tokens for chunks (GraphRAG text_unit_prop).")
-    community_prop: float = Field(0.25, description="Share of max_tokens for community reports (GraphRAG "
-                                                    "community_prop); the rest is for entities and relationships.")
+    community_prop: float = Field(0.1, description="Share of max_tokens for community reports (GraphRAG "
+                                                   "community_prop, 0.1); the rest is for entities and relationships.")
 
 
 class GraphRAGGlobalSettings(BaseModel):
@@ -172,10 +195,12 @@ class GraphRAGGlobalSettings(BaseModel):
     max_reports: int = Field(20, description="Reports sent to the map step after expansion.")
     points_per_report: int = Field(5, description="Map step: at most this many rated points per report.")
     min_importance: int = Field(1, description="Points rated below this (0-100 scale as GraphRAG) are filtered out.")
-    max_tokens: int = Field(8000, description="Token budget of the points sent to the reduce step.")
+    max_tokens: int = Field(12000, description="Token budget of the points sent to the reduce step (GraphRAG's "
+                                              "global search data_max_tokens, 12,000).")
     top_entities: int = Field(10, description="Local section: members of the chosen communities nearest the question.")
-    member_sharpness: float = Field(16.0, description="Sources: a member's chunks count rating x similarity to this "
-                                                      "power, so a community's nearest members dominate.")
+    member_sharpness: float = Field(1.0, description="Sources (GraphRAG global returns none of its own): a member's "
+                                                     "chunks count rating x similarity to this power; 1 = plain "
+                                                     "weighting (16 had been chosen on hotpotqa alone).")
 
 
 class NodeRAGQuerySettings(BaseModel):
@@ -195,49 +220,57 @@ class NodeRAGQuerySettings(BaseModel):
                                 "together (one HNSW, as in the paper) instead of entry_k per kind.")
     degree_cap: bool = Field(False, description="Cap each link weight at 1/degree of its ends before the walk "
                              "(the published code's unbalance_adjust; not in the paper).")
-    exact_weight: float = Field(2.0, description="Personalization weight of an exact-match entry relative to a "
-                                "vector entry (the published code's accuracy_weight / similarity_weight, 1 there).")
-    subject_share: float = Field(2.0, description="Sources: each top entity (whose attributes are returned) adds "
-                                 "this multiple of its PPR score to the chunks about it (its subject mentions), so "
-                                 "an entity reached by the walk brings the passage about it; 0 turns it off.")
+    exact_weight: float = Field(1.0, description="Personalization weight of an exact-match entry relative to a "
+                                "vector entry (the published code's accuracy_weight / similarity_weight: 1 / 1).")
+    subject_share: float = Field(0.0, description="Not in the paper; 0 = off. Sources: each top entity (whose "
+                                 "attributes are returned) adds this multiple of its PPR score to the chunks about "
+                                 "it (its subject mentions), so an entity reached by the walk brings the passage "
+                                 "about it.")
+    chunk_entity_links: bool = Field(False, description="Not in the paper (T links to S only): also walk a chunk's "
+                                     "`mentions` edges to entities.")
+    subject_weight: bool = Field(False, description="Not in the paper: with chunk_entity_links, a chunk's mention of "
+                                 "its document's subject keeps its stored weight (ExtractSettings.subject_weight) "
+                                 "instead of 1.")
+    relationship_chunk_links: bool = Field(False, description="Not in the paper: also walk a relationship's "
+                                           "`derived_from` edges to the chunks it was extracted from.")
+    statement_relationship_links: bool = Field(False, description="Not in the paper (S links to N, R to N): also "
+                                               "walk the HLG lexical stage's statement -> relationship `mentions`.")
     proper_names_only: bool = Field(True, description="Exact matching keeps only names that start in upper case "
                                     "or with a digit in the question (offline stand-in for LLM entity extraction).")
 
 
 class ArchRAGQuerySettings(BaseModel):
-    """ArchRAG search (archrag.txt §3.2): C-HNSW hierarchical search, then adaptive filtering."""
+    """ArchRAG search (archrag.txt §3.2): C-HNSW hierarchical search, then adaptive filtering per layer."""
 
-    k_per_layer: int = Field(5, description="k nearest nodes taken on every C-HNSW layer.")
-    ef: int = Field(256, description="SearchLayer candidate list (>= k) on each C-HNSW layer; on hotpotqa's 14k "
-                                     "entities 256 finds 93% of the exact top 5, 32 finds 75%.")
-    max_tokens: int = Field(8000, description="Adaptive filtering keeps the most relevant parts within this budget.")
-    points_per_part: int = Field(3, description="Analysis: at most this many rated points (sentences offline) per "
-                                                "retrieved part.")
-    min_relevance: float = Field(0.1, description="Analysis points rated at or below this relevance (cosine offline, "
-                                                  "0-1) are dropped, like the paper's score-0 points.")
-    max_part_sentences: int = Field(12, description="Offline analysis reads at most this many sentences of a part.")
-    chunks_per_entity: int = Field(50, description="Chunks analysed per layer-0 entity, most-mentioning first.")
-    community_members: int = Field(3, description="A community's sources: the chunks of this many of its members "
-                                                  "nearest the question.")
+    k_per_layer: int = Field(5, description="k nearest nodes taken on every C-HNSW layer (the paper's k = 5, §4).")
+    ef: int | None = Field(256, description="SearchLayer candidate list (>= k) on each C-HNSW layer; None = k, "
+                                            "as Algorithm 2 writes SearchLayer(G_i, q, s, k). 256: the walk with a "
+                                            "list of k stops in the wrong region of layer 0 (recall@5 0.26 vs 0.57 "
+                                            "on 2wikimultihopqa, 0.72 vs 0.83 on multihoprag_small).")
+    max_tokens: int = Field(8000, description="Adaptive filtering's text limit: the best rated points are kept "
+                                              "within this many tokens (the paper names no number; 8000 is the "
+                                              "reduce budget of GraphRAG's global search, whose map/reduce "
+                                              "prompts Figure 10 adapts).")
 
 
 class HLGQuerySettings(BaseModel):
-    """HLG StatementGraphRAG / TopicGraphRAG (hierarchical-lexical-graph.txt §4)."""
+    """HLG StatementGraphRAG / TopicGraphRAG (hierarchical-lexical-graph.txt §4, §6.3-6.4)."""
 
-    statement_k: int = Field(50, description="StatementGraphRAG: statements taken by vector search (entry points).")
+    statement_k: int = Field(50, description="StatementGraphRAG: statements taken by vector search (entry points; "
+                                             "with keyword_k, the paper's 100 initial statements, §6.3.2).")
     keyword_k: int = Field(50, description="Statements taken by keyword (entity) matching (entry points).")
-    topic_k: int = Field(50, description="TopicGraphRAG: topics taken by vector search; their statements enter.")
-    beam_width: int = Field(50, description="Beam search width B: paths kept per start and depth; also the "
-                                            "neighbours of an expanded statement scored (nearest to the question).")
-    depth: int = Field(3, description="Beam search depth D_max (statement -> entity -> statement hops).")
-    top_k: int = Field(10, description="Statements (or chunks) kept after reranking and the diversity filter.")
+    topic_k: int = Field(50, description="TopicGraphRAG: topics taken by vector search; their statements enter "
+                                         "(§6.3.2: 50).")
+    beam_width: int = Field(50, description="Beam search width B (§6.3.2: 50): paths kept per start and depth; also "
+                                            "the neighbours of an expanded statement scored (nearest to the question).")
+    depth: int = Field(3, description="Beam search depth D_max (§6.3.2: 3; statement -> entity -> statement hops).")
+    context_tokens: int = Field(3000, description="Statement variants: the reranked, diversity-filtered statements "
+                                                  "kept while they fit in this many tokens (§6.3: a context window of "
+                                                  "10 chunks, about 3,000 tokens); with Ollama, what the model reranks.")
+    top_k: int = Field(10, description="Chunk variants: unique chunks kept after the diversity filter (§6.4: up to "
+                                       "10); also the beam paths, bridge items (2x) and topics shown.")
     rerank: str = Field("context", description="Offline reranker: 'context' (cosine of the question to the "
                                                "statement plus its chunk) or 'similarity' (to the statement alone).")
-    llm_rerank_k: int = Field(30, description="Asked with Ollama: the best this many candidates (by the offline "
-                                              "reranker) are reranked by the model, 0-10 each, in one call.")
-    bridge_max_statements: int = Field(3, description="Sources: a hop (two statements sharing an entity) places a "
-                                                      "document only through an entity at most this many "
-                                                      "statements mention (not a hub).")
     diversity_threshold: float = Field(
         0.005, description="Diversity threshold τ (the paper's 0.5 %): an item whose TF-IDF cosine to a kept, "
                            "better item is >= 1 - τ is dropped as a near-duplicate; 0 keeps all but exact repeats.")

@@ -83,7 +83,7 @@ def stages() -> list[tuple[str, str, Stage]]:
         ("embed", "Embed chunks, statements and entities", embed_stage),
         ("merge", "Entity resolution: merge candidates", merge_stage),
         ("layers", "HiRAG summary layers", layers_stage),
-        ("communities", "WCC and hierarchical Leiden", communities_stage),
+        ("communities", "WCC, Leiden (GraphRAG) and HiRAG communities", communities_stage),
         ("attributed", "ArchRAG attributed communities and C-HNSW", attributed_stage),
         ("reports", "Community reports", reports_stage),
         ("lexical", "HLG facts and topics", lexical_stage),
@@ -105,7 +105,8 @@ def make_backend(settings: Settings, store: Store | None) -> LanguageBackend:
         return OllamaBackend(settings.backend, CallCache(store) if store else None)
     from core.backends.offline import OfflineBackend
 
-    return OfflineBackend(settings.extract.max_entities_per_chunk, settings.extract.max_relationships_per_chunk)
+    return OfflineBackend(settings.extract.max_entities_per_chunk, settings.extract.max_relationships_per_chunk,
+                          settings.extract.offline_extractor)
 
 
 def open_index(settings: Settings, ws_name: str, embedder_name: str) -> VectorIndex:

@@ -1,5 +1,6 @@
-"""What a workspace holds: node counts by kind and layer, communities by method and level, modularity per level,
-and the stage timings of its last build."""
+"""What a workspace holds: node counts by kind and layer, communities by method and level (wcc, leiden, hirag,
+attributed, noderag), modularity per level of the `leiden` and `hirag` runs, and the stage timings of its last
+build."""
 
 from __future__ import annotations
 
@@ -7,6 +8,17 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from core.models import BuildRun, Community, Document, Edge, EntityMerge, Node, StageRun, Workspace
+
+
+def communities_per_level(store, ws_id: int) -> dict[str, dict[str, int]]:
+    """method -> level (as text) -> communities stored."""
+    out: dict[str, dict[str, int]] = {}
+    with store.session() as s:
+        for method, level, n in s.exec(select(Community.method, Community.level, func.count())
+                                       .where(Community.workspace_id == ws_id)
+                                       .group_by(Community.method, Community.level)):
+            out.setdefault(method, {})[str(level)] = n
+    return out
 
 
 def workspace_stats(store, ws: Workspace) -> dict:
@@ -21,15 +33,11 @@ def workspace_stats(store, ws: Workspace) -> dict:
                             .group_by(Edge.kind)).all())
         merges = dict(s.exec(select(EntityMerge.status, func.count()).where(EntityMerge.workspace_id == ws.id)
                              .group_by(EntityMerge.status)).all())
-        comms: dict[str, dict[str, int]] = {}
-        for method, level, n in s.exec(select(Community.method, Community.level, func.count())
-                                       .where(Community.workspace_id == ws.id)
-                                       .group_by(Community.method, Community.level)):
-            comms.setdefault(method, {})[str(level)] = n
         run = s.exec(select(BuildRun).where(BuildRun.workspace_id == ws.id, BuildRun.status == "done")
                      .order_by(BuildRun.id.desc())).first()  # type: ignore[union-attr]
         stages: dict[str, float] = {}
         modularity: dict[str, float] = {}
+        hirag_modularity: dict[str, float] = {}
         layers: list[dict] = []
         stop_reason = None
         if run is not None:
@@ -37,6 +45,7 @@ def workspace_stats(store, ws: Workspace) -> dict:
                 stages[sr.stage] = round(sr.seconds, 3)
                 if sr.stage == "communities":
                     modularity = dict((sr.counts or {}).get("modularity", {}))
+                    hirag_modularity = dict(((sr.counts or {}).get("hirag") or {}).get("modularity", {}))
                 if sr.stage == "layers":
                     layers = list((sr.counts or {}).get("layers", []))
                     stop_reason = (sr.counts or {}).get("stop_reason")
@@ -47,9 +56,10 @@ def workspace_stats(store, ws: Workspace) -> dict:
         "embedder": ws.embedder,
         "nodes": nodes,
         "edges": edges,
-        "communities": comms,
+        "communities": communities_per_level(store, ws.id),
         "merges": merges,
         "modularity": modularity,
+        "hirag_modularity": hirag_modularity,
         "layers": layers,
         "stop_reason": stop_reason,
         "stages": stages,
@@ -73,6 +83,9 @@ def format_stats(st: dict) -> str:
     if st.get("modularity"):
         out.append("  leiden modularity per level: " + "  ".join(
             f"{k}={v:.3f}" for k, v in sorted(st["modularity"].items(), key=lambda kv: int(kv[0]))))
+    if st.get("hirag_modularity"):
+        out.append("  hirag modularity per level:  " + "  ".join(
+            f"{k}={v:.3f}" for k, v in sorted(st["hirag_modularity"].items(), key=lambda kv: int(kv[0]))))
     if st.get("layers"):
         out += ["", "HiRAG layers (entities, clusters, cluster sparsity CS_i, change rate)"]
         for row in st["layers"]:

@@ -133,6 +133,24 @@ def fake_summary(prompt: str) -> dict[str, Any]:
             "keywords": names[:4]}
 
 
+_PAIR = re.compile(r'^\((".*?(?<!\\)"), ', re.M)
+_META = re.compile(r"^Meta attribute list: (\[.*\])$", re.M)
+
+
+def fake_summary_entities(prompt: str) -> dict[str, Any]:
+    """HiRAG's summary entities for the cluster in the prompt's ENTITIES block: one entity named after the first
+    member, typed with the last meta attribute listed, related to every member."""
+    block = "\n".join(delimited(prompt, "ENTITIES"))
+    members = [json.loads(m) for m in _PAIR.findall(block)]
+    metas = _META.findall(prompt)
+    meta = json.loads(metas[-1]) if metas else []
+    name = f"{members[0]} Circle" if members else "Empty Circle"
+    return {"entities": [{"name": name, "type": meta[0] if meta else "normal_entity",
+                          "description": f"A group of {len(members)} entities: {', '.join(members[:5])}."}],
+            "relationships": [{"source": m, "target": name, "description": f"{m} belongs to {name}.", "weight": 7}
+                              for m in members]}
+
+
 _QUESTION = re.compile(r'^Question: (".*")$', re.M)
 _WORD = re.compile(r"[a-z0-9]{4,}")
 
@@ -191,6 +209,8 @@ def schema_reply(schema: Any, prompt: str) -> str:
     props = set(schema.get("properties", {}))
     if {"entities", "relationships", "statements"} <= props:
         return json.dumps(fake_extraction(prompt))
+    if props == {"entities", "relationships"}:
+        return json.dumps(fake_summary_entities(prompt))
     if {"title", "summary", "findings"} <= props:
         return json.dumps(fake_report(prompt))
     if {"title", "summary", "keywords"} <= props:

@@ -157,14 +157,16 @@ def draw(ws) -> None:
     levels = method_levels(ws.id, ws.build_version, ws.name, ws.embedder, method)
     if not levels:
         st.info({"leiden": "No Leiden communities in this build.",
+                 "hirag": "No HiRAG communities in this build.",
+                 "noderag": "No NodeRAG communities in this build.",
                  "attributed": "No attributed (ArchRAG) communities in this build.",
-                 "hirag": "No HiRAG summary layers in this build."}[method])
+                 "hirag_layers": "No HiRAG summary layers in this build."}.get(method, "Nothing to measure."))
         return
     names = [x.level for x in levels]
-    unit = "layer" if method == "hirag" else "level"
+    unit = "layer" if method == "hirag_layers" else "level"
     level = b.selectbox(unit.capitalize(), names, key=f"q_level_{method}",
                         format_func=lambda lv: f"{unit} {lv}" + (" (coarsest)" if lv == names[0] and len(names) > 1
-                                                                   and method != "hirag" else ""))
+                                                                   and method != "hirag_layers" else ""))
     args = (ws.id, ws.build_version, ws.name, ws.embedder, method)
     m = metrics(*args, level)
     per_level = [metrics(*args, lv) for lv in names]

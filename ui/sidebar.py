@@ -49,7 +49,8 @@ def _backend() -> None:
         else:
             st.warning(status["message"], icon=":material/warning:")
     else:
-        st.success("Backend: offline (heuristic extraction, extractive answers)", icon=":material/offline_bolt:")
+        how = {"spacy": "spaCy extraction"}.get(R.settings().extract.offline_extractor, "heuristic extraction")
+        st.success(f"Backend: offline ({how}, extractive answers)", icon=":material/offline_bolt:")
 
 
 def sidebar() -> None:

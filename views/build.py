@@ -8,6 +8,7 @@ import streamlit as st
 from core.backends.base import BackendError
 from core.graph.hierarchy import METHODS, frame_signature, hierarchy_figure, hierarchy_frame
 from core.pipeline import active_run, request_cancel
+from core.stats import communities_per_level
 from core.workspace import start_build
 from ui import resources as R
 
@@ -56,9 +57,10 @@ def _layers(counts: dict) -> None:
                       yaxis2=dict(overlaying="y", side="right", range=[0, 1.05], dtick=0.25, showgrid=False,
                                   title="cluster sparsity", color="#BC4B51"))
     a.plotly_chart(fig, width="stretch", key="layers")
-    b.dataframe([{"layer": r.get("layer"), "entities": r.get("entities"), "clusters": r.get("clusters"),
-                  "summary entities": r.get("summary_entities"), "cluster sparsity": r.get("cluster_sparsity"),
-                  "change rate": r.get("change_rate")} for r in rows], hide_index=True, width="stretch")
+    b.dataframe([{"layer": r.get("layer"), "entities": r.get("entities"), "global clusters": r.get("global_clusters"),
+                  "clusters": r.get("clusters"), "summary entities": r.get("summary_entities"),
+                  "cluster sparsity": r.get("cluster_sparsity"), "change rate": r.get("change_rate"),
+                  "stop reason": r.get("stop_reason")} for r in rows], hide_index=True, width="stretch")
     if counts.get("stop_reason"):
         b.caption(f"Layering stopped: {counts['stop_reason']}")
 
@@ -72,18 +74,38 @@ def _per_level_bar(per_level: dict, title: str, color: str, key: str, where) -> 
     where.plotly_chart(fig, width="stretch", key=key)
 
 
-def _leiden(counts: dict) -> None:
+def _leiden(counts: dict, name: str = "Leiden", key: str = "") -> bool:
+    """Communities and modularity per level of one hierarchical Leiden run (the stage's counts of it)."""
     if not counts.get("communities_per_level"):
-        return
+        return False
     mod = counts.get("modularity", {})
     a, b = st.columns(2)
-    _per_level_bar(counts["communities_per_level"], "Leiden communities per level", "#2F6690", "per_level", a)
+    _per_level_bar(counts["communities_per_level"], f"{name} communities per level", "#2F6690", f"{key}per_level", a)
     fig2 = go.Figure(go.Scatter(x=[f"level {lv}" for lv in sorted(mod, key=int)],
                                 y=[mod[lv] for lv in sorted(mod, key=int)], mode="lines+markers"))
-    fig2.update_layout(title="Modularity per level", height=280, margin=MARGIN, yaxis_range=[0, 1])
-    b.plotly_chart(fig2, width="stretch", key="modularity")
-    st.caption(f"{counts.get('components', 0)} connected components clustered, "
-               f"{counts.get('tiny_components', 0)} tiny ones (single entities) recorded apart.")
+    fig2.update_layout(title=f"{name}: modularity per level", height=280, margin=MARGIN, yaxis_range=[0, 1])
+    b.plotly_chart(fig2, width="stretch", key=f"{key}modularity")
+    return True
+
+
+def _communities(counts: dict) -> None:
+    """GraphRAG's Leiden on the extracted entities, then HiRAG's Leiden on its layered graph."""
+    if _leiden(counts, "Leiden (GraphRAG)"):
+        st.caption(f"Extracted entity graph: {counts.get('entities', 0):,} entities; "
+                   f"{counts.get('components', 0)} connected components clustered, "
+                   f"{counts.get('tiny_components', 0)} tiny ones (single entities) recorded apart.")
+    hi = counts.get("hirag") or {}
+    if _leiden(hi, "HiRAG", "hirag_"):
+        st.caption(f"HiRAG's layered graph: {hi.get('entities', 0):,} entities of every layer "
+                   f"({hi.get('summary_entities', 0):,} summary entities), {hi.get('links', 0):,} links; "
+                   f"{hi.get('with_summary_entities', 0):,} communities hold a summary entity.")
+
+
+def _noderag(per_level: dict) -> None:
+    """NodeRAG's own communities (written by the augment stage), counted from the store."""
+    if per_level:
+        a, _ = st.columns(2)
+        _per_level_bar(per_level, "NodeRAG communities per level", "#F4A259", "noderag_per_level", a)
 
 
 def _attributed(counts: dict) -> None:
@@ -109,7 +131,7 @@ def _frame_so_far(ws_id: int, method: str, signature: tuple):
 
 def _hierarchy_so_far() -> None:
     """A sunburst of the communities stored right now: it grows as the stages write level after level."""
-    sigs = {m: frame_signature(store, ws.id, m) for m in ("leiden", "attributed")}
+    sigs = {m: frame_signature(store, ws.id, m) for m in ("leiden", "hirag", "noderag", "attributed")}
     present = [m for m, sig in sigs.items() if sig]
     if not present:
         return
@@ -190,8 +212,9 @@ def live() -> None:
     )
     by_stage = {s.stage: s.counts or {} for s in stages}
     _layers(by_stage.get("layers", {}))
-    _leiden(by_stage.get("communities", {}))
+    _communities(by_stage.get("communities", {}))
     _attributed(by_stage.get("attributed", {}))
+    _noderag(communities_per_level(store, ws.id).get("noderag", {}))
     _hierarchy_so_far()
     _graph_extras(by_stage)
     if run.status == "done":

@@ -140,7 +140,10 @@ with st.expander("Filters", icon=":material/filter_alt:"):
     min_degree = f3.number_input("Minimum degree", 0, 10_000, 0, help="Entities linked to at least this many "
                                  "other entities through relationships.")
     g1, g2, g3 = st.columns(3)
-    methods = g1.multiselect("Community methods", methods_present, default=methods_present)
+    methods = g1.multiselect("Community methods", methods_present,
+                             default=[m for m in methods_present if m in X.DEFAULT_METHODS] or methods_present,
+                             help="Leiden: GraphRAG's, on the extracted entities; hirag: HiRAG's, on its layered "
+                                  "graph; noderag: NodeRAG's, on its heterograph; attributed: ArchRAG's.")
     levels = g2.multiselect("Community levels", sorted({int(x) for x in set(ix.comm_level.tolist())}),
                             help="Super-nodes of these levels (none chosen: the top of each hierarchy).")
     color_by = g3.radio("Colour communities by", ["level", "method"], horizontal=True)

@@ -70,13 +70,16 @@ cap = c3.select_slider("Max sectors", [100, 200, 400, 800, 1500, 3000], value=80
 fr = frame(ws.name, ws.build_version, method, cap)
 if not fr.sectors:
     st.info({"leiden": "No Leiden communities in this build.",
+             "hirag": "No HiRAG communities in this build.",
+             "noderag": "No NodeRAG communities in this build.",
              "attributed": "No attributed (ArchRAG) communities in this build.",
-             "hirag": "No HiRAG summary layers in this build: they are built when the entities show cluster "
-                      "structure."}.get(method, "Nothing to draw."))
+             "hirag_layers": "No HiRAG summary layers in this build: they are built when the entities show cluster "
+                             "structure."}.get(method, "Nothing to draw."))
     st.stop()
 
-levels = " · ".join(f"{'layer' if method == 'hirag' else 'level'} {lv}: {n:,}" for lv, n in sorted(fr.per_level.items()))
-st.caption(f"{fr.total:,} {'summary entities' if method == 'hirag' else 'communities'} ({levels}). "
+layers = method == "hirag_layers"
+levels = " · ".join(f"{'layer' if layers else 'level'} {lv}: {n:,}" for lv, n in sorted(fr.per_level.items()))
+st.caption(f"{fr.total:,} {'summary entities' if layers else 'communities'} ({levels}). "
            "Click a sector to open it below; click the centre to zoom back out.")
 if fr.note:
     st.caption(fr.note)
@@ -100,7 +103,7 @@ labels = {s.id: f"{truncate(s.title, 80) or 'untitled'} · "
           for s in found + fr.choices()}  # matches first, then every drawn sector
 if st.session_state.get(pick_key) not in labels:
     st.session_state[pick_key] = None  # nothing open (or no longer offered)
-pick = left.selectbox("Open a summary entity" if method == "hirag" else "Open a community", list(labels),
+pick = left.selectbox("Open a summary entity" if layers else "Open a community", list(labels),
                       format_func=labels.get, key=pick_key, placeholder="Click a sector, or pick one here")
 if pick is None:
     st.stop()

@@ -67,7 +67,7 @@ files = st.file_uploader("Documents", type=[e.lstrip(".") for e in SUPPORTED_EXT
                          key=f"upload_{ws.name}_{st.session_state.get('upload_round', 0)}")
 backend = st.radio("Build with", ["offline", "ollama"], horizontal=True,
                    index=0 if settings.backend.kind == "offline" else 1,
-                   help="offline: heuristic extraction, no model server. ollama: the configured Ollama host.")
+                   help="offline: spaCy extraction (heuristics as fallback), no model server. ollama: the configured Ollama host.")
 if st.button("Add and build", type="primary", disabled=not files, icon=":material/upload:"):
     with st.spinner("Reading files…"):
         report = ingest_uploads(store, ws, [(f.name, f.getvalue()) for f in files], settings)

@@ -60,6 +60,28 @@ class Summary(BaseModel):
     keywords: list[str] = Field(default_factory=list)
 
 
+class SummaryEntity(BaseModel):
+    """A HiRAG summary entity (hirag.txt §4.1, Appendix I.3 Figure 9): a more general entity one layer up."""
+
+    name: str = Field(description="Name of the summary entity, capitalized.")
+    type: str = Field(description="One of the meta summary concepts it is a kind of.")
+    description: str = Field(description="Comprehensive description of the entity's attributes and activities.")
+
+
+class SummaryRelation(BaseModel):
+    source: str = Field(description="Name of a given entity, exactly as in the entity list.")
+    target: str = Field(description="Name of the summary entity it relates to.")
+    description: str = Field(description="Why the given entity relates to the summary entity.")
+    weight: float = Field(5.0, description="Strength of the relation from 1 (weak) to 10 (strong).")
+
+
+class SummaryEntities(BaseModel):
+    """HiRAG's reply for one cluster: its summary entities and the relations from the cluster's entities to them."""
+
+    entities: list[SummaryEntity] = Field(default_factory=list)
+    relationships: list[SummaryRelation] = Field(default_factory=list)
+
+
 class ContextBlock(BaseModel):
     """What `answer` sees: labelled sections of context, and numbered sources it may cite as [n]."""
 
@@ -113,6 +135,11 @@ class LanguageBackend(Protocol):
         ...
 
     def answer(self, question: str, context: ContextBlock) -> str: ...
+
+    def summary_entities(self, members: list[tuple[str, str]], concepts: list[str]) -> SummaryEntities:
+        """HiRAG's summary entities of one cluster (hirag.txt Algorithm 1 line 17, LLM(S_x, X)): `members` are the
+        cluster's entities as (name, description), `concepts` the meta summary entities X."""
+        ...
 
 
 @runtime_checkable

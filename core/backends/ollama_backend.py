@@ -38,6 +38,7 @@ from core.backends.base import (
     RatedPoints,
     Report,
     Summary,
+    SummaryEntities,
 )
 from core.backends.cache import CallCache
 from core.backends.replies import (
@@ -57,6 +58,7 @@ from core.extract.prompts import (
     rate_points_prompt,
     report_prompt,
     rerank_prompt,
+    summary_entities_prompt,
     summary_prompt,
 )
 
@@ -176,6 +178,14 @@ class OllamaBackend:
     def summarize(self, task: str, subject: str, material: list[str]) -> Summary:
         return clean_summary(self._structured(f"summarize-{task}", summary_prompt(task, subject, material), Summary),
                              subject)
+
+    def summary_entities(self, members: list[tuple[str, str]], concepts: list[str]) -> SummaryEntities:
+        from core.backends.summary_replies import clean_summary_entities
+
+        names = [n for n, _ in members]
+        return self._call("summary-entities", summary_entities_prompt(members, concepts), _schema(SummaryEntities),
+                          lambda content: clean_summary_entities(parse_reply(content, SummaryEntities), names),
+                          lambda result: result.model_dump_json(), SummaryEntities.model_validate_json)
 
     def answer(self, question: str, context: ContextBlock) -> str:
         def parse(content: str) -> str:

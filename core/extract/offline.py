@@ -44,7 +44,7 @@ _TYPE_CUES: list[tuple[str, set[str]]] = [
         set(
             """city town village county state province country river lake sea ocean island islands mountain mountains
             mount valley bay street road avenue square park bridge port harbour harbor delta coast district region
-            station airport states kingdom republic""".split()
+            station airport states kingdom republic farm estate""".split()
         ),
     ),
     (
@@ -104,6 +104,13 @@ def _spans(sentence: str) -> list[tuple[str, int, str]]:
 
 def _is_cap(tok: str) -> bool:
     return bool(tok) and tok[0].isupper()
+
+
+def head_cue_type(name: str, allowed: list[str]) -> str:
+    """The type the last word of a name announces ("Veridian Labs", "Meren River", "Lantern Festival"), or ""."""
+    words = name.split()
+    head = words[-1].lower().strip(".") if words else ""
+    return next((typ for typ, cues in _TYPE_CUES if head in cues and typ in allowed), "")
 
 
 def entity_type(name: str, hint: str, allowed: list[str]) -> str:
@@ -197,3 +204,15 @@ def extract_offline(
         if e.description == subj_name:
             e.description = statements[0]
     return Extraction(entities=list(entities.values()), relationships=list(rels.values()), statements=statements)
+
+
+def heading_subject(title: str, opening: str) -> str | None:
+    """The name a page's heading is about, by the heuristics: the longest name of the page's opening that the heading
+    contains, else the heading's own longest name; none when the heading holds no name."""
+    low = " ".join(title.lower().split())
+    opening = "\n".join(line for line in opening.splitlines() if not _HEADING.match(line))
+    for names in ([n for s in split_sentences(opening) for n, _, _ in _spans(s)], [n for n, _, _ in _spans(title)]):
+        found = [n for n in names if re.search(r"(?<!\w)" + re.escape(n.lower()) + r"(?!\w)", low)]
+        if found:
+            return max(found, key=lambda n: (len(n.split()), len(n)))
+    return None

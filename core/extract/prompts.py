@@ -203,3 +203,59 @@ Reply with one JSON object and nothing else, shaped like:
 
 Question: {_inline(question)}
 """
+
+
+# -- HiRAG summary entities -------------------------------------------------------------------------------------------
+
+
+def summary_entities_prompt(members: list[tuple[str, str]], concepts: list[str]) -> str:
+    """HiRAG's prompt for generating summary entities (hirag.txt Appendix I.3, Figure 9; `summary_clusters` in
+    HiRAG's code): from the descriptions of one cluster's entities and the meta summary entities X (meta attribute
+    list), at least one more general "attribute entity" whose type matches a meta attribute, plus the relations from
+    the given entities to it (no relations among the summary entities). The instructions and the worked example
+    follow the paper's template; the reply is the JSON object of `SummaryEntities` instead of HiRAG's delimited
+    tuples, and the entity list is fenced as untrusted data like every other prompt here."""
+    meta = json.dumps([" ".join(c.split()) for c in concepts if c.strip()], ensure_ascii=False)
+    listing = "\n".join(f"({json.dumps(' '.join(n.split()), ensure_ascii=False)}, "
+                        f"{json.dumps(' '.join((d or '').split()), ensure_ascii=False)})" for n, d in members)
+    return f"""You are tasked with analyzing a set of entity descriptions and a given list of meta attributes. Your goal
+is to summarize at least one attribute entity for the entity set in the given entity descriptions. The summarized
+attribute entity must match the type of at least one meta attribute in the given meta attribute list (e.g., if a
+meta attribute is "company", the attribute entity could be "Amazon" or "Meta", which is a kind of meta attribute
+"company"), and it should be directly relevant to the entities described in the entity description set. The
+relationship between the entity set and the generated attribute entity should be clear and logical.
+{_DATA_NOTE}
+
+-Steps-
+1. entities: identify at least one attribute entity for the given entity description list. For each give
+   name (the entity's name, capitalized), type (one of the meta attributes: {meta}; "normal_entity" if it
+   belongs to none of them) and description (a comprehensive description of the entity's attributes and
+   activities).
+2. relationships: from each given entity, every pair (source, target) where the source is a given entity (its
+   name exactly as in the entity list) and the target an attribute entity of step 1 that it is *clearly related*
+   to. There are no relations between the attribute entities. For each give source, target, description (why
+   they are related) and weight (strength of the relation from 1 to 10).
+
+-Example-
+Meta attribute list: ["company", "location"]
+Entity description list: [("Instagram", "Instagram is a software developed by Meta, which captures and shares the
+world's moments."), ("Facebook", "Facebook is a social networking platform launched in 2004. Owned by Meta, it is
+one of the largest social media platforms globally."), ("WhatsApp", "WhatsApp Messenger: a messaging app of Meta
+for simple, reliable, and secure communication.")]
+Output:
+{{"entities": [{{"name": "Meta", "type": "company", "description": "Meta, formerly known as Facebook, Inc., is an
+American multinational technology conglomerate known for its online social media services."}}],
+ "relationships": [{{"source": "Instagram", "target": "Meta", "description": "Instagram is a software developed
+by Meta.", "weight": 8.5}}, {{"source": "Facebook", "target": "Meta", "description": "Facebook is owned by Meta.",
+"weight": 9}}, {{"source": "WhatsApp", "target": "Meta", "description": "WhatsApp Messenger is a messaging app of
+Meta.", "weight": 8}}]}}
+
+-Real Data-
+Meta attribute list: {meta}
+Entity description list (one (name, description) pair per line):
+{fence(listing or "(none)", "ENTITIES")}
+
+Reply with one JSON object and nothing else, shaped like:
+{{"entities": [{{"name": "", "type": "", "description": ""}}],
+ "relationships": [{{"source": "", "target": "", "description": "", "weight": 5}}]}}
+"""

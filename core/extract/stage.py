@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -23,8 +24,10 @@ from core.extract.resolve import norm_key
 from core.models import Document, Node
 from core.store import bulk_insert, content_id
 
+log = logging.getLogger(__name__)
 STAGE = "extract"
 ROW_FORMATS = {"csv", "tsv", "jsonl", "ndjson", "json"}
+REAL_TITLES = {"field", "heading", "html"}  # Document.meta["title_from"] values that name the document's subject
 _DESC_CAP = 1200
 _OFFLINE_BATCH = 64  # chunks per transaction with the offline heuristics
 
@@ -50,37 +53,69 @@ def extract_stage(ctx) -> Iterator:
     workers = ctx.settings.backend.concurrency if ctx.backend.name == "ollama" else 1
     counts = Counter()
     redirect = merged_into(store, ws.id) if total else {}
-    subjects = {d: t for d, doc in docs.items() if (t := row_subject(doc))}
+    todo_docs = {d: docs[d] for d in dict.fromkeys(r[2] for r in todo) if d in docs}
+    subjects = document_subjects(ctx.backend, todo_docs) if ctx.settings.extract.title_subject else {}
 
     def run_one(row) -> Extraction:
         _, text, doc_id = row
         doc = docs.get(doc_id)
-        # a model reads the title as context; the heuristics only trust a corpus row's title as the subject
-        subject = row_subject(doc) if ctx.backend.name == "offline" else (doc.title if doc else None)
+        # a model reads the title as context; offline extraction only trusts a real title as the subject
+        subject = subjects.get(doc_id) if ctx.backend.name == "offline" else (doc.title if doc else None)
         return ctx.backend.extract(text, types, subject=subject)
+
+    def run_part(part) -> list[Extraction]:
+        many = getattr(ctx.backend, "extract_many", None)
+        if many is not None:  # the offline backend parses a batch at once
+            return many([t for _, t, _ in part], types, [subjects.get(d) for _, _, d in part])
+        return list(pool.map(run_one, part)) if workers > 1 else [run_one(r) for r in part]
 
     # A model call is slow: write every few chunks. The heuristics are fast: write many chunks per transaction
     # (each with its checkpoint, so a stop still resumes at the first unwritten chunk).
     # (Small builds still write in 50 or more steps, so progress moves and a stop lands mid-stage.)
+    by = f" ({ctx.backend.model})" if ctx.backend.name == "offline" and total else ""  # which extractor ran
+    if by:
+        log.info("extract: offline extractor %s", ctx.backend.model)
     batch = max(1, workers * 4) if ctx.backend.name != "offline" else min(_OFFLINE_BATCH, max(1, total // 50))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for start in range(0, total, batch):
             part = todo[start : start + batch]
-            results = list(pool.map(run_one, part)) if workers > 1 else [run_one(r) for r in part]
+            results = run_part(part)
             counts.update(write_extractions(store, ws.id, [(cid, doc_id, ex) for (cid, _, doc_id), ex
                                                            in zip(part, results)], redirect, subjects,
                                             ctx.settings.extract.subject_weight))
             counts["chunks"] = start + len(part)
-            yield Progress(start + len(part), total, f"extracted {start + len(part)}/{total} chunks", dict(counts))
+            yield Progress(start + len(part), total, f"extracted {start + len(part)}/{total} chunks{by}", dict(counts))
             if ctx.should_stop():
                 return
     if total == 0:
         yield Progress(0, 0, "no new chunks", {})
 
 
+def document_subjects(backend, docs: dict[str, Document]) -> dict[str, str]:
+    """document id -> the name of the entity it is about, for the documents with a real title (`row_subject`); the
+    offline backend narrows a page's heading to the name it holds (`subject_of`), a model reads the title whole."""
+    subject_of = getattr(backend, "subject_of", None)
+    out = {}
+    for d, doc in docs.items():
+        title = row_subject(doc)
+        if title and subject_of is not None:
+            title = subject_of(title, (doc.meta or {}).get("title_from", "field"), doc.text)
+        if title:
+            out[d] = title
+    return out
+
+
 def row_subject(doc: Document | None) -> str | None:
-    """A corpus row's own title (an encyclopedia page's name) is the subject of its text; a file's title is not."""
-    if doc is None or (doc.meta or {}).get("format") not in ROW_FORMATS:
+    """A document's real title names the subject of its text: a corpus row's title field (an encyclopedia page's
+    name), a Markdown page's `# heading`, an HTML page's <title>/<h1>. A title made from the file name (a plain-text
+    book, an untitled row "corpus #12") or from PDF/DOCX metadata is not (ingest records `meta["title_from"]`;
+    documents ingested before that fall back to: a row format, not numbered after its file)."""
+    if doc is None:
+        return None
+    meta = doc.meta or {}
+    if "title_from" in meta:
+        return doc.title if meta["title_from"] in REAL_TITLES and doc.title.strip() else None
+    if meta.get("format") not in ROW_FORMATS:
         return None
     return None if re.search(r" #\d+$", doc.title) else doc.title
 

@@ -107,8 +107,9 @@ def nearest_in(base: np.ndarray, queries: np.ndarray) -> np.ndarray:
 
 
 def search_layer(vecs: np.ndarray, neighbours: Callable[[int], list[int]], q: np.ndarray, entries: list[int],
-                 ef: int) -> list[tuple[float, int]]:
-    """Algorithm 2's SearchLayer with a candidate list of size `ef`: (similarity, node) best first."""
+                 ef: int, visited_out: set[int] | None = None) -> list[tuple[float, int]]:
+    """Algorithm 2's SearchLayer with a candidate list of size `ef`: (similarity, node) best first. The nodes it
+    evaluated (Algorithm 2's V) are added to `visited_out` when given: the result is the best `ef` of them."""
     visited = set(entries)
     sims = (vecs[entries] @ q).tolist()
     cand = [(-s, e) for s, e in zip(sims, entries)]  # expansion queue Q: most similar first
@@ -131,6 +132,8 @@ def search_layer(vecs: np.ndarray, neighbours: Callable[[int], list[int]], q: np
                 heapq.heappush(res, (sx, x))
                 if len(res) > ef:
                     heapq.heappop(res)
+    if visited_out is not None:
+        visited_out.update(visited)
     return sorted(res, key=lambda t: (-t[0], t[1]))
 
 
@@ -227,8 +230,9 @@ class CHNSW:
                    dict(meta or {}) | {"seed": seed, "exact_above": exact_above, "ef_construction": ef_c})
 
     # -- query (Algorithm 2) ---------------------------------------------------------------------------------------
-    def _search(self, layer: int, q: np.ndarray, entry: int, ef: int) -> list[tuple[float, int]]:
-        return search_layer(self.vecs, self.neighbours, q, [entry], ef)
+    def _search(self, layer: int, q: np.ndarray, entry: int, ef: int,
+                visited_out: set[int] | None = None) -> list[tuple[float, int]]:
+        return search_layer(self.vecs, self.neighbours, q, [entry], ef, visited_out)
 
     def query(self, q: np.ndarray, k: int, layer: int = 0, ef: int | None = None) -> list[tuple[str, float]]:
         """The k nearest nodes of `layer` to q: greedy descent from the top, then SearchLayer with `ef` >= k."""
@@ -243,15 +247,19 @@ class CHNSW:
         found = self._search(layer, q, s, ef)[:k]
         return [(str(self.ids[g]), float(sim)) for sim, g in found]
 
-    def search_layers(self, q: np.ndarray, k: int, ef: int | None = None) -> list[list[tuple[str, float]]]:
-        """ArchRAG's hierarchical search: the top k of every layer (index = layer), top layer first searched."""
+    def search_layers(self, q: np.ndarray, k: int, ef: int | None = None,
+                      visited: list[set[int]] | None = None) -> list[list[tuple[str, float]]]:
+        """ArchRAG's hierarchical search: the top k of every layer (index = layer), top layer first searched.
+        `visited`, when given, receives per layer the global indices SearchLayer evaluated there."""
         out: list[list[tuple[str, float]]] = [[] for _ in range(self.top + 1)]
+        if visited is not None:
+            visited[:] = [set() for _ in range(self.top + 1)]
         if len(self.ids) == 0 or k <= 0:
             return out
         q = unit_rows(np.asarray(q, dtype=np.float32).reshape(1, -1))[0]
         s = self.entry
         for i in range(self.top, -1, -1):
-            found = self._search(i, q, s, max(k, ef or EF_SEARCH))
+            found = self._search(i, q, s, max(k, ef or EF_SEARCH), None if visited is None else visited[i])
             out[i] = [(str(self.ids[g]), float(sim)) for sim, g in found[:k]]
             if i > 0:
                 s = int(self.inter[found[0][1]])

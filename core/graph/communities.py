@@ -1,4 +1,17 @@
-"""Communities: weakly connected components first, then hierarchical Leiden (leidenalg on igraph).
+"""Communities: weakly connected components first, then hierarchical Leiden (leidenalg on igraph), run once on
+each graph a reference design clusters.
+
+* `leiden` (GraphRAG, hierarchical-graph-rag.md; GraphRAG's `cluster_graph`): the EXTRACTED entity graph only,
+  layer-0 entities and their relationship links (core/graph/entity_graph.py `EntityGraph.extracted`), no summary
+  entity, no `summarizes` link. Its components are stored as `wcc` rows. GraphRAG local / global, the what-if
+  variants and the Graph page use it.
+* `hirag` (HiRAG's HiIndex, hirag.txt §4.1): "We also employ the Leiden algorithm to compute a set of communities
+  P from the hierarchical KG. Each community may contain entities from multiple layers and an entity may appear in
+  multiple communities. For each community p in P, we generate an interpretable semantic report." The graph is
+  G_k: the entities of every layer plus the `summarizes` links (Algorithm 1 line 23). An entity lies in several
+  communities of one partition only through the levels of a hierarchy, which is how HiRAG's code computes P
+  (hierarchical Leiden with max cluster size 10 and every level's communities reported): so `hirag` is
+  hierarchical too, with the same settings as `leiden`.
 
 Level 0 is Leiden run on each component; a community larger than `max_cluster_size` is split again by Leiden on
 its own subgraph into children one level down (GraphRAG's recursive split), up to `max_levels`. Every level's
@@ -20,7 +33,7 @@ from core.graph.entity_graph import EntityGraph, load_entity_graph
 from core.models import Community, Edge
 from core.store import bulk_insert, content_id, release_memory
 
-METHODS = ("wcc", "leiden")
+METHODS = ("wcc", "leiden", "hirag")
 
 
 @dataclass
@@ -120,51 +133,80 @@ def community_id(ws_id: int, method: str, level: int, member_ids: list[str]) -> 
     return content_id(str(ws_id), method, str(level), ",".join(sorted(member_ids)))
 
 
+def _cluster_rows(ws_id: int, method: str, eg: EntityGraph, h: Hierarchy, rows: list[Community],
+                  members_of: dict[str, list[str]]) -> None:
+    """Community rows (and their members) of every level of `h`, each child pointing at its parent."""
+    cluster_ids: list[str] = []
+    for c in h.clusters:
+        ids = [eg.ids[v] for v in c.members]
+        cid = community_id(ws_id, method, c.level, ids)
+        cluster_ids.append(cid)
+        rows.append(Community(id=cid, workspace_id=ws_id, method=method, level=c.level, size=len(ids),
+                              parent_id=cluster_ids[c.parent] if c.parent is not None else None,
+                              data={"children": len(c.children),
+                                    "modularity_level": round(h.modularity.get(c.level, 0.0), 4)}))
+        members_of[cid] = ids
+
+
+def _level_counts(h: Hierarchy) -> dict[str, int]:
+    levels: dict[str, int] = {}
+    for c in h.clusters:
+        levels[str(c.level)] = levels.get(str(c.level), 0) + 1
+    return levels
+
+
 def communities_stage(ctx) -> Iterator:
+    """Two hierarchical Leiden runs, each on the graph its paper clusters (module doc): `leiden` (with the `wcc`
+    components it starts from) on the extracted entity graph, `hirag` on HiRAG's layered graph."""
     from core.pipeline import Progress
 
     store, ws, cfg = ctx.store, ctx.ws, ctx.settings.community
-    yield Progress(0, 3, "loading the entity graph")
+    yield Progress(0, 4, "loading the entity graph")
     eg: EntityGraph = load_entity_graph(store, ws.id)
-    g = eg.to_igraph()
-    yield Progress(1, 3, f"clustering {g.vcount()} entities, {g.ecount()} links")
+    ex = eg.extracted()
+    g = ex.to_igraph()
+    yield Progress(1, 4, f"Leiden (GraphRAG): clustering {g.vcount()} extracted entities, {g.ecount()} links")
     h = hierarchical_leiden(g, cfg)
+    layered = len(eg.ids) != len(ex.ids) or len(eg.links) != len(ex.links)
+    gl = eg.to_igraph() if layered else g
+    yield Progress(2, 4, f"Leiden (HiRAG): clustering {gl.vcount()} entities of every layer, {gl.ecount()} links")
+    hh = hierarchical_leiden(gl, cfg) if layered else h  # no summary layer: the layered graph is the extracted one
     rows: list[Community] = []
     members_of: dict[str, list[str]] = {}
     for comp in h.components:
         if len(comp) < cfg.min_component_size:
             continue
-        ids = [eg.ids[v] for v in comp]
+        ids = [ex.ids[v] for v in comp]
         cid = community_id(ws.id, "wcc", 0, ids)
         rows.append(Community(id=cid, workspace_id=ws.id, method="wcc", level=0, size=len(ids)))
         members_of[cid] = ids
-    cluster_ids: list[str] = []
-    for c in h.clusters:
-        ids = [eg.ids[v] for v in c.members]
-        cid = community_id(ws.id, "leiden", c.level, ids)
-        cluster_ids.append(cid)
-        rows.append(Community(id=cid, workspace_id=ws.id, method="leiden", level=c.level, size=len(ids),
-                              parent_id=cluster_ids[c.parent] if c.parent is not None else None,
-                              data={"children": len(c.children)}))
-        members_of[cid] = ids
-    for row in rows:
-        if row.method == "leiden":
-            row.data = dict(row.data) | {"modularity_level": round(h.modularity.get(row.level, 0.0), 4)}
+    _cluster_rows(ws.id, "leiden", ex, h, rows, members_of)
+    _cluster_rows(ws.id, "hirag", eg, hh, rows, members_of)
+    yield Progress(3, 4, f"writing {len(rows):,} communities")
     write_communities(store, ws.id, rows, members_of, METHODS)
-    levels: dict[str, int] = {}
-    for c in h.clusters:
-        levels[str(c.level)] = levels.get(str(c.level), 0) + 1
+    levels, hlevels = _level_counts(h), _level_counts(hh)
+    summaries = sum(1 for lv in eg.layer if lv > 0)
     counts = {
         "entities": g.vcount(),
         "components": sum(1 for c in h.components if len(c) >= cfg.min_component_size),
         "tiny_components": h.tiny_components,
         "communities_per_level": levels,
         "modularity": {str(k): round(v, 4) for k, v in h.modularity.items()},
+        "hirag": {
+            "entities": gl.vcount(),
+            "summary_entities": summaries,
+            "links": gl.ecount(),
+            "components": sum(1 for c in hh.components if len(c) >= cfg.min_component_size),
+            "communities_per_level": hlevels,
+            "modularity": {str(k): round(v, 4) for k, v in hh.modularity.items()},
+            "with_summary_entities": sum(1 for c in hh.clusters if any(eg.layer[v] > 0 for v in c.members)),
+        },
     }
-    n_clusters = len(h.clusters)
-    del eg, g, h, rows, members_of
+    n_clusters, n_hirag = len(h.clusters), len(hh.clusters)
+    del eg, ex, g, gl, h, hh, rows, members_of
     release_memory()
-    yield Progress(3, 3, f"{n_clusters} Leiden communities on {len(levels)} levels", counts)
+    yield Progress(4, 4, f"{n_clusters} Leiden communities on {len(levels)} levels, {n_hirag} HiRAG communities on "
+                         f"{len(hlevels)} levels", counts)
 
 
 def write_communities(store, ws_id: int, rows: list[Community], members_of: dict[str, list[str]],

@@ -20,7 +20,8 @@ import numpy as np
 from core.graph.display import KIND_COLORS, KIND_SHAPES, DisplayEdge, DisplayGraph, DisplayNode, hierarchy_levels
 
 LEVEL_COLORS = ["#5B8E7D", "#E07A5F", "#3D405B", "#D4A017", "#81B29A", "#9C6644", "#6D597A"]
-METHOD_COLORS = {"leiden": "#5B8E7D", "attributed": "#E07A5F", "wcc": "#8D99AE"}
+METHOD_COLORS = {"leiden": "#5B8E7D", "hirag": "#7B5EA7", "noderag": "#F4A259", "attributed": "#E07A5F",
+                 "wcc": "#8D99AE"}
 EDGE_COLORS = {"links": "#8fb8ad", "in_community": "#b9c7d6", "child_of": "#9aa5b1", "summarizes": "#a48bc2"}
 
 

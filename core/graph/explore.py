@@ -27,6 +27,9 @@ from core.graph.explore_index import ExploreIndex
 
 DEFAULT_KINDS = ("entity", "community", "document")
 SUMMARY_COLOR = "#173753"  # HiRAG summary entities (layer >= 1)
+# the methods the Graph page draws first (GraphRAG's Leiden and ArchRAG's attributed hierarchies); HiRAG's and
+# NodeRAG's own communities partition the same entities again and are drawn when chosen
+DEFAULT_METHODS = ("leiden", "attributed")
 
 
 @dataclass(frozen=True)

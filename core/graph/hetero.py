@@ -97,3 +97,33 @@ class HeteroGraph:
         if pos < hi - lo and self.adj.indices[lo + pos] == ib:
             return self.edge_kind_names[self.link_kind[lo + pos]]
         return None
+
+
+@dataclass
+class EdgeList:
+    """Every stored edge between two vertices of a HeteroGraph, one row per edge (not merged per pair): its
+    vertices, its kind (index into the graph's `edge_kind_names`, -1 for a kind the graph does not know), its stored
+    weight and the HNSW boost it carries (`data.hnsw`, 0 when none; core/graph/noderag_edges.py). For a walk over
+    a chosen subset of the edges (NodeRAG's heterograph edges, core/retrieval/noderag.py)."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    kind: np.ndarray
+    weight: np.ndarray
+    hnsw: np.ndarray
+
+    @classmethod
+    def load(cls, store, ws_id: int, graph: HeteroGraph) -> "EdgeList":
+        from sqlalchemy import func
+
+        with store.session() as s:
+            edges = s.exec(select(Edge.src, Edge.dst, Edge.kind, Edge.weight,
+                                  func.json_extract(Edge.data, "$.hnsw")).where(Edge.workspace_id == ws_id)
+                           .order_by(Edge.id)).all()
+        ecode = {k: i for i, k in enumerate(graph.edge_kind_names)}
+        rows = [(graph.index[a], graph.index[b], ecode.get(k, -1), float(w or 0.0), float(hb or 0.0))
+                for a, b, k, w, hb in edges if a in graph.index and b in graph.index and a != b]
+        arr = np.array(rows, dtype=np.float64).reshape(-1, 5)
+        return cls(src=arr[:, 0].astype(np.int64), dst=arr[:, 1].astype(np.int64), kind=arr[:, 2].astype(np.int16),
+                   weight=arr[:, 3], hnsw=arr[:, 4])
+

@@ -1,6 +1,8 @@
 """The hierarchy as pictures and as a detail panel: sunburst / treemap / icicle frames of the community hierarchies
-(Leiden: GraphRAG §2; attributed: ArchRAG §3) and of HiRAG's summary layers (hirag.txt §4.1), and everything one
-community (or summary entity) holds: its report, its members by kind, the documents behind it, its subgraph.
+(Leiden: GraphRAG §2; HiRAG's communities on its layered graph: hirag.txt §4.1; NodeRAG's communities on its
+heterograph; attributed: ArchRAG §3) and of HiRAG's summary layers (hirag.txt §4.1, key "hirag_layers"), and
+everything one community (or summary entity) holds: its report, its members by kind, the documents behind it,
+its subgraph.
 
 Pure reads, aggregated in SQL, so the app can cache them per build. A frame draws at most `max_sectors`
 sectors: coarse levels first, the largest communities of each level next; the children left out of a parent are
@@ -20,8 +22,9 @@ from sqlalchemy import bindparam, text
 
 from core.extract.text import truncate
 
-METHODS = {"leiden": "Leiden communities", "attributed": "Attributed communities (ArchRAG)",
-           "hirag": "HiRAG summary layers"}
+METHODS = {"leiden": "Leiden communities (GraphRAG)", "hirag": "HiRAG communities",
+           "noderag": "NodeRAG communities", "attributed": "Attributed communities (ArchRAG)",
+           "hirag_layers": "HiRAG summary layers"}
 ROOT, MORE, ENTITIES = "root:", "more:", "entities:"
 
 
@@ -76,9 +79,10 @@ def _rows(session, sql: str, **params) -> list:
 
 
 def hierarchy_frame(store, ws_id: int, method: str, max_sectors: int = 800, max_children: int = 40) -> HierarchyFrame:
-    """The communities of `method` (leiden, attributed, wcc) as a tree under a synthetic root. Read level by level:
-    only the children of the communities drawn so far are loaded."""
-    if method == "hirag":
+    """The communities of `method` (leiden, hirag, noderag, attributed, wcc) as a tree under a synthetic root,
+    or HiRAG's summary layers for "hirag_layers". Read level by level: only the children of the communities drawn
+    so far are loaded."""
+    if method == "hirag_layers":
         return hirag_frame(store, ws_id, max_sectors, max_children)
     cols = "c.id, c.parent_id, c.level, c.size, c.title"
     with store.session() as s:
@@ -139,8 +143,8 @@ def hirag_frame(store, ws_id: int, max_sectors: int = 800, max_children: int = 4
     per_level: dict[int, int] = defaultdict(int)
     for lv in layer.values():
         per_level[lv] += 1
-    return _frame("hirag", METHODS["hirag"], kids.get(None, []), lambda ps: [r for p in ps for r in kids.get(p, ())],
-                  dict(per_level), max_sectors, max_children)
+    return _frame("hirag_layers", METHODS["hirag_layers"], kids.get(None, []),
+                  lambda ps: [r for p in ps for r in kids.get(p, ())], dict(per_level), max_sectors, max_children)
 
 
 def _frame(method: str, root_title: str, tops: list[Row], children_of, per_level: dict[int, int], max_sectors: int,
@@ -168,7 +172,7 @@ def _frame(method: str, root_title: str, tops: list[Row], children_of, per_level
         if not take:  # the budget is spent: what room is left says how much lies deeper, largest first
             rests = sorted(rests, key=lambda pr: -sum(r.size for r in pr[1]))[: max(0, budget)]
         for p, rest in rests:
-            what = "communities" if method != "hirag" else "summaries"
+            what = "communities" if method != "hirag_layers" else "summaries"
             out.append(Sector(MORE + p, p, f"{len(rest):,} more", f"{len(rest):,} more {what} not drawn", -1,
                               sum(r.size for r in rest), "more", target=None if p == root_id else p))
         if not take:
@@ -196,7 +200,7 @@ def _frame(method: str, root_title: str, tops: list[Row], children_of, per_level
     total = sum(per_level.values())
     note = ""
     if shown < total:
-        note = (f"Drawing {shown:,} of {total:,} {'communities' if method != 'hirag' else 'summary entities'} "
+        note = (f"Drawing {shown:,} of {total:,} {'communities' if method != 'hirag_layers' else 'summary entities'} "
                 f"(cap {max_sectors:,}): coarse levels first, the largest of each level next, the rest of a "
                 "parent's children as one “N more” sector.")
     return HierarchyFrame(method, [root] + out if out else [], total, shown, per_level, note)
@@ -206,7 +210,7 @@ def find(store, ws_id: int, method: str, text_: str, limit: int = 50) -> list[Se
     """Communities of `method` (or summary entities) whose title contains `text_`: coarse and large first."""
     like = f"%{text_.strip()}%"
     with store.session() as s:
-        if method == "hirag":
+        if method == "hirag_layers":
             rows = _rows(s, "SELECT id, layer, weight, title FROM node WHERE workspace_id=:ws AND kind='entity' "
                             "AND layer>0 AND title LIKE :q ORDER BY layer DESC, weight DESC LIMIT :n",
                          ws=ws_id, q=like, n=limit)
@@ -214,7 +218,7 @@ def find(store, ws_id: int, method: str, text_: str, limit: int = 50) -> list[Se
             rows = _rows(s, "SELECT id, level, size, title FROM community WHERE workspace_id=:ws AND method=:m "
                             "AND title LIKE :q ORDER BY level, size DESC LIMIT :n", ws=ws_id, m=method, q=like,
                          n=limit)
-    kind = "summary" if method == "hirag" else "community"
+    kind = "summary" if method == "hirag_layers" else "community"
     return [Sector(i, "", truncate(t or "", 32), t or "", int(lv), int(n or 0), kind, target=i) for i, lv, n, t in rows]
 
 
@@ -222,7 +226,7 @@ def frame_signature(store, ws_id: int, method: str) -> tuple:
     """A cheap fingerprint of what a frame would show (rows and titles per level): a cache key while a build
     writes the hierarchy level by level."""
     with store.session() as s:
-        if method == "hirag":
+        if method == "hirag_layers":
             rows = _rows(s, "SELECT layer, count(*), sum(length(title)) FROM node WHERE workspace_id=:ws "
                             "AND kind='entity' AND layer>0 GROUP BY layer", ws=ws_id)
         else:
@@ -336,7 +340,7 @@ def community_detail(store, ws_id: int, cid: str, per_kind: int = 200, max_docum
             if not n:
                 return None
             _, level, title, summary = n[0]
-            method, kind, gather, report, size = "hirag", "summary", _BY_SUMMARY, {}, 0
+            method, kind, gather, report, size = "hirag_layers", "summary", _BY_SUMMARY, {}, 0
             parent = _rows(s, "SELECT n.id, n.title FROM edge e CROSS JOIN node n ON n.id=e.dst "
                               "WHERE e.workspace_id=:ws AND e.src=:cid AND e.kind='summarizes' "
                               "ORDER BY e.weight DESC, n.id LIMIT 1", ws=ws_id, cid=cid)

@@ -1,34 +1,27 @@
-"""HiRAG's HiIndex layering (hirag.txt §4.1, Eq. 7-11, Eq. 17, Algorithm 1): pure computation, no database.
+"""HiRAG's HiIndex layering (hirag.txt §4.1, Eq. 7-11, §5.4 Eq. 17, Algorithm 1): pure computation, no database.
 
 One round of Algorithm 1 over layer L_{i-1} (here `layer` = i-1, 0 = the extracted entities):
 
 1. Z_{i-1}: the entities' embeddings (Eq. 7), passed in as `vectors` (one row per entity).
-2. C_{i-1} = GMM(L_{i-1}, Z_{i-1}) (Eq. 8, "following RAPTOR"): reduce the embeddings (PCA here, RAPTOR uses UMAP),
-   choose the number of Gaussian components by minimum BIC, then soft membership: a row joins every component whose
-   posterior is >= `membership_threshold` (RAPTOR's 0.1), and always its most likely one, so clusters may overlap
-   (Eq. 8 allows |S_x ∩ S_y| >= 0) and cover the layer (∪ S_x = L_{i-1}).
-3. CS_i from C_{i-1} (Eq. 17 / Algorithm 1 line 8), and its change rate against the previous round (line 9).
-4. The caller makes one summary entity per cluster (line 17, guided by the meta-summary concepts X) and decides
-   with `stop_reason` whether to cluster the new layer too.
-
-GMM choices: covariance_type="diag" (RAPTOR leaves sklearn's "full"). Measured on seeded blobs after PCA to 10 dims,
-"full" (10 + 55 + 1 = 66 parameters per component against 21 for diag) made BIC under-split (50 true clusters in
-2,000 rows -> 21, 20 in 300 -> 12) and, with sklearn's absolute reg_covar of 1e-6, collapsed components onto pairs
-of points on small layers (3 blobs in 60 rows -> 12); diag found 50 and 20/21, 3 of 3, and is 5-10x faster. PCA has
-already decorrelated the dimensions globally, which is what makes the diagonal model a reasonable fit.
-reg_covar = 1e-3 x the mean per-dimension variance of the reduced data, so the floor is scale-free. The fit is seeded
-(random_state=seed) and deterministic. Large layers are fitted on a seeded sample (`_FIT_SAMPLE` rows; PCA too) and
-predict_proba then runs on every row; BIC is computed on that sample. The candidate k set is 1..k_max
-(k_max = min(max_components, n // 2)): every k up to 12, a geometric grid (x1.3) above, refined around the best.
+2. C_{i-1} = GMM(L_{i-1}, Z_{i-1}) (Eq. 8, "following the method described in RAPTOR"), RAPTOR's two-stage
+   clustering (`perform_clustering`): reduce the embeddings and cluster them GLOBALLY with a Gaussian mixture whose
+   number of components is chosen by BIC; then, inside each global cluster, reduce its members' embeddings AGAIN
+   and cluster them LOCALLY the same way (a global cluster of at most reduce_dim + 1 members stays one local
+   cluster, as in RAPTOR). C_{i-1} is the union of the local clusters. Membership is soft at both stages
+   (posterior >= 0.1, RAPTOR's threshold), so an entity may join several clusters. The reduction, the GMM and the
+   BIC search bound are documented in `core.graph.layer_gmm`; the bound applies per search, so a layer is not capped
+   at 50 clusters.
+3. CS_i from C_{i-1} (Eq. 17 / Algorithm 1 line 8), and its change rate against CS_{i-1} (line 9).
+4. The caller stops when the change rate is <= ε (line 9-11, `stop_reason`), else makes the summary entities of
+   each cluster (line 17, guided by the meta-summary concepts X) and clusters the new layer in turn.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import warnings
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -40,22 +33,19 @@ from core.extract.text import (
     idf_table,
     split_sentences,
 )
-
-_FIT_SAMPLE = 20000  # rows used to fit PCA and the GMMs (all rows are still assigned)
-_DENSE_K = 12  # try every k up to this; above, a stepped grid refined around the best
-_MAX_ITER = 200
-_REG = 1e-3  # covariance floor, relative to the data's mean per-dimension variance
+from core.graph.layer_gmm import gmm_soft_clusters
 
 
 @dataclass
 class LayerClustering:
     layer: int  # the layer being clustered (0 = extracted entities)
-    clusters: list[list[int]]  # member row indices per cluster (soft: a row may be in several)
-    n_components: int  # chosen by BIC
-    bic: list[tuple[int, float]]  # (k, BIC) tried, ascending k
+    clusters: list[list[int]]  # member row indices per (local) cluster (soft: a row may be in several)
+    n_components: int  # global components, chosen by BIC
+    bic: list[tuple[int, float]]  # (k, BIC) tried by the global search, ascending k
     sparsity: float  # CS of this clustering (Eq. 17; the paper's CS_{layer+1} in Algorithm 1's numbering)
     change_rate: float | None  # relative change of CS vs the previous layer (None for the first)
     n: int = 0  # rows (entities) clustered
+    local_components: list[int] = field(default_factory=list)  # BIC's k inside each global cluster
 
 
 # --------------------------------------------------------------------------------------------- cluster sparsity
@@ -84,7 +74,9 @@ def cluster_sparsity(clusters: list[list[int]], n: int) -> float:
 
 
 def change_rate(current: float, previous: float | None) -> float | None:
-    """Relative change of cluster sparsity, |CS_i - CS_{i-1}| / CS_{i-1} (Algorithm 1, line 9; §5, ε = 5 %)."""
+    """Relative change of cluster sparsity, |CS_i - CS_{i-1}| / CS_{i-1} (Algorithm 1, line 9; §5.4 "the change
+    rate from CS_i to CS_{i+1}"; HiRAG's code divides by the previous value the same way). None for the first
+    clustering, which has no previous CS."""
     if previous is None:
         return None
     if previous == 0:
@@ -92,68 +84,35 @@ def change_rate(current: float, previous: float | None) -> float | None:
     return abs(current - previous) / abs(previous)
 
 
-def stop_reason(c: LayerClustering, next_layer_size: int, cfg: LayerSettings) -> str | None:
-    """Whether to stop after clustering layer `c.layer` into a summary layer c.layer + 1 of `next_layer_size`
-    entities, i.e. not cluster that new layer again. None = go on; else why, first rule that fires:
-
-    * CS >= sparsity_stop: most clusters hold only a few entities, nothing groups any more (§5);
-    * change rate <= change_rate_stop (ε = 5 %, Algorithm 1 line 9): cluster quality no longer changes;
-    * the new layer has fewer than min_entities entities: too few to cluster;
-    * the new layer is summary layer max_layers: the hard cap.
-    """
-    if c.sparsity >= cfg.sparsity_stop:
-        return f"cluster sparsity {c.sparsity:.3f} >= {cfg.sparsity_stop:g}"
+def stop_reason(c: LayerClustering, cfg: LayerSettings) -> str | None:
+    """HiRAG's rule for the number of layers (§5.4; Algorithm 1 lines 9-11): after clustering L_{i-1} and computing
+    CS_i, "stop constructing another layer when the change rate of cluster sparsity is lower than ε" (ε = 5 %;
+    line 9 tests <=, so a change of exactly ε stops too); L_i is then not built (i <- i-1). The first clustering has
+    no change rate and never stops here. None = build layer i."""
     if c.change_rate is not None and c.change_rate <= cfg.change_rate_stop:
-        return f"sparsity change rate {100 * c.change_rate:.1f}% <= {100 * cfg.change_rate_stop:g}%"
-    if next_layer_size < cfg.min_entities:
-        return f"layer {c.layer + 1} has {next_layer_size} entities (< {cfg.min_entities})"
-    if c.layer + 1 >= cfg.max_layers:
-        return f"reached max_layers {cfg.max_layers}"
+        return (f"cluster sparsity change rate {100 * c.change_rate:.1f}% <= ε {100 * cfg.change_rate_stop:g}% "
+                f"(CS {c.sparsity:.4f}; hirag.txt §5.4, Algorithm 1 line 9)")
+    return None
+
+
+def too_few_reason(layer: int, n: int, cfg: LayerSettings) -> str | None:
+    """Not a rule of the paper: a layer too small to cluster (fewer than `min_entities`; HiRAG's code stops when a
+    new layer holds <= 2 entities) or the safety cap `max_layers` ends the build. None = cluster this layer."""
+    if n < cfg.min_entities:
+        return f"layer {layer} has {n} entit{'y' if n == 1 else 'ies'}: too few to cluster (< {cfg.min_entities})"
+    if layer >= cfg.max_layers:
+        return f"reached the safety cap max_layers {cfg.max_layers}"
     return None
 
 
 # --------------------------------------------------------------------------------------------------- clustering
 
 
-def _reduce(x: np.ndarray, dims: int, sample: np.ndarray, seed: int) -> np.ndarray:
-    """PCA to `dims` dimensions, fitted on the sample rows; unchanged when already small or too few rows."""
-    d = x.shape[1]
-    if d <= dims or len(sample) <= dims + 1:
-        return x
-    from sklearn.decomposition import PCA
-
-    solver = "randomized" if d > 4 * dims else "full"
-    pca = PCA(n_components=dims, svd_solver=solver, random_state=seed)
-    pca.fit(x[sample])
-    return pca.transform(x)
-
-
-def _candidates(k_max: int) -> list[int]:
-    if k_max <= _DENSE_K:
-        return list(range(1, k_max + 1))
-    ks = list(range(1, _DENSE_K + 1))
-    k = _DENSE_K
-    while k < k_max:
-        k = min(k_max, math.ceil(k * 1.3))
-        ks.append(k)
-    return ks
-
-
-def _fit(z: np.ndarray, k: int, seed: int):
-    from sklearn.mixture import GaussianMixture
-
-    floor = float(z.var(axis=0).mean()) or 1.0
-    gm = GaussianMixture(n_components=k, covariance_type="diag", random_state=seed, max_iter=_MAX_ITER,
-                         reg_covar=_REG * floor)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # ConvergenceWarning on tiny or degenerate layers
-        gm.fit(z)
-    return gm
-
-
 def cluster_layer(vectors: np.ndarray, cfg: LayerSettings, layer: int, previous_sparsity: float | None
                   ) -> LayerClustering:
-    """GMM clustering of one layer's embeddings (hirag.txt Eq. 8, Algorithm 1 lines 6-9); see the module doc."""
+    """RAPTOR's global-then-local GMM clustering of one layer's embeddings (hirag.txt Eq. 8, Algorithm 1 lines
+    6-9); see the module doc. Identical member sets found twice (a row set shared by two global clusters) are one
+    cluster. Deterministic for a seed."""
     x = np.asarray(vectors, dtype=np.float64)
     if x.ndim != 2:
         raise ValueError(f"vectors must be 2-D, got shape {x.shape}")
@@ -162,60 +121,46 @@ def cluster_layer(vectors: np.ndarray, cfg: LayerSettings, layer: int, previous_
         return LayerClustering(layer, [], 0, [], 1.0, change_rate(1.0, previous_sparsity), 0)
     if not np.isfinite(x).all():
         raise ValueError("vectors contain NaN or infinite values")
-    if n < 2 or np.ptp(x, axis=0).max() == 0:
-        clusters = [list(range(n))]  # one point, or all rows identical: one cluster, nothing to fit
-        cs = cluster_sparsity(clusters, n)
-        return LayerClustering(layer, clusters, 1, [(1, 0.0)], cs, change_rate(cs, previous_sparsity), n)
+    from threadpoolctl import threadpool_limits
 
-    rng = np.random.default_rng(cfg.seed)
-    sample = np.sort(rng.choice(n, _FIT_SAMPLE, replace=False)) if n > _FIT_SAMPLE else np.arange(n)
-    z = _reduce(x, cfg.reduce_dim, sample, cfg.seed)
-    zs = z[sample]
+    # one BLAS/OpenMP thread: these fits are small (<= 20k x 10), so threads only add start-up and, on a busy
+    # machine, oversubscription (measured 10-20x slower k-means inits with the default pool under load)
+    with threadpool_limits(limits=1):
+        return _cluster_layer(x, cfg, layer, previous_sparsity)
 
-    k_max = max(1, min(cfg.max_components, n // 2))
-    tried: dict[int, float] = {}
-    models: dict[int, object] = {}
 
-    def bic_of(k: int) -> float:
-        if k not in tried:
-            gm = _fit(zs, k, cfg.seed)
-            tried[k] = float(gm.bic(zs))
-            models[k] = gm
-        return tried[k]
-
-    ks = _candidates(k_max)
-    for k in ks:
-        bic_of(k)
-    best = min(tried, key=lambda k: (tried[k], k))
-    if best > _DENSE_K:  # refine between the neighbouring coarse candidates
-        i = ks.index(best)
-        lo, hi = ks[i - 1], ks[min(i + 1, len(ks) - 1)]
-        step = max(1, (hi - lo) // 6)
-        for k in range(lo + 1, hi, step):
-            bic_of(k)
-        best = min(tried, key=lambda k: (tried[k], k))
-    gm = models[best]
-
-    probs = gm.predict_proba(z)  # every row, not just the sample
-    member = probs >= cfg.membership_threshold
-    member[np.arange(n), probs.argmax(axis=1)] = True  # every row belongs at least to its argmax
-    clusters = [np.flatnonzero(member[:, j]).tolist() for j in range(member.shape[1])]
-    clusters = [c for c in clusters if c]
+def _cluster_layer(x: np.ndarray, cfg: LayerSettings, layer: int, previous_sparsity: float | None
+                   ) -> LayerClustering:
+    n = x.shape[0]
+    opts = dict(dims=cfg.reduce_dim, max_components=cfg.max_components, threshold=cfg.membership_threshold,
+                seed=cfg.seed)
+    glob = gmm_soft_clusters(x, **opts)
+    clusters: list[list[int]] = []
+    seen: set[tuple[int, ...]] = set()
+    local_k: list[int] = []
+    for g in glob.clusters:
+        if len(g) == n:  # a global cluster of every row: its local step would repeat the global one exactly
+            parts, k = glob.clusters, glob.k
+        elif len(g) <= cfg.reduce_dim + 1:  # RAPTOR keeps a small global cluster whole
+            parts, k = [g], 1
+        else:
+            loc = gmm_soft_clusters(x[g], **opts)
+            parts, k = [[g[i] for i in c] for c in loc.clusters], loc.k
+        local_k.append(k)
+        for c in parts:
+            key = tuple(sorted(c))
+            if key not in seen:
+                seen.add(key)
+                clusters.append(list(key))
     cs = cluster_sparsity(clusters, n)
-    return LayerClustering(
-        layer=layer,
-        clusters=clusters,
-        n_components=best,
-        bic=sorted(tried.items()),
-        sparsity=cs,
-        change_rate=change_rate(cs, previous_sparsity),
-        n=n,
-    )
+    return LayerClustering(layer=layer, clusters=clusters, n_components=glob.k, bic=glob.bic, sparsity=cs,
+                           change_rate=change_rate(cs, previous_sparsity), n=n, local_components=local_k)
 
 
 # ------------------------------------------------------------------------------------- meta-summary and titles
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
+_MEMBER_LIST = re.compile(r"\s*Groups \d+ entities: .*$", re.S)  # the tail summary_entity_offline writes
 
 
 def _terms(text: str) -> list[str]:
@@ -240,7 +185,7 @@ def meta_summary_concepts(texts: list[str], k: int = 8) -> list[str]:
     Algorithm 1 line 17), which an LLM would produce ("organization", "technology", ...). Offline: the top terms
     (content words and two-word phrases, a phrase weighted double) by summed TF-IDF over the layer's texts, counting only terms found in at
     least two texts when there are several, a phrase replacing the single words it contains. Deterministic."""
-    docs = [_terms(t or "") for t in texts]
+    docs = [_terms(_MEMBER_LIST.sub("", t or "")) for t in texts]
     docs = [d for d in docs if d]
     if not docs:
         return []
@@ -277,7 +222,8 @@ def summary_entity_offline(member_titles: list[str], member_texts: list[str], co
     central member sentences (TF-IDF centroid, `central_sentences`) in their original order, then the members."""
     n = max(len(member_titles), len(member_texts))
     titles = [(member_titles[i] if i < len(member_titles) else "") or "" for i in range(n)]
-    texts = [(member_texts[i] if i < len(member_texts) else "") or "" for i in range(n)]
+    # a member that is itself a summary entity ends with its own member list: not content to name or summarize by
+    texts = [_MEMBER_LIST.sub("", (member_texts[i] if i < len(member_texts) else "") or "") for i in range(n)]
     df: Counter[str] = Counter()
     tf: Counter[str] = Counter()
     for t, x in zip(titles, texts):

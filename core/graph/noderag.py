@@ -9,6 +9,8 @@
   that lies in its community.
 * HNSW semantic edges (§2.4): the base layer of a faiss HNSW graph over every embedded node; a pair already
   linked in the graph has that edge's weight raised instead of a second edge.
+* The heterograph's edges (§2.1-2.4) as Strata stores them, and the Leiden community detection of §2.3
+  ("Community detection based aggregation": Leiden on the graph after attribute augmentation).
 """
 
 from __future__ import annotations
@@ -18,7 +20,25 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import igraph as ig
+import leidenalg
 import numpy as np
+
+# ---------------------------------------------------------------------------------------------- the heterograph's edges
+# Every edge NodeRAG defines, as stored: (edge kind, source node kind, target node kind); each weighs 1 (§2.1 "the
+# default weight of e is set to 1"), raised by 1 where an HNSW semantic edge falls on it (§2.4).
+DECOMPOSITION_EDGES = (  # §2.2 E_{S,N,R}: semantic unit - entity, relationship - its source and target entities
+    ("mentions", "statement", "entity"), ("subject", "relationship", "entity"), ("object", "relationship", "entity"))
+ATTRIBUTE_EDGES = (("has_attribute", "entity", "attribute"),)  # §2.3 e(N, A)
+HIGH_LEVEL_EDGES = (  # §2.3 semantic matching within community (H - S/A/H) and e(H, O)
+    ("matches", "high_level", "statement"), ("matches", "high_level", "attribute"),
+    ("matches", "high_level", "high_level"), ("has_overview", "high_level", "overview"))
+TEXT_EDGES = (("derived_from", "statement", "chunk"),)  # §2.4 text insertion E_{T,S}
+SEMANTIC_KINDS = ("chunk", "statement", "attribute", "high_level")  # §2.4 embedded V_{T,S,A,H}
+SEMANTIC_EDGES = tuple(("semantic", a, b) for a in SEMANTIC_KINDS for b in SEMANTIC_KINDS)  # §2.4 HNSW base layer
+HETEROGRAPH_EDGES = DECOMPOSITION_EDGES + ATTRIBUTE_EDGES + HIGH_LEVEL_EDGES + TEXT_EDGES + SEMANTIC_EDGES
+# The graph Leiden partitions (§2.3: after attribute augmentation, before high-level elements and text insertion)
+COMMUNITY_EDGES = DECOMPOSITION_EDGES + ATTRIBUTE_EDGES
+COMMUNITY_KINDS = ("entity", "relationship", "statement", "attribute")  # N (layer 0), R, S, A
 
 
 # ---------------------------------------------------------------------------------------------- important entities
@@ -79,6 +99,23 @@ def important_entities(g: ig.Graph, is_entity: np.ndarray, weight: np.ndarray, s
     union = in_core | by_bt
     ranked = sorted(union, key=lambda v: (-core[v], -bt[v], -weight[v], v))
     return Importance(ranked[: max(0, cap)], k, in_core, by_bt, list(coreness), bt)
+
+
+# ---------------------------------------------------------------------------------------------- communities
+def leiden_communities(g: ig.Graph, resolution: float, iterations: int, seed: int) -> tuple[list[list[int]], float]:
+    """Flat Leiden communities of the undirected, unweighted graph `g` (§2.3; the published code runs leidenalg's
+    `find_partition` with the modularity quality, i.e. RB configuration at resolution 1, and its default 2
+    iterations): (communities as sorted vertex lists, largest first, ties by first vertex; modularity). Seeded."""
+    if g.vcount() == 0:
+        return [], 0.0
+    part = leidenalg.find_partition(g, leidenalg.RBConfigurationVertexPartition, resolution_parameter=resolution,
+                                    n_iterations=iterations, seed=seed)
+    groups: dict[int, list[int]] = {}
+    for v, c in enumerate(part.membership):
+        groups.setdefault(c, []).append(v)
+    comms = sorted(groups.values(), key=lambda m: (-len(m), m[0]))
+    q = float(g.modularity(part.membership)) if g.ecount() else 0.0
+    return comms, q
 
 
 # ---------------------------------------------------------------------------------------------- faiss helpers

@@ -1,17 +1,22 @@
 """The levels of each community method as core/graph/quality.py measures them: the graph each method clustered,
 the member embeddings (collection "entity" of the vector index) and the level's communities.
 
-* leiden: the entity graph the `communities` stage clustered (core/graph/entity_graph.py: relationships collapsed
-  into weighted links plus HiRAG `summarizes` links; weights as the stage used them, `use_weights` of the last
-  build). Level L holds the Leiden communities stored at L; its partition view gives every entity its community
-  at L or its deepest one above (communities.level_modularity), so its modularity is the build's figure.
+* leiden: the extracted entity graph the `communities` stage clustered for GraphRAG (core/graph/entity_graph.py
+  `EntityGraph.extracted`: layer-0 entities, relationships collapsed into weighted links; weights as the stage used
+  them, `use_weights` of the last build). Level L holds the Leiden communities stored at L; its partition view
+  gives every entity its community at L or its deepest one above (communities.level_modularity), so its modularity
+  is the build's figure.
+* hirag: HiRAG's communities, measured the same way on the layered graph they were found on (entities of every
+  layer plus `summarizes` links).
+* noderag: NodeRAG's communities on the heterograph (core/graph/hetero.py: every node kind, every stored edge);
+  only entity members carry embeddings, so coherence and Calinski–Harabasz read the entities of each community.
 * attributed: ArchRAG's first-layer graph (attributed.py): the layer-0 entities with vectors, their relationship
   links plus the KNN augmentation (the build's `knn`, `min_similarity`), each link weighted by attribute
   similarity max(cos, EPS). Every attributed level is a partition of those entities (members are stored
   transitively), so each level is measured on that one graph.
-* hirag: level i groups the layer-i entities by the summary entity (layer i + 1) they `summarizes` into. HiRAG
-  clusters embeddings, not a graph; the graph of layer 0 is the relationship graph among the layer-0 entities and
-  that of layer i the same graph contracted onto layer i (each layer-0 entity carried to its layer-i ancestor;
+* hirag_layers: level i groups the layer-i entities by the summary entity (layer i + 1) they `summarizes` into.
+  HiRAG clusters embeddings, not a graph; the graph of layer 0 is the relationship graph among the layer-0 entities
+  and that of layer i the same graph contracted onto layer i (each layer-0 entity carried to its layer-i ancestor;
   links inside one ancestor become its self-loop). Soft membership: conductance, coherence, sizes and the cluster
   sparsity CS use the groups as stored, overlaps included (CS then equals the `layers` stage's figure); the hard
   labels behind modularity, coverage, Calinski–Harabasz and the contraction put an entity of several groups in
@@ -31,7 +36,8 @@ from core.graph.entity_graph import load_entity_graph
 from core.graph.quality import LevelData, adjacency, level_labels
 from core.models import BuildRun, Community, Edge, Node
 
-METHODS = {"leiden": "Leiden", "attributed": "Attributed (ArchRAG)", "hirag": "HiRAG layers"}
+METHODS = {"leiden": "Leiden (GraphRAG)", "hirag": "HiRAG communities", "noderag": "NodeRAG communities",
+           "attributed": "Attributed (ArchRAG)", "hirag_layers": "HiRAG layers"}
 
 
 def build_settings(store, ws_id: int, current: Settings | None = None) -> Settings:
@@ -65,6 +71,27 @@ class EntityBase:
     rel_weights: np.ndarray
     vecs: np.ndarray  # unit rows, zeros where has_vec is False
     has_vec: np.ndarray
+    ext_pairs: np.ndarray | None = None  # the extracted graph's links (layer 0, relationships) in the stage's order
+    ext_weights: np.ndarray | None = None  # their relationship weights
+
+    def extracted(self) -> "EntityBase":
+        """The base of the extracted graph `leiden` clusters: the layer-0 entities (in id order) and the links of
+        their relationships in the order the `communities` stage gave them to Leiden."""
+        verts = np.flatnonzero(self.layer == 0)
+        if len(verts) == len(self.ids) and self.ext_pairs is None:
+            return self
+        pos = np.full(len(self.ids), -1, dtype=np.int64)
+        pos[verts] = np.arange(len(verts))
+        if self.ext_pairs is not None:
+            pairs, weights = pos[self.ext_pairs], np.asarray(self.ext_weights, dtype=np.float64)
+        else:
+            pairs, weights = pos[self.rel_pairs], self.rel_weights
+        keep = (pairs >= 0).all(axis=1) if len(pairs) else np.zeros(0, bool)
+        pairs, weights = pairs[keep].reshape(-1, 2), weights[keep]
+        rel = pos[self.rel_pairs] if len(self.rel_pairs) else np.zeros((0, 2), np.int64)
+        rkeep = (rel >= 0).all(axis=1) if len(rel) else np.zeros(0, bool)
+        return EntityBase([self.ids[v] for v in verts], np.zeros(len(verts), dtype=np.int64), pairs, weights,
+                          rel[rkeep].reshape(-1, 2), self.rel_weights[rkeep], self.vecs[verts], self.has_vec[verts])
 
     def adj(self, use_weights: bool = True) -> sp.csr_matrix:
         """The adjacency the `communities` stage clustered (igraph weights max(1e-6, w), or 1 each)."""
@@ -74,6 +101,7 @@ class EntityBase:
 
 def load_base(store, index, ws_id: int) -> EntityBase:
     eg = load_entity_graph(store, ws_id)
+    ex = eg.extracted()
     n = len(eg.ids)
     pairs = np.array(list(eg.links), dtype=np.int64).reshape(-1, 2)
     weights = np.array(list(eg.links.values()), dtype=np.float64)
@@ -93,7 +121,9 @@ def load_base(store, index, ws_id: int) -> EntityBase:
             vecs[i], has[i] = v, True
     norms = np.linalg.norm(vecs, axis=1, keepdims=True)
     vecs = np.where(norms > 0, vecs / np.maximum(norms, 1e-12), 0.0).astype(np.float32)
-    return EntityBase(list(eg.ids), layer, pairs, weights, rel, rel_w, vecs, has)
+    ext = np.array([(eg.index[ex.ids[a]], eg.index[ex.ids[b]]) for a, b in ex.links], dtype=np.int64).reshape(-1, 2)
+    ext_w = np.array(list(ex.links.values()), dtype=np.float64)
+    return EntityBase(list(eg.ids), layer, pairs, weights, rel, rel_w, vecs, has, ext, ext_w)
 
 
 @dataclass
@@ -211,7 +241,7 @@ def hirag_levels(store, ws_id: int, base: EntityBase) -> list[LevelData]:
                           shape=(len(verts0), len(verts)))
         adj = a0 if i == 0 else sp.csr_matrix(p.T @ a0 @ p)
         lab = _hard(groups, base.vecs[verts], len(verts))
-        out.append(LevelData("hirag", i, [base.ids[v] for v in verts], adj, base.vecs[verts], base.has_vec[verts],
+        out.append(LevelData("hirag_layers", i, [base.ids[v] for v in verts], adj, base.vecs[verts], base.has_vec[verts],
                              [base.ids[b] for b in summ], [titles.get(base.ids[b], "") for b in summ], groups, lab,
                              soft=True, note=f"layer {i} entities grouped by their layer-{i + 1} summary entity"))
         to_summary = np.array(summ + [-1], dtype=np.int64)  # hard label -> the summary entity's base index
@@ -223,16 +253,44 @@ def hirag_levels(store, ws_id: int, base: EntityBase) -> list[LevelData]:
 
 def load_levels(store, index, ws_id: int, method: str, settings: Settings, base: EntityBase | None = None
                 ) -> list[LevelData]:
-    """Every level of `method` (leiden, attributed, hirag) in the workspace, ready for quality.level_metrics."""
+    """Every level of `method` (a key of METHODS) in the workspace, ready for quality.level_metrics."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
     base = base or load_base(store, index, ws_id)
-    if method == "hirag":
+    if method == "hirag_layers":
         return hirag_levels(store, ws_id, base)
+    if method == "noderag":
+        return noderag_levels(store, ws_id, base)
+    if method == "leiden":
+        base = base.extracted()
     groups = stored_groups(store, ws_id, method, {e: i for i, e in enumerate(base.ids)})
     if method == "attributed":
         return attributed_levels(base, groups, settings)
-    return leiden_levels(base, base.adj(settings.community.use_weights), groups)
+    return leiden_levels(base, base.adj(settings.community.use_weights), groups, method=method)
+
+
+def noderag_levels(store, ws_id: int, base: EntityBase) -> list[LevelData]:
+    """NodeRAG's communities on the heterograph (module doc); none stored, no levels (and no graph loaded)."""
+    from core.graph.hetero import HeteroGraph
+
+    with store.session() as s:
+        if s.exec(select(Community.id).where(Community.workspace_id == ws_id, Community.method == "noderag")
+                  ).first() is None:
+            return []
+    hg = HeteroGraph.load(store, ws_id)
+    groups = stored_groups(store, ws_id, "noderag", hg.index)
+    at = {e: i for i, e in enumerate(base.ids)}
+    ent = np.array([at.get(i, -1) for i in hg.ids], dtype=np.int64)
+    vecs = np.zeros((len(hg.ids), base.vecs.shape[1]), dtype=np.float32)
+    has = np.zeros(len(hg.ids), dtype=bool)
+    ok = ent >= 0
+    vecs[ok], has[ok] = base.vecs[ent[ok]], base.has_vec[ent[ok]]
+    hb = EntityBase(hg.ids, np.zeros(len(hg.ids), dtype=np.int64), np.zeros((0, 2), np.int64), np.zeros(0),
+                    np.zeros((0, 2), np.int64), np.zeros(0), vecs, has)
+    out = leiden_levels(hb, sp.csr_matrix(hg.adj), groups, method="noderag")
+    for ld in out:
+        ld.note = "NodeRAG's heterograph: nodes of every kind; embeddings of the entity members only"
+    return out
 
 
 def describe(store, ws_id: int, ids: list[str]) -> dict[str, tuple[str, list[str]]]:

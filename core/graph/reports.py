@@ -4,6 +4,12 @@ The material of a report is its members' descriptions (most-mentioned first) and
 relationships inside it (strongest first), capped so a prompt stays within the model's context. The stage writes
 the reports still missing and rewrites those marked stale by an entity merge or undo since they were written
 (core/extract/merge.py `mark_stale`), clearing the mark.
+
+The communities reported are those whose paper reports them: GraphRAG's `leiden` (§2: a report per community of
+every level), HiRAG's `hirag` (hirag.txt §4.1: "for each community p in P, we generate an interpretable semantic
+report") and ArchRAG's `attributed` (its stage writes them as it goes; any still missing are written here). The
+`wcc` components GraphRAG clusters from, and NodeRAG's own communities (summarized by its high-level elements in
+the augment stage, noderag.txt §2.3), get none.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from core.store import release_memory
 
 MAX_ENTITIES = 30
 MAX_RELATIONSHIPS = 40
+REPORTED = ("leiden", "hirag", "attributed")
 
 
 def report_material(members: list, rels: list) -> tuple[str, list[str]]:
@@ -76,8 +83,20 @@ def reports_stage(ctx) -> Iterator:
     with store.session() as s:  # no report yet, or a report written before entity merges changed its members
         stale = func.json_extract(Community.data, "$.stale")
         rows = s.exec(select(Community.id, Community.data).where(
-            Community.workspace_id == ws.id, or_(Community.summary == "", stale.is_not(None)))
+            Community.workspace_id == ws.id, Community.method.in_(REPORTED),  # type: ignore[attr-defined]
+            or_(Community.summary == "", stale.is_not(None)))
             .order_by(Community.method, Community.level, Community.id)).all()
+        # a stale mark on a community without a report (a wcc component, NodeRAG's) has nothing to rewrite: cleared
+        bare = s.exec(select(Community.id, Community.data).where(
+            Community.workspace_id == ws.id, Community.method.not_in(REPORTED),  # type: ignore[attr-defined]
+            Community.summary == "", stale.is_not(None))).all()
+    if bare:
+        table = Community.__table__  # type: ignore[attr-defined]
+        with store.session() as s:
+            s.connection().execute(update(table).where(table.c.id == bindparam("_id")), [
+                {"_id": cid, "data": {k: v for k, v in (data or {}).items() if k not in ("stale", "stale_reasons")}}
+                for cid, data in bare])
+            s.commit()
     todo = [cid for cid, _ in rows]
     fresh = {cid: {k: v for k, v in (data or {}).items() if k not in ("stale", "stale_reasons")} for cid, data in rows}
     total = len(todo)

@@ -1,9 +1,9 @@
 """What-if community detection: re-run hierarchical Leiden with other settings into a named variant, compare
 variants with the current partition, and promote one to be the partition retrieval uses.
 
-A variant clusters the same entity graph as the `communities` stage (core/graph/entity_graph.py) with
-communities.hierarchical_leiden and its own resolution, relationship weights on/off, maximum cluster size, levels
-and seed. With KNN augmentation on, every entity with a vector is also linked to its `knn_k` most similar entities
+A variant clusters the stage's `leiden` graph, the extracted one (EntityBase.extracted: layer-0 entities and their
+relationship links, in the stage's order) with communities.hierarchical_leiden and its own resolution, relationship
+weights on/off, maximum cluster size, levels and seed. With KNN augmentation on, every entity with a vector is also linked to its `knn_k` most similar entities
 (cosine >= min_similarity; ArchRAG's Aug, core/graph/attributed.py) and every link is weighted by attribute
 similarity max(cos, EPS) as ArchRAG weighs them, times the link's relationship weight when weights are on
 (a KNN-only link has relationship weight 1). The defaults are the last build's settings, so a default variant
@@ -226,7 +226,7 @@ def run_variant(store, index, ws: Workspace, name: str, vs: VariantSettings, set
     t0 = time.perf_counter()
     settings = build_settings(store, ws.id, settings)
     yield Progress(0, 4, "loading the entity graph and its vectors")
-    base = base or load_base(store, index, ws.id)
+    base = (base or load_base(store, index, ws.id)).extracted()
     steps = {"load": time.perf_counter() - t0}
     g = yield from variant_graph(base, vs)
     steps["graph"] = time.perf_counter() - t0 - sum(steps.values())
@@ -271,7 +271,7 @@ def compare(store, index, ws: Workspace, names: list[str], settings: Settings, b
             current_figures: dict[str, dict] | None = None) -> list[dict]:
     """One row per (partition, level): the level's figures and NMI / ARI against the current partition."""
     settings = build_settings(store, ws.id, settings)
-    base = base or load_base(store, index, ws.id)
+    base = (base or load_base(store, index, ws.id)).extracted()
     n = len(base.ids)
     parts: dict[str, tuple[list[Group], dict]] = {}
     cur = stored_groups(store, ws.id, "leiden", {e: i for i, e in enumerate(base.ids)})
@@ -370,7 +370,7 @@ def promote(ctx, name: str) -> Iterator[Progress]:
     if active_run(store, ws) is not None:
         raise VariantError("a build of this workspace is running; promote once it has finished")
     yield Progress(0, 5, "loading the entity graph")
-    base = load_base(store, ctx.index, ws.id)
+    base = load_base(store, ctx.index, ws.id).extracted()
     groups = _non_empty(variant_groups(base, v))
     if not groups:
         raise VariantError(f"variant {name!r} holds no communities over the current entities")

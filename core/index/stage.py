@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import numpy as np
 from sqlmodel import select
 
+from core.graph.reports import REPORTED
 from core.models import Community, Document, Node
 from core.store import content_id, release_memory
 
@@ -84,11 +85,13 @@ def index_stage(ctx) -> Iterator:
 
     with ctx.store.session() as s:
         comms = s.exec(select(Community).where(Community.workspace_id == ctx.ws.id)).all()
-    live = {c.id for c in comms}
+    live = {c.id for c in comms if c.method in REPORTED}
     stale = [i for i in ctx.index.existing("community") if i not in live]
     ctx.index.delete("community", stale)
+    # the reports retrieval searches (leiden, hirag, attributed); NodeRAG's communities are searched through their
+    # high-level element and overview nodes, which the embed stage indexes
     rows = [(c.id, node_text_for_embedding("community", c.title, c.summary), {"method": c.method, "level": c.level})
-            for c in comms if c.summary]
+            for c in comms if c.summary and c.method in REPORTED]
     for done, total in embed_missing(ctx, "community", rows):
         yield Progress(done, total, f"embedded {done}/{total} community reports", {"community": done})
     yield Progress(1, 1, "community reports indexed", {"community_vectors": ctx.index.count("community")})

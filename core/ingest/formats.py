@@ -111,6 +111,12 @@ def _check_text_chars(text: str) -> None:
         raise RefusedError(_BINARY)
 
 
+def _title_from(title: str, source: str) -> str:
+    """Where a document's title came from (Document.meta["title_from"]): `source` when the file names itself, else
+    "filename" (the stem stands in). Only a real title may name the document's subject (core.extract.stage)."""
+    return source if title else "filename"
+
+
 def one_line(msg: object, limit: int = 160) -> str:
     s = " ".join(str(msg).split()) or "unknown error"
     return s if len(s) <= limit else s[: limit - 1] + "…"
@@ -119,7 +125,7 @@ def one_line(msg: object, limit: int = 160) -> str:
 # ---------------------------------------------------------------------------------------------------- plain text
 def parse_text(data: bytes, stem: str) -> ParseResult:
     text, enc = decode_text(data)
-    return ParseResult([Parsed(stem, text, meta={"encoding": enc})])
+    return ParseResult([Parsed(stem, text, meta={"encoding": enc, "title_from": "filename"})])
 
 
 _MD_HEADING = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
@@ -128,8 +134,8 @@ _MD_HEADING = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 def parse_markdown(data: bytes, stem: str) -> ParseResult:
     text, enc = decode_text(data)
     m = _MD_HEADING.search(text)
-    title = m.group(1).strip() if m and m.group(1).strip() else stem
-    return ParseResult([Parsed(title, text, meta={"encoding": enc})])
+    title = m.group(1).strip() if m and m.group(1).strip() else ""
+    return ParseResult([Parsed(title or stem, text, meta={"encoding": enc, "title_from": _title_from(title, "heading")})])
 
 
 # ----------------------------------------------------------------------------------------------------------- HTML
@@ -192,7 +198,7 @@ def parse_html(data: bytes, stem: str) -> ParseResult:
                 lines.append(words)
                 pending = ""
     text = clean_text("".join(lines))
-    return ParseResult([Parsed(title or stem, text, meta={})])
+    return ParseResult([Parsed(title or stem, text, meta={"title_from": _title_from(title, "html")})])
 
 
 # ------------------------------------------------------------------------------------------------------------ PDF
@@ -244,7 +250,7 @@ def parse_pdf(data: bytes, stem: str) -> ParseResult:
     text = "\n\n".join(t for t in texts if t)
     if not text.strip():
         raise RefusedError("no extractable text (scanned PDF?)")
-    return ParseResult([Parsed(title or stem, text, meta={"pages": n_pages})])
+    return ParseResult([Parsed(title or stem, text, meta={"pages": n_pages, "title_from": _title_from(title, "metadata")})])
 
 
 # ----------------------------------------------------------------------------------------------------------- DOCX
@@ -276,8 +282,10 @@ def parse_docx(data: bytes, stem: str, max_total_bytes: int) -> ParseResult:
         if not heading and (style.startswith("Heading") or style == "Title"):
             heading = para
         blocks.append(para)
-    title = " ".join((document.core_properties.title or "").split()) or heading or stem
-    return ParseResult([Parsed(title, clean_text("\n\n".join(blocks)), meta={})])
+    core_title = " ".join((document.core_properties.title or "").split())
+    title_from = "metadata" if core_title else _title_from(heading, "heading")
+    return ParseResult([Parsed(core_title or heading or stem, clean_text("\n\n".join(blocks)),
+                               meta={"title_from": title_from})])
 
 
 def _table_lines(table) -> list[str]:

@@ -37,6 +37,11 @@ def _row_title(title: str, stem: str, number: int) -> str:
     return title if title else f"{stem} #{number}"
 
 
+def _title_from(title: str) -> dict:
+    """A row titled by its own title field names its subject; a row numbered after its file does not."""
+    return {"title_from": "field" if " ".join(title.split()) else "filename"}
+
+
 def _skipped(numbers: list[int], what: str, unit: str) -> str:
     """E.g. "3 rows without text skipped (rows 2, 5, 9)"; `what` and `unit` are singular."""
     count = len(numbers)
@@ -87,7 +92,8 @@ def parse_csv(data: bytes, stem: str, min_chars: int, delimiter: str | None = No
             empty.append(number)
             continue
         ext = cell(row, id_col) or None
-        records.append(Parsed(_row_title(cell(row, title_col), stem, number), body_text, ext, {"row": number}))
+        title = cell(row, title_col)
+        records.append(Parsed(_row_title(title, stem, number), body_text, ext, {"row": number, **_title_from(title)}))
     problems = [_skipped(empty, "row without text", "row")] if empty else []
     return ParseResult(records, problems)
 
@@ -117,7 +123,8 @@ def _record(obj: dict, stem: str, number: int, min_chars: int) -> Parsed | None:
         return None
     title = _field(obj, TITLE_FIELDS)
     title = title if isinstance(title, str) else ""
-    return Parsed(_row_title(title, stem, number), clean_text(body), _id_string(_field(obj, ID_FIELDS)), {"row": number})
+    return Parsed(_row_title(title, stem, number), clean_text(body), _id_string(_field(obj, ID_FIELDS)),
+                  {"row": number, **_title_from(title)})
 
 
 def parse_jsonl(data: bytes, stem: str, min_chars: int) -> ParseResult:

@@ -5,8 +5,10 @@
    lemmatized. The paper (and its published code) lemmatizes with spaCy, which is not installed here: a small
    rule-based lemmatizer stands in (plural and third-person "-s", "-ies" -> "-y", "-ches/-shes/-xes/-sses" ->
    stem), which is what matters for spotting the same statement worded twice.
-2. Similarity: TF-IDF vectors of the preprocessed texts (fitted on the items being filtered, as the published code
-   does: scikit-learn's TfidfVectorizer defaults, smooth idf, l2 norm) and their cosine similarity.
+2. Similarity: TF-IDF vectors of the preprocessed texts (scikit-learn's TfidfVectorizer defaults, smooth idf, l2
+   norm) and their cosine similarity. `diversity_filter` fits them on the items being filtered, as the published
+   code does; HLG retrieval fits them once on all the statements (or chunks) of the workspace and filters the
+   ranked candidates lazily, until its context is full (`iter_diverse`).
 3. Filtering: the paper's diversity threshold τ is "1 - (similarity threshold)": with τ = 0.5 % an item is a
    near-duplicate when its cosine to a better item is at least 0.995. Items arrive best first; an item is kept
    unless its cosine to an already kept item is >= 1 - τ (the paper's Eq. writes ">"; the equality case is a
@@ -16,6 +18,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
@@ -24,6 +27,7 @@ from core.extract.text import STOPWORDS
 
 _TOKEN = re.compile(r"\d[\d,]*(?:\.\d+)?|[^\W\d_]+(?:['’][^\W\d_]+)*", re.UNICODE)
 _TOLERANCE = 1e-9  # a cosine equal to the threshold up to rounding counts as reaching it
+_BLOCK = 64  # rows compared per sparse product in iter_diverse (speed only)
 
 
 def lemma(word: str) -> str:
@@ -55,14 +59,42 @@ def preprocess(text: str) -> str:
     return " ".join(out)
 
 
+def tfidf_matrix(prepared: list[str]):
+    """TF-IDF rows (scikit-learn defaults: smooth idf, l2 norm) of already preprocessed texts, fitted on them; None
+    when none has a term."""
+    if not any(prepared):
+        return None
+    return TfidfVectorizer(lowercase=False, token_pattern=r"\S+").fit_transform(prepared).tocsr()
+
+
 def tfidf_cosine(texts: list[str]) -> np.ndarray:
     """Pairwise cosine similarity of the TF-IDF vectors of the preprocessed texts (n x n)."""
-    docs = [preprocess(t) for t in texts]
-    if not any(docs):
+    m = tfidf_matrix([preprocess(t) for t in texts])
+    if m is None:
         return np.zeros((len(texts), len(texts)))
-    vec = TfidfVectorizer(lowercase=False, token_pattern=r"\S+")
-    m = vec.fit_transform(docs)
     return np.asarray((m @ m.T).todense())
+
+
+def iter_diverse(m, max_similarity: float) -> Iterator[int]:
+    """Indices of the kept rows, in order, lazily (a caller filling a budget stops early): m holds the l2-normalized
+    TF-IDF rows of the items, best first (None: no item has a term); a row whose cosine to an already kept row is
+    >= max_similarity (= 1 - τ) is dropped as a near-duplicate. Rows are compared a block at a time (one sparse
+    product per block; the result does not depend on the block size)."""
+    if m is None:  # no terms at all: zero vectors, cosine 0 to everything
+        return
+    cut = max_similarity - _TOLERANCE
+    kept: list[int] = []
+    for b0 in range(0, m.shape[0], _BLOCK):
+        rows = m[b0:b0 + _BLOCK]
+        before = (rows @ m[kept].T).toarray() if kept else np.zeros((rows.shape[0], 0))
+        within = (rows @ rows.T).toarray()
+        new: list[int] = []
+        for j in range(rows.shape[0]):
+            if before.shape[1] and before[j].max() >= cut or new and within[j, new].max() >= cut:
+                continue
+            new.append(j)
+            yield b0 + j
+        kept += [b0 + j for j in new]
 
 
 def diversity_filter(texts: list[str], max_similarity: float) -> list[int]:
@@ -70,12 +102,8 @@ def diversity_filter(texts: list[str], max_similarity: float) -> list[int]:
     text is >= max_similarity (= 1 - τ) is dropped as a near-duplicate."""
     if len(texts) <= 1:
         return list(range(len(texts)))
-    sim = tfidf_cosine(texts)  # an empty text has a zero vector: cosine 0 to everything
-    kept: list[int] = []
-    for i in range(len(texts)):
-        if not kept or float(sim[i, kept].max()) < max_similarity - _TOLERANCE:
-            kept.append(i)
-    return kept
+    m = tfidf_matrix([preprocess(t) for t in texts])
+    return list(range(len(texts))) if m is None else list(iter_diverse(m, max_similarity))
 
 
 def similarity_cutoff(tau: float) -> float:

@@ -30,8 +30,9 @@ Mapping: global = the ranked points (each a ContextItem with the community's id,
 the question (top `top_entities`, by cosine similarity of their description vectors).
 Sources: the documents of those communities' members, weighted by the point ratings: every member among the
 `top_entities` nearest of its community adds (sum of the community's kept ratings / 100) · similarity^γ to each
-chunk that mentions it, γ = `member_sharpness` (16). With γ = 1 a community's many loosely related members swamp
-the few that matter (hotpotqa queries 50-150: recall@5 0.575 at γ = 1, 0.715 at γ = 16).
+chunk that mentions it, γ = `member_sharpness` (1: plain weighting; GraphRAG's global search returns no sources
+of its own, so no paper gives γ. 16 had been chosen on hotpotqa alone, recall@5 0.715 vs 0.575 on queries 50-150;
+it stays a setting, see docs/BENCHMARKS.md for it measured on every set).
 Path: hits (role entry), expansions (role layer, edge parent → child "child_of"), the local entities (role key,
 edge in_community, role membership).
 """

@@ -49,12 +49,12 @@ class HiRAGStrategy:
         local = [(h.id, h.score) for h in hits if h.id in view.entities]
         t.lap("entity_search")
 
-        # global: communities holding a retrieved entity (leiden hierarchy, every level)
+        # global: communities holding a retrieved entity (HiRAG's own `hirag` communities, every level: Eq. 13)
         hit_sim = dict(local)
         tally: dict[str, list[float]] = {}
         for eid, sc in local:
             for cid in view.member_of.get(eid, []):
-                if view.communities.get(cid) is not None and view.communities[cid].method == "leiden":
+                if view.communities.get(cid) is not None and view.communities[cid].method == "hirag":
                     tally.setdefault(cid, []).append(sc)
         ranked_comms = sorted(tally.items(), key=lambda kv: (-len(kv[1]), -max(kv[1]),
                                                              -view.communities[kv[0]].level, kv[0]))

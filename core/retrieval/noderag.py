@@ -12,11 +12,17 @@ R is a connector, retrievable but never an entry point.
    which an entity extraction would not return. Vector search: the `entry_k` nodes nearest to the question
    among the retrievable embedded kinds (collections chunk, statement, attribute, high_level), taken over the
    four together as the paper's single HNSW does (`joint_entries`; off = `entry_k` per kind).
-2. Shallow PPR (core/retrieval/ppr.py: alpha = 0.5 teleport, 2 iterations) over the heterograph `res.hetero`,
-   weights used, personalized on the entry points: weight 1 for a vector entry, `exact_weight` for an exact
-   match (the published code's `similarity_weight` / `accuracy_weight`, both 1 there; 2 measured better here).
-   Links that are not NodeRAG's (HiRAG `summarizes`, HLG `in_topic`, chunk `next`) are not walked; the rest of
-   the stored graph is, including `mentions` chunk -> entity, which NodeRAG itself does not have (T links to S).
+2. Shallow PPR (core/retrieval/ppr.py: alpha = 0.5 teleport, 2 iterations) personalized on the entry points
+   (weight 1 for a vector entry, `exact_weight` for an exact match: the published code's `similarity_weight` /
+   `accuracy_weight`, both 1) over NodeRAG's heterograph edges only (`core.graph.noderag.HETEROGRAPH_EDGES`):
+   S-N `mentions`, R-N `subject` / `object` (§2.2), N-A `has_attribute`, H-S/A/H `matches`, H-O `has_overview`
+   (§2.3), S-T `derived_from` (§2.4 text insertion) and the HNSW `semantic` edges (§2.4), each of weight 1 (§2.1)
+   plus 1 where an HNSW edge fell on it (§2.4). Everything else stored in the graph is not walked (HiRAG
+   `summarizes`, HLG `in_topic`, chunk `next`, ...). Options, off by default, add links NodeRAG does not define:
+   `chunk_entity_links` (a chunk's `mentions` of an entity; T links to S only in the paper), with
+   `subject_weight` that mention's stored subject weight (ExtractSettings.subject_weight on the passage about the
+   entity) instead of 1; `relationship_chunk_links` (a relationship's `derived_from` chunk);
+   `statement_relationship_links` (the HLG lexical stage's statement -> relationship `mentions`).
    `degree_cap` applies the published code's `unbalance_adjust` (each link weight capped at 1/degree of both
    ends); off by default since the paper does not describe it.
 3. Cross nodes and filtering, as the published code's `post_process_top_k` reads the paper: going down the PPR
@@ -32,10 +38,9 @@ Each item's score is its PPR score (an attribute or element reached through its 
 larger of the two). The paper ranks no documents; sources here are the documents of the chunks behind the
 returned nodes (a chunk itself, a statement's or relationship's chunks, an attribute's entity's chunks, a
 high-level element's `matches` neighbours' chunks or else its community members' chunks), each node's PPR score
-split evenly over its chunks, summed per document. The top entities, whose attributes are returned, also back
-the context with the passage *about* them: the chunks whose `mentions` link to the entity carries the subject
-weight (core/extract/stage.py: a titled row's own subject) get `subject_share` x the entity's PPR score. On
-hotpotqa this lifts recall@5 from 0.843 to 0.885 and on 2wikimultihopqa from 0.799 to 0.867 (offline build).
+split evenly over its chunks, summed per document. Option `subject_share` (0 = off, the default; not in the paper)
+backs the top entities with the passage *about* them: the chunks whose `mentions` link to the entity carries the
+subject weight (core/extract/stage.py: a titled row's own subject) get `subject_share` x the entity's PPR score.
 
 Path: entry points (role entry), cross nodes (cross), the entities / overview titles that led to returned
 attributes / elements (key), those and the relationships (result); each non-entry node with one stored, walked
@@ -51,6 +56,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from core.extract.text import STOPWORDS
+from core.graph.hetero import EdgeList
+from core.graph.noderag import HETEROGRAPH_EDGES
 from core.retrieval.base import (
     ContextItem,
     PathEdge,
@@ -65,7 +72,6 @@ from core.retrieval.base import (
 from core.retrieval.ppr import personalization_vector, personalized_pagerank, top_by_kind
 
 RETRIEVABLE = ("chunk", "statement", "attribute", "high_level")  # T, S, A, H: embedded, entry and cross nodes
-NOT_WALKED = ("summarizes", "in_topic", "next")  # HiRAG, HLG and reading-order links, not NodeRAG's heterograph
 SECTION_OF = {"chunk": "local", "statement": "local", "attribute": "local", "relationship": "bridge",
               "high_level": "global"}
 
@@ -89,23 +95,63 @@ def question_names(res: Resources, question: str, proper_only: bool) -> list[tup
     return out
 
 
-class Walk:
-    """The heterograph as NodeRAG walks it: code tables and the weighted adjacency of the walked links."""
+def walked_edges(cfg) -> frozenset[tuple[str, str, str]]:
+    """The (edge kind, source kind, target kind) triples the walk follows: NodeRAG's heterograph edges
+    (`noderag.HETEROGRAPH_EDGES`), plus those the named options add (module doc)."""
+    out = set(HETEROGRAPH_EDGES)
+    if cfg.chunk_entity_links:
+        out.add(("mentions", "chunk", "entity"))
+    if cfg.relationship_chunk_links:
+        out.add(("derived_from", "relationship", "chunk"))
+    if cfg.statement_relationship_links:
+        out.add(("mentions", "statement", "relationship"))
+    return frozenset(out)
 
-    def __init__(self, h, degree_cap: bool):
+
+class Walk:
+    """The heterograph as NodeRAG walks it: code tables and the weighted adjacency of the walked edges only.
+
+    Each walked edge weighs 1, plus 1 where an HNSW semantic edge fell on it (§2.1, §2.4); with `subject_weight`
+    a chunk's `mentions` edge keeps its stored weight (the extract stage's subject weight). A pair joined by several
+    walked edges sums them; `link_kind` (aligned with `adj.data`) is the kind of its first walked edge."""
+
+    def __init__(self, h, edges: EdgeList, allowed=HETEROGRAPH_EDGES, degree_cap: bool = False,
+                 subject_weight: bool = False):
         self.h = h
         self.code = {k: i for i, k in enumerate(h.kind_names)}
         self.ecode = {k: i for i, k in enumerate(h.edge_kind_names)}
-        adj = h.adj
-        walked = ~np.isin(h.link_kind, [self.ecode[k] for k in NOT_WALKED if k in self.ecode])
-        data = np.where(walked, adj.data, 0.0)
-        if degree_cap and adj.nnz:
-            rows = np.repeat(np.arange(adj.shape[0]), np.diff(adj.indptr))
-            deg = np.bincount(rows, weights=walked.astype(np.float64), minlength=adj.shape[0])
-            cap = 1.0 / np.maximum(np.maximum(deg[rows], deg[adj.indices]), 1.0)
-            data = np.minimum(data, cap)
-        self.adj = sp.csr_matrix((data, adj.indices, adj.indptr), shape=adj.shape)
-        self.walked = walked
+        nk = max(len(h.kind_names), 1)
+        want = [(self.ecode[e] * nk + self.code[a]) * nk + self.code[b] for e, a, b in allowed
+                if e in self.ecode and a in self.code and b in self.code]
+        key = (edges.kind.astype(np.int64) * nk + h.kinds[edges.src]) * nk + h.kinds[edges.dst]
+        keep = np.isin(key, want) & (edges.kind >= 0)
+        weight = 1.0 + edges.hnsw
+        if subject_weight and "mentions" in self.ecode and "chunk" in self.code:
+            chunk_mention = (edges.kind == self.ecode["mentions"]) & (h.kinds[edges.src] == self.code["chunk"])
+            weight = np.where(chunk_mention, edges.weight, weight)
+        self.edge_kinds = sorted({h.edge_kind_names[k] for k in np.unique(edges.kind[keep])})
+        src, dst, w, ek = edges.src[keep], edges.dst[keep], weight[keep], edges.kind[keep]
+        n = len(h.ids)
+        r, c = np.concatenate([src, dst]), np.concatenate([dst, src])
+        uniq, first, inverse = np.unique(r * max(n, 1) + c, return_index=True, return_inverse=True)
+        data = np.bincount(inverse, weights=np.concatenate([w, w]), minlength=len(uniq)) if len(uniq) else np.zeros(0)
+        rr, cc = uniq // max(n, 1), uniq % max(n, 1)
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.add.at(indptr, rr + 1, 1)
+        indptr = np.cumsum(indptr)
+        if degree_cap and len(data):
+            deg = np.diff(indptr).astype(np.float64)
+            data = np.minimum(data, 1.0 / np.maximum(np.maximum(deg[rr], deg[cc]), 1.0))
+        self.adj = sp.csr_matrix((data, cc.astype(np.int64), indptr), shape=(n, n))
+        self.link_kind = np.concatenate([ek, ek])[first]
+
+    def kind_of(self, u: int, v: int) -> str | None:
+        """The kind of the walked edge joining vertices u and v, None when they are not joined by one."""
+        lo, hi = self.adj.indptr[u], self.adj.indptr[u + 1]
+        pos = lo + np.searchsorted(self.adj.indices[lo:hi], v)
+        if pos < hi and self.adj.indices[pos] == v:
+            return self.h.edge_kind_names[self.link_kind[pos]]
+        return None
 
     def kind(self, v: int) -> str:
         return self.h.kind_names[self.h.kinds[v]]
@@ -141,12 +187,16 @@ class NodeRAGStrategy:
     )
     @staticmethod
     def walk(res: Resources) -> Walk:
-        """The walked graph, built once per Resources (i.e. per workspace build) and degree-cap setting."""
+        """The walked graph, built once per Resources (i.e. per workspace build) and walk settings."""
         cfg = res.settings.retrieval.noderag
         cache = res.__dict__.setdefault("noderag_walks", {})
-        if cfg.degree_cap not in cache:
-            cache[cfg.degree_cap] = Walk(res.hetero, cfg.degree_cap)
-        return cache[cfg.degree_cap]
+        allowed = walked_edges(cfg)
+        key = (allowed, cfg.degree_cap, cfg.subject_weight)
+        if key not in cache:
+            if "noderag_edges" not in res.__dict__:
+                res.__dict__["noderag_edges"] = EdgeList.load(res.store, res.ws.id, res.hetero)
+            cache[key] = Walk(res.hetero, res.__dict__["noderag_edges"], allowed, cfg.degree_cap, cfg.subject_weight)
+        return cache[key]
 
     def retrieve(self, res: Resources, question: str, llm: RetrievalLLM | None = None) -> Retrieval:
         cfg = res.settings.retrieval.noderag
@@ -323,7 +373,7 @@ class NodeRAGStrategy:
                 # one stored edge to a node already on the path: entries first, then the best PPR score
                 u = via.get(v) if via.get(v) is not None and on_path[via[v]] else w.link_to(v, on_path, rank)
                 if u is not None:
-                    kind = h.kind_of(h.ids[u], h.ids[v])
+                    kind = w.kind_of(u, v)
                     if kind is not None:
                         r.path_edges.append(PathEdge(h.ids[u], h.ids[v], kind, role))
             on_path[v] = True

@@ -1,6 +1,7 @@
-"""ArchRAG retrieval on the built sample: C-HNSW hierarchical search (k per layer, layer 0 = exact nearest
-entities), adaptive filtering (sorted, within the token budget), sources, and a path made of stored nodes, stored
-edges and C-HNSW links."""
+"""ArchRAG retrieval on the built sample (archrag.txt §3.2): Algorithm 2's k nearest nodes per C-HNSW layer, each
+layer entered through the inter-layer link from the layer above; R_0 = entities and the relationships between
+them, no chunk text; adaptive filtering per layer (sorted, within the token budget); sources = the documents behind
+the kept items; a path made of stored nodes, stored edges and C-HNSW links."""
 
 from __future__ import annotations
 
@@ -13,12 +14,9 @@ from sqlmodel import select
 
 from core.ingest import count_tokens
 from core.models import Community, Document, Edge, Node
-from core.retrieval.archrag import (
-    Point,
-    adaptive_filter,
-    chnsw_cache,
-    hierarchical_search,
-)
+from core.retrieval import archrag_filter
+from core.retrieval.archrag_filter import Point, Statements, adaptive_filter
+from core.retrieval.archrag_search import chnsw_cache, community_chunks, hierarchical_search
 from core.retrieval.base import Resources, Retrieval, get_strategy, strategy_names
 
 QUESTIONS = [q["question"] for q in json.loads(
@@ -45,17 +43,21 @@ def halden(sample_resources):
     return get_strategy("archrag").retrieve(sample_resources, HALDEN_Q)
 
 
+def _items(r: Retrieval):
+    return [i for sec in r.sections.values() for i in sec]
+
+
 def test_registered_with_a_description_of_each_section():
     assert "archrag" in strategy_names()
     desc = get_strategy("archrag").description
     assert all(f"{s}:" in desc for s in ("local", "bridge", "global"))
 
 
-def test_search_visits_every_layer_with_k_per_layer(sample_resources, halden, tables):
+def test_each_layer_contributes_at_most_k_items(sample_resources, halden, tables):
     index = chnsw_cache(sample_resources).index
     k = sample_resources.settings.retrieval.archrag.k_per_layer
     sizes = index.layer_sizes
-    assert index.top >= 2 and min(sizes) < k  # the sample has community layers, one smaller than k
+    assert index.top >= 2  # the sample has two or more community layers
     found = halden.trace["chnsw"]["found"]
     assert len(found) == index.top + 1
     for layer, hits in enumerate(found):
@@ -64,10 +66,20 @@ def test_search_visits_every_layer_with_k_per_layer(sample_resources, halden, ta
         assert {i for i, _ in hits} <= layer_ids
         sims = [s for _, s in hits]
         assert sims == sorted(sims, reverse=True)
-        if layer == 0:
-            assert all(tables["kinds"][i] == "entity" for i, _ in hits)
+        kinds = {tables["kinds"].get(i, "community") for i, _ in hits}
+        assert kinds == ({"entity"} if layer == 0 else {"community"})
+    # every kept item is one of the k found on its layer, or a relationship joining two of layer 0's
+    found_ids = [{i for i, _ in hits} for hits in found]
+    for item in _items(halden):
+        if item.kind == "relationship":
+            assert item.level == 0
         else:
-            assert all(tables["communities"][i].method == "attributed" for i, _ in hits)
+            assert item.id in found_ids[item.level]
+    for layer in range(index.top + 1):
+        assert sum(i.level == layer and i.kind != "relationship" for i in _items(halden)) <= k
+    per_layer = {x["layer"]: x for x in halden.trace["layers"]}
+    assert sorted(per_layer) == list(range(index.top + 1))
+    assert all(per_layer[i]["found"] == len(found[i]) and per_layer[i]["filter_calls"] == 0 for i in per_layer)
     # the path shows every layer, entered from the top, and one descent per layer
     labels = [n.label for n in halden.path_nodes]
     assert all(any(lb.startswith(f"layer {i}: ") for lb in labels) for i in range(index.top + 1))
@@ -75,74 +87,116 @@ def test_search_visits_every_layer_with_k_per_layer(sample_resources, halden, ta
     assert len([e for e in halden.path_edges if e.kind == "chnsw"]) == index.top
 
 
-def test_layer0_results_are_the_exact_nearest_entities(sample_resources):
+@pytest.mark.parametrize("ef", [None, 3, 64])
+def test_each_layer_result_is_the_brute_force_nearest_of_the_region_searchlayer_entered(sample_resources, ef):
+    """Algorithm 2: SearchLayer from the entry s returns the k nearest of the nodes it visited (V), and s of a
+    layer is the inter-layer link of the nearest node found on the layer above."""
     res = sample_resources
     cache = chnsw_cache(res)
     index = cache.index
     k = res.settings.retrieval.archrag.k_per_layer
-    layer0 = index.ids[: index.offsets[1]].tolist()
-    stored = res.index.vectors("entity", layer0)  # brute force over the entity collection, not the index copy
-    ids = [e for e in layer0 if e in stored]
-    mat = np.vstack([stored[e] for e in ids])
-    mat /= np.linalg.norm(mat, axis=1, keepdims=True)
+    stored = res.index.vectors("entity", index.ids[: index.offsets[1]].tolist())  # not the index's copy
     for question in QUESTIONS:
         q = res.embed_query(question)
-        found, descents = hierarchical_search(cache, q, k, res.settings.retrieval.archrag.ef)
-        brute = [ids[i] for i in np.argsort(-(mat @ q), kind="stable")[:k]]
-        assert [e for e, _ in found[0]] == brute, question
-        # each descent follows the inter-layer link of the best node of the layer above
+        visited: list[set[int]] = []
+        found, descents = hierarchical_search(cache, q, k, ef, visited)
+        assert len(visited) == index.top + 1
+        for layer in range(index.top + 1):
+            region = sorted(visited[layer])
+            assert all(index.layer_of(g) == layer for g in region)
+            ids = [str(index.ids[g]) for g in region]
+            if layer == 0:
+                mat = np.vstack([stored[i] / np.linalg.norm(stored[i]) for i in ids])
+            else:
+                mat = index.vecs[region]
+            sims = mat @ (q / np.linalg.norm(q))
+            brute = [ids[j] for j in np.argsort(-sims, kind="stable")[:k]]
+            assert [e for e, _ in found[layer]] == brute, (question, layer)
+            if layer < index.top:  # entered through the link of the best node above
+                entry = int(index.inter[cache.row[found[layer + 1][0][0]]])
+                assert entry in visited[layer]
         for layer, a, b in descents:
             assert a == found[layer][0][0]
             assert index.inter[cache.row[a]] == cache.row[b]
 
 
-def test_adaptive_filter_sorts_dedupes_and_stops_at_the_budget():
-    pts = [Point(0, "Alpha beta gamma delta.", 0.4), Point(1, "One two three four five six seven.", 0.9),
-           Point(2, "Alpha beta gamma delta.", 0.4), Point(3, "Short one.", 0.7), Point(4, "Tail end.", 0.2)]
+def test_no_chunk_is_retrieved_and_the_items_are_bounded_by_k_per_layer(sample_resources, halden):
+    """The paper retrieves k nodes per layer plus the relationships among the k entities (§3.2.1) and no chunk
+    text; its token cost is O(kL(c + P)) (Appendix A.3)."""
+    k = sample_resources.settings.retrieval.archrag.k_per_layer
+    layers = halden.trace["counts"]["layers"]
+    assert all(i.kind in ("entity", "relationship", "community") for i in _items(halden))
+    assert not [n for n in halden.path_nodes if n.kind == "chunk"]
+    counts = halden.trace["counts"]
+    assert counts["items"] <= k * layers + counts["relationships"]
+    view = sample_resources.view
+    entities = [e for e, _ in halden.trace["chnsw"]["found"][0]]
+    pairs = {frozenset((a, b)) for n, a in enumerate(entities) for b in entities[n + 1 :]
+             if view.relationships_between(a, b)}
+    assert counts["relationships"] == len({r for p in pairs for r in view.relationships_between(*p)})
+
+
+def test_adaptive_filter_drops_zero_sorts_dedupes_and_stops_at_the_budget():
+    pts = [Point(0, [0], "Alpha beta gamma delta.", 0.4), Point(1, [0], "One two three four five six seven.", 0.9),
+           Point(2, [0], "Alpha beta gamma delta.", 0.4), Point(3, [0], "Short one.", 0.7),
+           Point(4, [0], "Tail end.", 0.2), Point(0, [1], "I do not know.", 0.0)]
     kept, used = adaptive_filter(pts, 10_000)
-    assert [p.score for p in kept] == sorted((p.score for p in kept), reverse=True)
-    assert [p.part for p in kept] == [1, 3, 0, 4]  # the duplicate text of part 2 is not kept twice
+    assert [p.layer for p in kept] == [1, 3, 0, 4]  # score 0 dropped; the duplicate of layer 2 not kept twice
     assert used == sum(count_tokens(p.text) for p in kept)
     budget = count_tokens(pts[1].text) + count_tokens(pts[3].text)
     kept, used = adaptive_filter(pts, budget)
-    assert [p.part for p in kept] == [1, 3] and used == budget
+    assert [p.layer for p in kept] == [1, 3] and used == budget
     kept, used = adaptive_filter(pts, budget - 1)  # the first point that does not fit ends the list
-    assert [p.part for p in kept] == [1] and used <= budget - 1
+    assert [p.layer for p in kept] == [1] and used <= budget - 1
 
 
-def test_analysis_rates_sorts_and_respects_the_token_budget(sample_resources, halden, monkeypatch):
+def test_each_layer_is_analysed_into_rated_sentences_sorted_within_the_budget(sample_resources, halden, monkeypatch):
     cfg = sample_resources.settings.retrieval.archrag
-    items = [i for sec in halden.sections.values() for i in sec]
+    items = _items(halden)
     assert halden.sections["local"] and halden.sections["global"]
     for sec in halden.sections.values():
         assert [i.score for i in sec] == sorted((i.score for i in sec), reverse=True)
-    assert all(i.score > cfg.min_relevance for i in items)
+    assert all(0 < i.score <= 1 for i in items)
     counts = halden.trace["counts"]
     assert counts["points_kept"] <= counts["points"] and counts["context_tokens"] <= cfg.max_tokens
-    # the local section holds the entities and chunks the question is about
+    assert sum(x["points"] for x in halden.trace["layers"]) == counts["points"]
     titles = {i.title for i in halden.sections["local"]}
     assert "Halden Barrier" in titles or "Amara Okafor" in titles
+    again = get_strategy("archrag").retrieve(sample_resources, HALDEN_Q)
+    assert again.to_dict()["sections"] == halden.to_dict()["sections"]  # deterministic
     # a small budget keeps only the best points, and never more tokens than the budget
     monkeypatch.setattr(cfg, "max_tokens", 60)
     small = get_strategy("archrag").retrieve(sample_resources, HALDEN_Q)
-    kept_items = [i for sec in small.sections.values() for i in sec]
+    kept_items = _items(small)
     assert 0 < small.trace["counts"]["context_tokens"] <= 60
     assert sum(count_tokens(i.text) for i in kept_items) <= 60 + 2 * len(kept_items)  # + joining spaces
-    best_kept = max(i.score for i in kept_items)
-    assert best_kept == max(i.score for i in items)
+    assert max(i.score for i in kept_items) == max(i.score for i in items)
     assert len(kept_items) < len(items)
+    # sources follow what was kept: fewer kept items, only their documents
+    assert {s.document_id for s in small.sources} <= {d for i in kept_items for d in i.documents}
 
 
-def test_sources_exist_and_back_the_items(halden, tables, sample_resources):
+def test_sources_are_the_documents_of_the_kept_items(halden, tables, sample_resources):
     assert halden.sources
     assert len(halden.sources) <= sample_resources.settings.retrieval.max_sources
     scores = [s.score for s in halden.sources]
     assert scores == sorted(scores, reverse=True) and all(s > 0 for s in scores)
+    view = sample_resources.view
+    behind: set[str] = set()  # every chunk behind a kept item: its mentions / extraction / members' mentions
+    for i in _items(halden):
+        if i.kind == "entity":
+            behind |= {c for c, _ in view.entity_chunks.get(i.id, [])}
+        elif i.kind == "relationship":
+            behind |= set(view.rel_chunks.get(i.id, []))
+        else:
+            behind |= set(community_chunks(view, i.id))
+    st = archrag_filter.load_statements(sample_resources, chnsw_cache(sample_resources))
+    quoted = {c for i in _items(halden) for x in st.chunks_of for c in st.chunks_of[x] if x in i.text}
     for s in halden.sources:
         assert s.document_id in tables["documents"]
         assert s.chunk_ids and all(tables["chunk_doc"][c] == s.document_id for c in s.chunk_ids)
-    backed = {d for sec in halden.sections.values() for i in sec for d in i.documents}
-    assert all(d in tables["documents"] for d in backed)
+        assert set(s.chunk_ids) <= behind | quoted
+    backed = {d for i in _items(halden) for d in i.documents}
     assert {s.document_id for s in halden.sources} <= backed
     gold = {"halden_barrier_overview.md", "amara_okafor_profile.md"}
     with sample_resources.store.session() as s:
@@ -161,15 +215,13 @@ def test_path_nodes_exist_and_edges_are_real(sample_resources, tables):
                 assert n.id in tables["communities"]
             else:
                 assert tables["kinds"][n.id] == n.kind
-        roles = {e.role for e in r.path_edges}
-        assert "layer" in roles
+        assert "layer" in {e.role for e in r.path_edges}
         for e in r.path_edges:
             assert e.src in nodes and e.dst in nodes
             if e.kind == "chnsw":
                 assert e.role == "layer" and cache.index.inter[cache.row[e.src]] == cache.row[e.dst]
             else:
                 assert (e.src, e.dst, e.kind) in tables["edges"] or (e.dst, e.src, e.kind) in tables["edges"]
-        # bridge relationships join two retrieved entities
         entities = {i for i, _ in r.trace["chnsw"]["found"][0]}
         for item in r.sections["bridge"]:
             if item.kind == "relationship":
@@ -177,22 +229,18 @@ def test_path_nodes_exist_and_edges_are_real(sample_resources, tables):
                 assert len(ends) == 2 and ends <= entities
 
 
-def test_new_sentences_are_embedded_up_to_a_cap_then_rated_with_their_part_vector(sample_resources, monkeypatch):
-    from core.retrieval import archrag
-
+def test_new_sentences_are_embedded_up_to_a_cap_then_rated_with_their_item_vector(sample_resources, monkeypatch):
     res = Resources(sample_resources.store, sample_resources.ws, sample_resources.settings,
                     sample_resources.embedder, sample_resources.index)
     res.__dict__["view"] = sample_resources.view
     cache = chnsw_cache(res)  # a fresh cache: nothing embedded yet
-    cache.statements = archrag._Statements({}, [], {}, {})  # as if no sentence quoted a statement (model build)
-    monkeypatch.setattr(archrag, "MAX_EMBEDDED", 5)
+    cache.statements = Statements({}, [], {})  # as if no sentence quoted a statement (model build)
+    monkeypatch.setattr(archrag_filter, "MAX_EMBEDDED", 5)
     r = get_strategy("archrag").retrieve(res, HALDEN_Q)
     counts = r.trace["counts"]
     assert counts["sentences_stored"] == 0 and counts["sentences_embedded"] == 5
     assert len(cache.sentence_vecs) == 5
     assert r.sections["local"] and r.sections["global"] and r.sources
-    items = [i for sec in r.sections.values() for i in sec]
-    assert all(i.score > res.settings.retrieval.archrag.min_relevance for i in items)
 
 
 def test_without_an_index_the_result_is_empty_and_says_why(sample_resources, tmp_path):

@@ -1,6 +1,8 @@
 """The augment stage (NodeRAG, core/graph/augment_stage.py) on the built sample: the seven node kinds of Table 4,
-edges joining the kinds the paper joins, matches inside one community, semantic edges between embedded kinds
-only, one vector per attribute and high-level node, the stage's counts, and re-runs that change nothing."""
+edges joining the kinds the paper joins, NodeRAG's own Leiden communities over the heterograph (a partition of the
+N, R, S, A nodes they cover, each connected, each with a report and its high-level elements), matches inside one
+of them, semantic edges between embedded kinds only, one vector per attribute and high-level node, the stage's
+counts, and re-runs that change nothing."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from collections import Counter, defaultdict
 
 from sqlmodel import delete, select
 
+from core.graph import noderag
 from core.graph.augment_stage import augment_stage
 from core.models import Community, Edge, Node
 from core.pipeline import make_context
@@ -29,14 +32,16 @@ def snapshot(built):
     with built.store.session() as s:
         nodes = sorted(s.exec(select(Node.id, Node.kind, Node.title, Node.text).where(
             Node.workspace_id == built.ws.id)).all())
-    return nodes, sorted((e.src, e.dst, e.kind, e.weight, str(sorted((e.data or {}).items()))) for e in edges)
+        comms = sorted((c.id, c.method, c.level, c.size, c.title, c.summary, str(c.report), str(sorted(c.data.items())))
+                       for c in s.exec(select(Community).where(Community.workspace_id == built.ws.id)))
+    return nodes, comms, sorted((e.src, e.dst, e.kind, e.weight, str(sorted((e.data or {}).items()))) for e in edges)
 
 
 def community_ids(built) -> set[str]:
-    """The Leiden communities of the level that gets high-level elements."""
+    """NodeRAG's own communities (Leiden over the heterograph), those that get high-level elements."""
     with built.store.session() as s:
-        return set(s.exec(select(Community.id).where(Community.workspace_id == built.ws.id, Community.method == "leiden",
-                                                     Community.level == built.settings.noderag.community_level)))
+        return set(s.exec(select(Community.id).where(Community.workspace_id == built.ws.id,
+                                                     Community.method == "noderag")))
 
 
 def stage_counts(built) -> dict:
@@ -85,37 +90,82 @@ def test_edges_join_the_kinds_of_table_4(sample_built):
 
 def test_matches_link_a_high_level_element_to_its_own_community(sample_built):
     kind, data, edges = graph(sample_built)
-    level_comms = community_ids(sample_built)
-    member = {e.src: e.dst for e in edges if e.kind == "in_community" and e.dst in level_comms}
+    comms = community_ids(sample_built)
+    member = {e.src: e.dst for e in edges if e.kind == "in_community" and e.dst in comms}
     h_comm = {i: d["community_id"] for i, d in data.items() if kind[i] == "high_level"}
-    mentions = defaultdict(list)
-    for e in edges:
-        if e.kind == "mentions" and kind.get(e.src) == "statement" and kind.get(e.dst) == "entity":
-            mentions[e.src].append(e.dst)
     matches = [e for e in edges if e.kind == "matches"]
     for e in matches:
         assert kind[e.src] == "high_level" and kind[e.dst] in {"statement", "attribute", "high_level"}
         want = h_comm[e.src]
-        if kind[e.dst] == "high_level":
-            assert h_comm[e.dst] == want
-        elif kind[e.dst] == "attribute":
-            assert member.get(data[e.dst]["entity_id"]) == want
-        else:  # a statement belongs to the community holding most of the entities it mentions
-            votes = Counter(member[x] for x in mentions[e.dst] if x in member)
-            assert votes[want] == max(votes.values())
+        assert (h_comm[e.dst] if kind[e.dst] == "high_level" else member.get(e.dst)) == want
     assert {kind[e.dst] for e in matches} >= {"statement", "attribute"}
 
 
+def test_noderag_communities_partition_the_heterograph_nodes_they_cover(sample_built):
+    kind, data, edges = graph(sample_built)
+    with sample_built.store.session() as s:
+        rows = {c.id: c for c in s.exec(select(Community).where(Community.workspace_id == sample_built.ws.id,
+                                                                 Community.method == "noderag"))}
+        layer = dict(s.exec(select(Node.id, Node.layer).where(Node.workspace_id == sample_built.ws.id)).all())
+    assert len(rows) >= 2
+    members = defaultdict(list)
+    for e in edges:
+        if e.kind == "in_community" and e.dst in rows:
+            members[e.dst].append(e.src)
+    covered = [m for ms in members.values() for m in ms]
+    assert len(covered) == len(set(covered)), "a node lies in one noderag community at most"
+    assert {kind[m] for m in covered} == {"entity", "relationship", "statement", "attribute"}
+    assert all(layer[m] == 0 for m in covered if kind[m] == "entity")  # HiRAG summary entities are not NodeRAG's
+    # each community is connected by the heterograph edges Leiden saw (Leiden guarantees connected communities)
+    allowed = set(noderag.COMMUNITY_EDGES)
+    links = defaultdict(set)
+    for e in edges:
+        if (e.kind, kind.get(e.src), kind.get(e.dst)) in allowed:
+            links[e.src].add(e.dst)
+            links[e.dst].add(e.src)
+    for cid, ms in members.items():
+        c = rows[cid]
+        assert c.level == 0 and c.parent_id is None and c.size == len(ms) >= sample_built.settings.noderag.min_community_size
+        assert c.title and c.summary and c.report.get("summary") == c.summary  # the Hierarchy page shows it
+        inside, seen, todo = set(ms), {ms[0]}, [ms[0]]
+        while todo:
+            for nb in links[todo.pop()] & inside - seen:
+                seen.add(nb)
+                todo.append(nb)
+        assert seen == inside
+    # every attribute, and every statement some heterograph edge reaches, lies in a community of >= 2 nodes
+    assert {i for i, k in kind.items() if k == "attribute"} <= set(covered)
+    assert {i for i, k in kind.items() if k == "statement" and links[i]} <= set(covered)
+
+
+def test_high_level_elements_are_made_per_noderag_community(sample_built):
+    kind, data, edges = graph(sample_built)
+    with sample_built.store.session() as s:
+        rows = {c.id: c for c in s.exec(select(Community).where(Community.workspace_id == sample_built.ws.id,
+                                                                 Community.method == "noderag"))}
+    per_comm = Counter(d["community_id"] for i, d in data.items() if kind[i] == "high_level")
+    assert set(per_comm) <= set(rows)
+    for cid, c in rows.items():
+        findings = c.report.get("findings") or []
+        assert per_comm[cid] == (len(findings) or 1)
+    heads = {(d["community_id"], d["finding"]) for i, d in data.items() if kind[i] == "high_level"}
+    assert len(heads) == sum(per_comm.values())
+
+
 def test_semantic_edges_never_duplicate_a_link_they_boost(sample_built):
+    """An HNSW pair already joined by a heterograph edge raises that edge's weight; a pair joined only by an edge
+    NodeRAG does not define (a chunk's `next`) gets its own semantic edge, and such an edge is never boosted."""
     kind, _, edges = graph(sample_built)
-    other = {frozenset((e.src, e.dst)) for e in edges if e.kind != "semantic"}
+    paper = set(noderag.HETEROGRAPH_EDGES)
+    other = {frozenset((e.src, e.dst)) for e in edges
+             if e.kind != "semantic" and (e.kind, kind.get(e.src), kind.get(e.dst)) in paper}
     sem = [frozenset((e.src, e.dst)) for e in edges if e.kind == "semantic"]
     assert len(sem) == len(set(sem))
     assert not set(sem) & other
     boosted = [e for e in edges if (e.data or {}).get("hnsw")]
     assert boosted, "some HNSW neighbours (a statement and its chunk) are already linked"
     for e in boosted:
-        assert kind[e.src] in EMBEDDED and kind[e.dst] in EMBEDDED and e.weight >= 2.0
+        assert (e.kind, kind[e.src], kind[e.dst]) in paper and e.weight >= 2.0
 
 
 def test_one_vector_per_attribute_and_high_level_node_only(sample_built):
@@ -141,6 +191,7 @@ def test_counts_describe_the_graph(sample_built):
     assert counts["boosted_edges"] == sum(bool((e.data or {}).get("hnsw")) for e in edges)
     assert counts["important_entities"] == per_kind["attribute"] > 0
     assert counts["k_core_k"] >= 1
+    assert counts["communities"] == len(community_ids(sample_built)) > 0
 
 
 def test_rerun_and_resume_change_nothing(sample_built):

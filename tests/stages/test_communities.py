@@ -220,13 +220,30 @@ def test_graph_without_edges_has_no_communities():
 # ------------------------------------------------------------------------------------------------------ sample
 @pytest.fixture(scope="module")
 def sample_graph(sample_built):
+    """The sample's layered entity graph (HiRAG's), its extracted layer-0 graph (GraphRAG's) and the settings."""
     settings, store, ws, _ = sample_built
     eg = load_entity_graph(store, ws.id)
-    return eg, eg.to_igraph(), settings.community
+    return eg, eg.extracted(), settings.community
+
+
+@pytest.fixture(scope="module")
+def stored(sample_built):
+    """Every stored community of the sample, its member ids, and the stage's counts."""
+    _, store, ws, _ = sample_built
+    with store.session() as s:
+        rows = {c.id: c for c in s.exec(select(Community).where(Community.workspace_id == ws.id))}
+        members: dict[str, set[str]] = defaultdict(set)
+        for src, dst in s.exec(select(Edge.src, Edge.dst).where(Edge.workspace_id == ws.id,
+                                                                Edge.kind == "in_community")):
+            members[dst].add(src)
+        stage = s.exec(select(StageRun).where(StageRun.workspace_id == ws.id, StageRun.stage == "communities")
+                       .order_by(StageRun.id)).first()
+    return rows, members, stage.counts
 
 
 def test_sample_hierarchy_invariants(sample_graph):
-    eg, g, cfg = sample_graph
+    _, ex, cfg = sample_graph
+    g = ex.to_igraph()
     assert g.vcount() > 100 and g.ecount() > 100
     h = hierarchical_leiden(g, cfg)
     check_hierarchy(g, h, cfg)
@@ -237,63 +254,135 @@ def test_sample_hierarchy_invariants(sample_graph):
     assert [c.members for c in again.clusters] == [c.members for c in h.clusters]
 
 
-def test_sample_entity_graph_matches_the_tables(sample_built, sample_graph):
-    _, store, ws, _ = sample_built
-    eg, g, _ = sample_graph
+def _tables(store, ws_id: int):
     from core.models import Node
 
     with store.session() as s:
-        ents = set(s.exec(select(Node.id).where(Node.workspace_id == ws.id, Node.kind == "entity")))
-        rel_w = dict(s.exec(select(Node.id, Node.weight).where(Node.workspace_id == ws.id,
+        layer = dict(s.exec(select(Node.id, Node.layer).where(Node.workspace_id == ws_id,
+                                                              Node.kind == "entity")).all())
+        rel_w = dict(s.exec(select(Node.id, Node.weight).where(Node.workspace_id == ws_id,
                                                                Node.kind == "relationship")).all())
-        ends = s.exec(select(Edge.src, Edge.dst, Edge.kind).where(Edge.workspace_id == ws.id,
+        ends = s.exec(select(Edge.src, Edge.dst, Edge.kind).where(Edge.workspace_id == ws_id,
                                                                   Edge.kind.in_(("subject", "object")))).all()
-        ups = s.exec(select(Edge.src, Edge.dst, Edge.weight).where(Edge.workspace_id == ws.id,
+        ups = s.exec(select(Edge.src, Edge.dst, Edge.weight).where(Edge.workspace_id == ws_id,
                                                                    Edge.kind == "summarizes")).all()
-    assert set(eg.ids) == ents
     sub = {src: dst for src, dst, k in ends if k == "subject"}
     obj = {src: dst for src, dst, k in ends if k == "object"}
-    want: dict[frozenset, float] = defaultdict(float)
-    for rid, w in rel_w.items():
-        want[frozenset((sub[rid], obj[rid]))] += w
-    for a, b, w in ups:  # HiRAG's links between an entity and its summary entity
-        want[frozenset((a, b))] += w
+    return layer, rel_w, sub, obj, ups
+
+
+def _check_links(eg, want: dict) -> None:
     got = {frozenset((eg.ids[a], eg.ids[b])): w for (a, b), w in eg.links.items()}
     assert got.keys() == want.keys()
     for k, w in want.items():
         assert got[k] == pytest.approx(w)
-    assert g.ecount() == len(want)
+    assert eg.to_igraph().ecount() == len(want)
 
 
-def test_stored_communities_match_the_hierarchy(sample_built, sample_graph):
+def test_sample_entity_graphs_match_the_tables(sample_built, sample_graph):
     _, store, ws, _ = sample_built
-    eg, g, cfg = sample_graph
-    h = hierarchical_leiden(g, cfg)
-    with store.session() as s:
-        rows = {c.id: c for c in s.exec(select(Community).where(Community.workspace_id == ws.id))}
-        members: dict[str, set[str]] = defaultdict(set)
-        for src, dst in s.exec(select(Edge.src, Edge.dst).where(Edge.workspace_id == ws.id,
-                                                                Edge.kind == "in_community")):
-            members[dst].add(src)
-        stage = s.exec(select(StageRun).where(StageRun.workspace_id == ws.id, StageRun.stage == "communities")
-                       .order_by(StageRun.id)).first()
-    leiden = [c for c in rows.values() if c.method == "leiden"]
-    wcc = [c for c in rows.values() if c.method == "wcc"]
+    eg, ex, _ = sample_graph
+    layer, rel_w, sub, obj, ups = _tables(store, ws.id)
+    assert sorted(eg.ids) == eg.ids and set(eg.ids) == set(layer)
+    assert eg.layer == [layer[e] or 0 for e in eg.ids]
+    # HiRAG's layered graph: the entities of every layer, relationship links plus the summarizes links
+    want: dict[frozenset, float] = defaultdict(float)
+    for rid, w in rel_w.items():
+        want[frozenset((sub[rid], obj[rid]))] += w
+    for a, b, w in ups:
+        want[frozenset((a, b))] += w
+    _check_links(eg, want)
+    # GraphRAG's extracted graph: layer-0 entities only, relationship links between them only
+    assert ex.ids == [e for e in eg.ids if not layer[e]]
+    want0: dict[frozenset, float] = defaultdict(float)
+    for rid, w in rel_w.items():
+        if not layer[sub[rid]] and not layer[obj[rid]]:
+            want0[frozenset((sub[rid], obj[rid]))] += w
+    _check_links(ex, want0)
+    assert sum(ex.rel_links.values()) == pytest.approx(sum(want0.values()))
+
+
+def test_sample_has_summary_entities(sample_graph):
+    eg, ex, _ = sample_graph
+    assert any(lv > 0 for lv in eg.layer), "the sample builds HiRAG summary layers"
+    assert len(eg.ids) > len(ex.ids) and len(eg.links) > len(ex.links)
+
+
+def _check_stored(method: str, eg, h: Hierarchy, rows: dict, members: dict) -> list:
+    """The stored rows of `method` are `h`'s communities, every level a partition, children inside parents."""
+    comms = [c for c in rows.values() if c.method == method]
     want = sorted((c.level, frozenset(eg.ids[v] for v in c.members)) for c in h.clusters)
-    got = sorted((c.level, frozenset(members[c.id])) for c in leiden)
+    got = sorted((c.level, frozenset(members[c.id])) for c in comms)
     assert got == want
-    assert sorted(frozenset(members[c.id]) for c in wcc) == sorted(
-        frozenset(eg.ids[v] for v in comp) for comp in h.components if len(comp) >= cfg.min_component_size)
-    for c in leiden:
+    for c in comms:
         assert c.size == len(members[c.id])
         if c.level == 0:
             assert c.parent_id is None
         else:
             parent = rows[c.parent_id]
-            assert parent.method == "leiden" and parent.level == c.level - 1
+            assert parent.method == method and parent.level == c.level - 1
             assert members[c.id] <= members[parent.id]
         assert c.title and c.summary, "every community has a report"
-    # the stage recorded the same modularity per level
-    assert stage.counts["modularity"] == {str(k): round(v, 4) for k, v in h.modularity.items()}
-    assert {int(k): v for k, v in stage.counts["communities_per_level"].items()} == {
+    return comms
+
+
+def test_leiden_is_graphrag_s_on_the_extracted_graph_only(sample_built, sample_graph, stored):
+    _, store, ws, _ = sample_built
+    eg, ex, cfg = sample_graph
+    rows, members, counts = stored
+    g = ex.to_igraph()
+    h = hierarchical_leiden(g, cfg)
+    leiden = _check_stored("leiden", ex, h, rows, members)
+    layer = dict(zip(eg.ids, eg.layer))
+    # no summary entity in any leiden community: layer 0 only
+    assert all(layer[m] == 0 for c in leiden for m in members[c.id])
+    # level 0 partitions the layer-0 entities of the non-tiny components of the extracted graph
+    lvl0 = [members[c.id] for c in leiden if c.level == 0]
+    assert sum(map(len, lvl0)) == len(set().union(*lvl0))
+    clustered = {ex.ids[v] for comp in h.components if len(comp) >= cfg.min_component_size for v in comp}
+    assert set().union(*lvl0) == clustered
+    wcc = [c for c in rows.values() if c.method == "wcc"]
+    assert sorted(frozenset(members[c.id]) for c in wcc) == sorted(
+        frozenset(ex.ids[v] for v in comp) for comp in h.components if len(comp) >= cfg.min_component_size)
+    assert all(not c.summary for c in wcc), "WCC components get no report"
+    # the stage recorded the same modularity and counts per level
+    assert counts["entities"] == g.vcount() == len(ex.ids)
+    assert counts["modularity"] == {str(k): round(v, 4) for k, v in h.modularity.items()}
+    assert {int(k): v for k, v in counts["communities_per_level"].items()} == {
         lv: len(ms) for lv, ms in level_sets(h).items()}
+
+
+def test_hirag_communities_partition_the_layered_graph(sample_graph, stored):
+    eg, _, cfg = sample_graph
+    rows, members, counts = stored
+    g = eg.to_igraph()
+    h = hierarchical_leiden(g, cfg)
+    check_hierarchy(g, h, cfg)
+    hirag = _check_stored("hirag", eg, h, rows, members)
+    layer = dict(zip(eg.ids, eg.layer))
+    # HiRAG's communities hold summary entities (layer >= 1) beside extracted ones (hirag.txt §4.1)
+    mixed = [c for c in hirag if any(layer[m] >= 1 for m in members[c.id])
+             and any(layer[m] == 0 for m in members[c.id])]
+    assert mixed, "some HiRAG community holds entities of several layers"
+    # each level partitions its nodes; level 0 covers every entity of the layered graph's non-tiny components
+    for level in {c.level for c in hirag}:
+        sets = [members[c.id] for c in hirag if c.level == level]
+        assert sum(map(len, sets)) == len(set().union(*sets)), f"hirag level {level} overlaps"
+    lvl0 = set().union(*(members[c.id] for c in hirag if c.level == 0))
+    assert lvl0 == {eg.ids[v] for comp in h.components if len(comp) >= cfg.min_component_size for v in comp}
+    assert any(layer[m] >= 1 for m in lvl0)
+    hi = counts["hirag"]
+    assert hi["entities"] == len(eg.ids) and hi["summary_entities"] == sum(1 for lv in eg.layer if lv > 0)
+    assert hi["modularity"] == {str(k): round(v, 4) for k, v in h.modularity.items()}
+    assert {int(k): v for k, v in hi["communities_per_level"].items()} == {
+        lv: len(ms) for lv, ms in level_sets(h).items()}
+    assert hi["with_summary_entities"] == sum(1 for c in hirag if any(layer[m] >= 1 for m in members[c.id]))
+
+
+def test_hirag_retrieval_reads_hirag_communities(sample_resources):
+    from core.retrieval.base import get_strategy
+
+    r = get_strategy("hirag").retrieve(sample_resources, "Who conducts the Kelmouth Choir?")
+    comms = sample_resources.view.communities
+    assert r.sections["global"], "the question reaches some community"
+    assert all(comms[i.id].method == "hirag" for i in r.sections["global"])

@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
+from core.ingest.tokens import count_tokens
 from core.models import Document, Edge, Node
 from core.retrieval.base import get_strategy, strategy_names
-from core.retrieval.diversity import similarity_cutoff, tfidf_cosine
+from core.retrieval.diversity import preprocess, similarity_cutoff, tfidf_matrix
 from core.retrieval.hlg import beam_search, keywords, lexicon, path_score
+from core.retrieval.hlg_rank import select_chunks, select_statements
 from core.workspace import open_resources
 
 HLG = ("hlg-statement", "hlg-topic", "hlg-statement-chunk", "hlg-topic-chunk")
@@ -53,8 +55,12 @@ def test_sections_hold_what_each_variant_promises(results, sample_resources, sto
     for name, r in results.items():
         local, bridge, glob = r.sections["local"], r.sections["bridge"], r.sections["global"]
         assert local and bridge and glob, name
-        assert 0 < len(local) <= cfg.top_k
         kind = "chunk" if name.endswith("-chunk") else "statement"
+        if kind == "chunk":  # §6.4: up to 10 unique chunks
+            assert 0 < len(local) <= cfg.top_k and len({i.id for i in local}) == len(local), name
+        else:  # §6.3: the statements of a context window of about 3,000 tokens
+            used = sum(count_tokens(i.text) for i in local)
+            assert used == r.trace["counts"]["context_tokens"] <= cfg.context_tokens, name
         assert all(i.kind == kind and stored["kinds"][i.id] == kind for i in local), name
         assert all(i.kind == "topic" and stored["kinds"][i.id] == "topic" for i in glob), name
         assert all(stored["kinds"][i.id] in ("entity", "relationship") for i in bridge), name
@@ -69,24 +75,96 @@ def test_sections_hold_what_each_variant_promises(results, sample_resources, sto
 
 
 def test_local_items_pass_the_diversity_filter(results, sample_resources):
+    lx = lexicon(sample_resources)
     cut = similarity_cutoff(sample_resources.settings.retrieval.hlg.diversity_threshold)
     for name, r in results.items():
-        sim = tfidf_cosine([i.text for i in r.sections["local"]])
+        if name.endswith("-chunk"):
+            row, m = lx.chunk_tfidf()
+            rows = [row[i.id] for i in r.sections["local"]]
+        else:
+            m, rows = lx.statement_tfidf(), [lx.sids.index(i.id) for i in r.sections["local"]]
+        sim = (m[rows] @ m[rows].T).toarray()
         np.fill_diagonal(sim, 0)
         assert (sim < cut).all(), name
 
 
-def test_sources_are_stored_documents_backed_by_their_chunks(results, sample_resources, stored):
+def test_sources_are_the_documents_of_the_context_in_rank_order(results, sample_resources, stored):
+    """Recall@k is computed on the sources: they are what the strategy retrieved, nothing re-ranks them."""
+    limit = sample_resources.settings.retrieval.max_sources
     for name, r in results.items():
-        assert r.sources, name
-        assert len(r.sources) <= sample_resources.settings.retrieval.max_sources
-        ids = [s.document_id for s in r.sources]
-        assert len(ids) == len(set(ids)) and set(ids) <= stored["documents"]
-        for s in r.sources:
-            assert s.chunk_ids and all(stored["chunk_doc"].get(c) == s.document_id for c in s.chunk_ids)
-    # the chunk variants' context backs their first sources
-    r = results["hlg-statement-chunk"]
-    assert {stored["chunk_doc"][i.id] for i in r.sections["local"]} & {s.document_id for s in r.sources[:3]}
+        local = r.sections["local"]
+        docs = [stored["chunk_doc"][i.id] if i.kind == "chunk" else i.documents[0] for i in local]
+        assert [s.document_id for s in r.sources] == list(dict.fromkeys(docs))[:limit], name
+        assert set(docs) <= stored["documents"]
+        for s in r.sources:  # a source's chunks are the chunks of its context items, first seen first
+            if name.endswith("-chunk"):
+                assert s.chunk_ids == [i.id for i in local if stored["chunk_doc"][i.id] == s.document_id], name
+            assert s.chunk_ids and all(stored["chunk_doc"][c] == s.document_id for c in s.chunk_ids), name
+
+
+def _chunks_of(stored, statement: str) -> list[str]:
+    return sorted(c for c in stored["chunk_doc"]
+                  if "derived_from" in stored["edges"].get(frozenset((statement, c)), set()))
+
+
+def test_statement_and_chunk_variants_return_what_the_paper_says(results, sample_built, stored):
+    """§4.1 Eq. 10: the top statements; §6.4: the top-ranked statements traced back to their chunks, up to 10."""
+    settings, store, ws, embedder = sample_built
+    cfg = settings.retrieval.hlg
+    assert len(results["hlg-statement"].sections["local"]) > cfg.top_k  # a 3,000-token window holds more than 10
+    s = settings.model_copy(deep=True)
+    s.retrieval.hlg.diversity_threshold = -1.0  # cosine cut 2: no filter, so both see the same ranked statements
+    res = open_resources(store, ws, s, embedder)
+    for stmt, chunk in (("hlg-statement", "hlg-statement-chunk"), ("hlg-topic", "hlg-topic-chunk")):
+        s_local = get_strategy(stmt).retrieve(res, HALDEN_Q).sections["local"]
+        c_local = get_strategy(chunk).retrieve(res, HALDEN_Q).sections["local"]
+        assert {stored["kinds"][i.id] for i in s_local} == {"statement"}
+        assert {stored["kinds"][i.id] for i in c_local} == {"chunk"}
+        # the chunks are those of the ranked statements, first seen first, up to 10
+        traced = list(dict.fromkeys(c for i in s_local for c in _chunks_of(stored, i.id)))
+        assert len(traced) >= cfg.top_k and [i.id for i in c_local] == traced[: cfg.top_k], (stmt, chunk)
+        assert c_local[0].score == pytest.approx(s_local[0].score, abs=1e-4)  # a chunk scores its best statement
+
+
+class _Lex:
+    """What select_statements reads of a lexicon, over given texts."""
+
+    def __init__(self, texts: list[str], tokens: list[int]):
+        self.m, self.tokens = tfidf_matrix([preprocess(t) for t in texts]), tokens
+
+    def statement_tfidf(self):
+        return self.m
+
+    def statement_tokens(self, s: int) -> int:
+        return self.tokens[s]
+
+
+def test_diversity_filter_drops_near_duplicates_at_the_paper_threshold_while_filling_the_context():
+    cut = similarity_cutoff(0.005)  # the paper's tau = 0.5 %
+    texts = ["The Halden Barrier has 1,200 sluice gates.",  # best first
+             "The Halden Barriers have 1200 sluice gates.",  # the same statement once numbers and lemmas agree
+             "The Halden Barrier has 1,200 steel sluice gates.",  # one more word: cosine < 0.995, kept
+             "Amara Okafor designed the sluice gates.",
+             "Amara Okafor studied at Delft."]
+    lx = _Lex(texts, [10] * len(texts))
+    ranked = np.arange(len(texts))
+    assert select_statements(lx, ranked, cut, tokens=1000) == ([0, 2, 3, 4], 40)
+    assert select_statements(lx, ranked, cut, tokens=25) == ([0, 2], 20)  # the window is full after two
+    assert select_statements(lx, ranked[::-1], cut, tokens=1000)[0] == [4, 3, 2, 1]  # the better one stays
+    assert select_statements(lx, ranked, 0.5, tokens=1000)[0] == [0, 3, 4]  # a looser threshold drops more
+
+
+def test_chunk_selection_traces_ranked_statements_to_unique_chunks(sample_resources):
+    lx = lexicon(sample_resources)
+    cut = similarity_cutoff(sample_resources.settings.retrieval.hlg.diversity_threshold)
+    ranked = np.argsort(-(lx.E @ sample_resources.embed_query(HALDEN_Q)))
+    picked = select_chunks(lx, ranked, cut, 4)
+    first = list(dict.fromkeys(c for s in ranked for c in lx.schunks[s]))
+    assert [c for c, _ in picked] == first[:4]  # the sample's chunks are distinct texts: none dropped
+    order = {int(s): n for n, s in enumerate(ranked)}
+    for c, s in picked:  # each with the best-ranked statement it backs
+        assert c in lx.schunks[s] and all(c not in lx.schunks[x] for x in ranked[: order[s]])
+    assert select_chunks(lx, ranked, cut, 0) == []
 
 
 def test_path_nodes_exist_and_path_edges_are_stored_edges(results, stored):
@@ -152,12 +230,16 @@ def test_settings_bound_the_search_through_the_strategy(sample_built):
     settings, store, ws, embedder = sample_built
     s = settings.model_copy(deep=True)
     s.retrieval.hlg.beam_width, s.retrieval.hlg.depth, s.retrieval.hlg.top_k = 2, 1, 3
+    s.retrieval.hlg.context_tokens = 60
     res = open_resources(store, ws, s, embedder)
     for name in HLG:
         r = get_strategy(name).retrieve(res, HALDEN_Q)
         counts = r.trace["counts"]
         assert counts["beam_depth"] <= 1 and counts["beam_paths"] <= 2 * counts["start_statements"], name
-        assert len(r.sections["local"]) <= 3
+        if name.endswith("-chunk"):
+            assert 0 < len(r.sections["local"]) <= 3, name
+        else:  # the window: 60 tokens of statements (the first statement always)
+            assert 0 < counts["context_tokens"] <= 60 or len(r.sections["local"]) == 1, name
     s.retrieval.hlg.depth = 0
     r = get_strategy("hlg-statement").retrieve(open_resources(store, ws, s, embedder), HALDEN_Q)
     assert r.trace["counts"]["beam_depth"] == 0 and r.sections["local"]

@@ -55,3 +55,29 @@ def test_summary_entities_are_embedded_and_join_communities(sample_built):
         in_comm = set(s.exec(select(Edge.src).where(Edge.workspace_id == ws.id, Edge.kind == "in_community")))
     assert set(res.index.vectors("entity", summaries)) == set(summaries)
     assert set(summaries) <= in_comm, "communities hold entities of several layers (HiRAG)"
+
+
+def test_layering_stops_by_the_papers_rule_and_records_it_per_layer(sample_built):
+    """Algorithm 1 (hirag.txt §5.4): every layer that was built past the first had a CS change rate above ε; the build
+    ends at the first layer whose change rate is <= ε, or at a layer too small to cluster; the reason is recorded on
+    that layer's row and as the stage's stop reason."""
+    settings, store, ws, _ = sample_built
+    with store.session() as s:
+        stage = s.exec(select(StageRun).where(StageRun.workspace_id == ws.id, StageRun.stage == "layers",
+                                              StageRun.status == "done")).first()
+    rows, reason = stage.counts["layers"], stage.counts["stop_reason"]
+    eps = settings.layers.change_rate_stop
+    assert [r["layer"] for r in rows] == list(range(len(rows)))
+    assert [r["stop_reason"] for r in rows[:-1]] == [None] * (len(rows) - 1) and rows[-1]["stop_reason"] == reason
+    for r in rows[:-1]:  # layers the build went past: clustered, summarized, change rate above ε (or none yet)
+        assert r["cluster_sparsity"] is not None and r["summary_entities"] > 0
+        assert r["change_rate"] is None or r["change_rate"] > eps
+        assert r["clusters"] >= r["global_clusters"] >= 1
+    for below, above in zip(rows, rows[1:]):
+        assert above["entities"] == below["summary_entities"]
+    last = rows[-1]
+    if reason.startswith("cluster sparsity change rate"):
+        assert last["change_rate"] is not None and last["change_rate"] <= eps and last["summary_entities"] == 0
+    else:
+        assert "too few to cluster" in reason and last["entities"] < settings.layers.min_entities
+    assert "0.98" not in reason and "BIC" not in reason

@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
+from core.graph.hetero import EdgeList
+from core.graph.noderag import HETEROGRAPH_EDGES
 from core.models import Document, Edge, Node
 from core.retrieval.base import get_strategy
-from core.retrieval.noderag import NOT_WALKED, Walk, question_names
+from core.retrieval.noderag import NodeRAGStrategy, Walk, question_names
 
 HALDEN_Q = "Which university trained the engineer who designed the Halden Barrier's sluice gates?"
 HALDEN_GOLD = {"halden_barrier_overview.md", "amara_okafor_profile.md"}
@@ -26,9 +28,12 @@ def tables(sample_built):
             Node.workspace_id == ws.id)).all()}
         docs = {d.id: d for d in s.exec(select(Document).where(Document.workspace_id == ws.id))}
         edges: dict[frozenset, set[str]] = {}
+        triples: dict[frozenset, set[tuple[str, str, str]]] = {}  # pair -> (edge kind, source kind, target kind)
         for a, b, k in s.exec(select(Edge.src, Edge.dst, Edge.kind).where(Edge.workspace_id == ws.id)).all():
             edges.setdefault(frozenset((a, b)), set()).add(k)
-    return {"nodes": nodes, "documents": docs, "edges": edges}
+            if a in nodes and b in nodes:
+                triples.setdefault(frozenset((a, b)), set()).add((k, nodes[a][0], nodes[b][0]))
+    return {"nodes": nodes, "documents": docs, "edges": edges, "triples": triples}
 
 
 def with_settings(res, **knobs):
@@ -146,23 +151,62 @@ def test_path_nodes_exist_and_path_edges_are_stored_edges(halden, tables):
         assert e.src in on_path and e.dst in on_path
         stored = tables["edges"].get(frozenset((e.src, e.dst)), set())
         assert e.kind in stored, (e, stored)
-        assert e.kind not in NOT_WALKED
+        assert any(t in HETEROGRAPH_EDGES and t[0] == e.kind
+                   for t in tables["triples"][frozenset((e.src, e.dst))])  # a walked edge of the paper's
     # every cross node the walk reached hangs on the path by a real edge when it has one
     linked = {e.dst for e in halden.path_edges}
     assert any(p.id in linked for p in halden.path_nodes if p.role == "cross")
     assert {"ppr", "vector_search", "exact_search", "rank_sources"} <= set(halden.trace["timings_ms"])
 
 
+def walk_pairs(w: Walk) -> set[frozenset]:
+    rows = np.repeat(np.arange(len(w.h.ids)), np.diff(w.adj.indptr))
+    return {frozenset((w.h.ids[a], w.h.ids[b])) for a, b in zip(rows, w.adj.indices)}
+
+
+def test_the_walk_holds_only_the_papers_edges_by_default(sample_resources, tables):
+    w = NodeRAGStrategy.walk(sample_resources)
+    pairs = walk_pairs(w)
+    assert pairs
+    for p in pairs:  # every walked link is a stored edge NodeRAG defines, weighing 1 (+1 for an HNSW boost)
+        assert tables["triples"][p] & set(HETEROGRAPH_EDGES), tables["triples"][p]
+    assert set(w.adj.data.tolist()) <= {1.0, 2.0, 3.0}
+    kinds = {frozenset((tables["nodes"][a][0] for a in p)) for p in pairs}
+    assert frozenset(("chunk", "entity")) not in kinds and frozenset(("relationship", "chunk")) not in kinds
+    assert {"mentions", "subject", "object", "has_attribute", "matches", "has_overview", "derived_from",
+            "semantic"} == set(w.edge_kinds)
+    # every stored edge of the paper's kinds is walked
+    want = {p for p, ts in tables["triples"].items() if ts & set(HETEROGRAPH_EDGES) and len(p) == 2}
+    assert want == pairs
+
+
+def test_options_add_the_links_the_paper_does_not_define(sample_resources, tables):
+    base = walk_pairs(NodeRAGStrategy.walk(sample_resources))
+    res = with_settings(sample_resources, chunk_entity_links=True, relationship_chunk_links=True,
+                        statement_relationship_links=True, subject_weight=True)
+    w = NodeRAGStrategy.walk(res)
+    more = walk_pairs(w)
+    added = {frozenset(tables["nodes"][a][0] for a in p) for p in more - base}
+    assert added == {frozenset(("chunk", "entity")), frozenset(("relationship", "chunk")),
+                     frozenset(("statement", "relationship"))}
+    assert base < more
+    with res.store.session() as s:  # with subject_weight, a chunk's mention keeps its stored weight
+        stored = {frozenset((a, b)): wt for a, b, wt in s.exec(select(Edge.src, Edge.dst, Edge.weight).where(
+            Edge.workspace_id == res.ws.id, Edge.kind == "mentions")).all()
+            if tables["nodes"][a][0] == "chunk"}
+    idx = w.h.index
+    assert stored and all(w.adj[idx[a], idx[b]] == wt for p, wt in stored.items() for a, b in [tuple(p)])
+    r = get_strategy("noderag").retrieve(res, HALDEN_Q)
+    assert r.sources and r.sections["local"]
+
+
 def test_degree_cap_bounds_link_weights(sample_resources, halden):
     h = sample_resources.hetero
-    w = Walk(h, degree_cap=True)
-    deg = np.diff(w.adj.indptr).astype(float)  # structural degree, walked or not
+    w = Walk(h, EdgeList.load(sample_resources.store, sample_resources.ws.id, h), degree_cap=True)
+    deg = np.diff(w.adj.indptr).astype(float)
     rows = np.repeat(np.arange(len(h.ids)), np.diff(w.adj.indptr))
-    walked_deg = np.bincount(rows, weights=w.walked.astype(float), minlength=len(h.ids))
-    assert (walked_deg <= deg).all()
-    cap = 1.0 / np.maximum(np.maximum(walked_deg[rows], walked_deg[w.adj.indices]), 1.0)
-    assert (w.adj.data <= cap + 1e-12).all()
-    assert (w.adj.data[~w.walked] == 0).all()
+    cap = 1.0 / np.maximum(np.maximum(deg[rows], deg[w.adj.indices]), 1.0)
+    assert (w.adj.data <= cap + 1e-12).all() and (w.adj.data > 0).all()
     capped = get_strategy("noderag").retrieve(with_settings(sample_resources, degree_cap=True), HALDEN_Q)
     assert capped.sources and capped.sections["local"]
 

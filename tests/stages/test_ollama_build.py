@@ -3,13 +3,16 @@ that speaks the Ollama API (tests/fake_ollama.py), with the bundled embedder for
 
 from __future__ import annotations
 
+import json
+import re
+
 from sqlmodel import select
 
 from core.backends.base import BackendError
-from core.models import Community, LLMCall, Node
+from core.models import Community, Edge, LLMCall, Node
 from core.pipeline import make_backend
 from core.workspace import ask, open_resources
-from tests.fake_ollama import Fail, FakeOllama
+from tests.fake_ollama import Fail, FakeOllama, delimited
 
 
 def _ollama_settings(make_settings, home, url):
@@ -32,7 +35,10 @@ def test_ollama_build_extracts_reports_and_answers(tmp_path, tiny_corpus, build,
             comms = sess.exec(select(Community).where(Community.workspace_id == b.ws.id)).all()
             calls = sess.exec(select(LLMCall).where(LLMCall.backend == "ollama")).all()
         assert entities, "the model's entities are in the graph"
-        assert all(c.title and c.summary for c in comms), "every community has a generated report"
+        assert {c.method for c in comms} >= {"leiden", "hirag", "attributed", "noderag"}
+        # WCC components are recorded, not reported; every other community has its report (NodeRAG's from the
+        # augment stage, whose high-level elements summarize it)
+        assert all(c.title and c.summary for c in comms if c.method != "wcc"), "every community has a report"
         # every construction ran through the model: reports (Leiden and ArchRAG), NodeRAG attributes, HLG topics
         assert {c.task for c in calls} >= {"extract", "report", "summarize-attribute", "summarize-topic"}
         assert {c.method for c in comms} >= {"leiden", "attributed"}
@@ -44,6 +50,29 @@ def test_ollama_build_extracts_reports_and_answers(tmp_path, tiny_corpus, build,
         # every chat request asked for structured output with a JSON schema
         bodies = [body for path, body in fake.requests if path == "/api/chat"]
         assert all(isinstance(body.get("format"), dict) for body in bodies)
+
+        # HiRAG's summary entities (hirag.txt Appendix I.3): its own prompt, fed with the cluster's member entities
+        # (names and descriptions) and the meta summary concepts X; the reply's entities and relations are stored
+        assert "summary-entities" in {c.task for c in calls}
+        asks = [b["messages"][0]["content"] for b in bodies if b["format"].get("title") == "SummaryEntities"]
+        assert asks
+        with b.store.session() as sess:
+            layer0 = {n.title: n.text for n in sess.exec(select(Node).where(
+                Node.workspace_id == b.ws.id, Node.kind == "entity", Node.layer == 0))}
+            summaries = sess.exec(select(Node).where(Node.workspace_id == b.ws.id, Node.kind == "entity",
+                                                     Node.layer == 1)).all()
+            ups = sess.exec(select(Edge).where(Edge.workspace_id == b.ws.id, Edge.kind == "summarizes")).all()
+        for prompt in asks:
+            assert "summarize at least one attribute entity" in prompt
+            assert "Meta attribute list: " + json.dumps(s.layers.meta_summary_concepts) in prompt
+            listed = [json.loads(m) for m in re.findall(r'^\((".*?(?<!\\)"), ', delimited(prompt, "ENTITIES")[0],
+                                                        re.M)]
+            assert len(listed) >= 2
+            assert all(name in layer0 for name in listed), "the members are layer-0 entities, by name"
+            assert any(f'("{n}", "{" ".join(layer0[n].split())[:60]}' in prompt for n in listed), "with descriptions"
+        assert summaries and all(n.title.endswith(" Circle") and n.data["concept"] == "organization"
+                                 for n in summaries)
+        assert ups and all(e.data.get("description", "").endswith("Circle.") for e in ups)
 
         # a second workspace over the same corpus replays the cache: no chunk is sent to the model again
         # (its communities may differ, as vertex order follows workspace-scoped ids, and so may their reports)

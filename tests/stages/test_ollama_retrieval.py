@@ -12,8 +12,10 @@ import pytest
 from core.backends.base import BackendError
 from core.backends.offline import OfflineBackend
 from core.pipeline import make_backend
+from core.retrieval.archrag_filter import layer_material
+from core.retrieval.archrag_search import layer_content
 from core.workspace import ask, open_resources
-from tests.fake_ollama import FakeOllama, Malformed, Reply, fake_points, overlap
+from tests.fake_ollama import FakeOllama, Malformed, Reply, delimited, fake_points, overlap
 
 QUESTION = "Who designed the Tidewater Bridge at Kelmouth?"
 
@@ -70,11 +72,22 @@ def test_graphrag_global_map_step_is_the_models_rated_points(ollama_ws):
     assert _schemas(bodies)[-1] == "", "then the answer, generated without a schema"
 
 
-def test_archrag_adaptive_filter_rates_each_part_with_the_model(ollama_ws):
+def test_archrag_adaptive_filter_is_one_model_call_per_visited_layer(ollama_ws):
+    """Eq. 3: A_i = LLM(P_filter || R_i), one analysis per C-HNSW layer over that layer's retrieved items."""
     fake, b, s = ollama_ws
     r, _, bodies = _ask(fake, b, s, "archrag")
     filters = [x for x in bodies if _schemas([x]) == ["RatedPoints"]]
-    assert len(filters) == r.trace["llm"]["filter_calls"] == r.trace["counts"]["parts"] > 0
+    visited = [x for x in r.trace["layers"] if x["items"]]
+    assert len(visited) >= 2, "entities and at least one community layer"
+    assert len(filters) == len(visited) == r.trace["llm"]["filter_calls"]
+    assert all(x["filter_calls"] == 1 for x in visited)
+    assert sum(x["filter_calls"] for x in r.trace["layers"]) == len(filters)
+    # each call's data table is exactly one layer's R_i: the k found there (and, on layer 0, their relationships)
+    found = [[(i, sim) for i, sim in hits] for hits in r.trace["chnsw"]["found"]]
+    layers = layer_content(open_resources(b.store, b.ws, s, b.embedder).view, found)
+    assert all(sum(it.kind != "relationship" for it in items) <= s.retrieval.archrag.k_per_layer for items in layers)
+    tables = ["\n".join(delimited(body["messages"][0]["content"], "DATA")) for body in filters]
+    assert sorted(tables) == sorted(layer_material(items) for items in layers if items)
     texts = {p["description"] for body in filters for p in fake_points(body["messages"][0]["content"])["points"]
              if p["score"] > 0}
     items = [i for sec in r.sections.values() for i in sec]
@@ -82,6 +95,8 @@ def test_archrag_adaptive_filter_rates_each_part_with_the_model(ollama_ws):
     for i in items:  # each item's text is made of the model's points, its score the best one's relevance 0-1
         assert any(t in i.text for t in texts) and 0 < i.score <= 1
     assert r.trace["counts"]["sentences_embedded"] == 0, "the model analyses; nothing is embedded for it"
+    backed = {d for i in items for d in i.documents}
+    assert r.sources and {x.document_id for x in r.sources} <= backed
 
 
 def test_hlg_takes_keywords_from_the_model_and_reranks_with_it(ollama_ws):
@@ -95,6 +110,9 @@ def test_hlg_takes_keywords_from_the_model_and_reranks_with_it(ollama_ws):
     scores = [overlap(QUESTION, i.text) for i in r.sections["local"]]
     assert scores and scores == sorted(scores, reverse=True)
     assert r.trace["counts"]["keywords"] >= 1, "the model's entities matched entity names"
+    # the model reranked every candidate of the context window, and the sources follow its order
+    assert r.trace["llm"]["reranked"] >= len(r.sections["local"])
+    assert [x.document_id for x in r.sources] == list(dict.fromkeys(i.documents[0] for i in r.sections["local"]))
 
 
 def test_noderag_exact_entries_are_the_models_question_entities(ollama_ws):

@@ -62,7 +62,7 @@ def test_hirag_fills_local_bridge_and_global(halden, sample_resources, tables):
     assert all(i.kind == "entity" and tables["kinds"][i.id] == "entity" for i in local)
     assert all(i.kind == "relationship" and tables["kinds"][i.id] == "relationship" for i in bridge)
     assert all(i.kind == "community" and i.id in tables["communities"] for i in glob)
-    assert all(tables["communities"][i.id].method == "leiden" for i in glob)
+    assert all(tables["communities"][i.id].method == "hirag" for i in glob)  # HiRAG's own communities
     for section in (local, bridge):
         scores = [i.score for i in section]
         assert scores == sorted(scores, reverse=True)

@@ -51,9 +51,10 @@ def _leiden(store, ws_id: int) -> dict[str, tuple[int, frozenset[str]]]:
 
 
 def load_base_ids(store, ws_id: int) -> list[str]:
+    """The vertices `leiden` clusters: the layer-0 entities of the extracted graph, in id order."""
     from core.graph.entity_graph import load_entity_graph
 
-    return load_entity_graph(store, ws_id).ids
+    return load_entity_graph(store, ws_id).extracted().ids
 
 
 def _variant_sets(built, index, name: str) -> set[tuple[int, frozenset[str]]]:
@@ -132,8 +133,24 @@ def test_names_and_settings_are_checked(built, index):
     assert "ok-name" not in [v.name for v in V.list_variants(built.store, ws)]
 
 
+def test_variants_cluster_the_extracted_graph_the_stage_clustered(built, index):
+    from core.graph.entity_graph import load_entity_graph
+
+    full = load_base(built.store, index, built.ws.id)
+    base = full.extracted()
+    assert (full.layer > 0).any(), "the sample has HiRAG summary entities"
+    assert base.ids == load_base_ids(built.store, built.ws.id) and (base.layer == 0).all()
+    gen = V.variant_graph(base, V.VariantSettings())
+    with pytest.raises(StopIteration) as stop:
+        next(gen)
+    g = stop.value.value
+    stage_g = load_entity_graph(built.store, built.ws.id).extracted().to_igraph()
+    assert g.vcount() == stage_g.vcount() and g.get_edgelist() == stage_g.get_edgelist()
+    assert g.es["weight"] == pytest.approx(stage_g.es["weight"])
+
+
 def test_knn_augmentation_adds_links_and_changes_the_partition(built, index):
-    base = load_base(built.store, index, built.ws.id)
+    base = load_base(built.store, index, built.ws.id).extracted()
     plain = V.VariantSettings()
     gen = V.variant_graph(base, plain)
     with pytest.raises(StopIteration) as stop:

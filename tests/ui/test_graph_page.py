@@ -80,8 +80,15 @@ def test_small_workspace_opens_on_nodes_and_offers_communities(page, graph_home)
     _communities(page)
     data = _canvas(page)
     comms, _ = _rows(store, ws.id)
-    roots = {c.id for c in comms.values() if not c.parent_id or c.parent_id not in comms}
-    assert {n["id"] for n in data["nodes"]} == roots  # every method's top level, as super-nodes
+    from core.graph.explore import DEFAULT_METHODS
+
+    # the top level of GraphRAG's Leiden and ArchRAG's attributed hierarchies, as super-nodes; HiRAG's own
+    # communities are offered in the methods filter, not drawn first
+    roots = {c.id for c in comms.values() if (not c.parent_id or c.parent_id not in comms)
+             and c.method in DEFAULT_METHODS}
+    assert {c.method for c in comms.values()} >= {"leiden", "hirag", "attributed"}
+    assert next(m for m in page.multiselect if m.label == "Community methods").value == ["attributed", "leiden"]
+    assert {n["id"] for n in data["nodes"]} == roots
     assert all(n["members"] == comms[n["id"]].size for n in data["nodes"])
     assert all(n["kind"] == "community" and "x" in n for n in data["nodes"])
     assert not re.search(r"https?://", json.dumps(data))

@@ -136,13 +136,13 @@ def _doc_ranking(store: Store, ws_id: int, cid: str) -> list[tuple[str, int]]:
     return sorted(((titles[d], n) for d, n in per_doc.items()), key=lambda t: -t[1])
 
 
-@pytest.mark.parametrize("method", ["leiden", "attributed", "hirag"])
+@pytest.mark.parametrize("method", ["leiden", "hirag", "attributed", "hirag_layers"])
 def test_every_method_and_view_draws_its_hierarchy(page, hier_home, method):
     store, ws = hier_home
     page.radio(key="hier_method").set_value(method)
     _run(page)
     with store.session() as s:
-        if method == "hirag":
+        if method == "hirag_layers":
             expected = set(s.exec(select(Node.id).where(Node.workspace_id == ws.id, Node.kind == "entity",
                                                         Node.layer > 0)))
         else:
@@ -218,7 +218,7 @@ def test_opening_a_child_and_going_up_to_its_parent(page, hier_home):
 
 def test_a_summary_entity_opens_with_its_members(page, hier_home):
     store, ws = hier_home
-    page.radio(key="hier_method").set_value("hirag")
+    page.radio(key="hier_method").set_value("hirag_layers")
     _run(page)
     with store.session() as s:
         summary = s.exec(select(Node).where(Node.workspace_id == ws.id, Node.kind == "entity", Node.layer == 1)
@@ -321,9 +321,16 @@ def test_build_page_draws_every_stage_figure_and_the_hierarchy_so_far(page, hier
     layers = figures["HiRAG: entities per layer"]["data"]
     assert [t["name"] for t in layers] == ["entities", "cluster sparsity"]
     assert layers[1]["y"][0] == counts["layers"]["layers"][0]["cluster_sparsity"]
-    # the hierarchy so far: a sunburst of the Leiden communities, or of the attributed ones when picked
+    # communities per level of both Leiden runs: GraphRAG's on the extracted graph, HiRAG's on its layered graph
+    for title, c in (("Leiden (GraphRAG) communities per level", counts["communities"]),
+                     ("HiRAG communities per level", counts["communities"]["hirag"])):
+        per = c["communities_per_level"]
+        assert figures[title]["data"][0]["y"] == [per[k] for k in sorted(per, key=int)], title
+    mod = counts["communities"]["hirag"]["modularity"]
+    assert figures["HiRAG: modularity per level"]["data"][0]["y"] == [mod[k] for k in sorted(mod, key=int)]
+    # the hierarchy so far: a sunburst of the Leiden communities, or of another method's when picked
     box = next(n for n in _walk(page.main) if getattr(n, "key", None) == "hierarchy_so_far")
-    assert any(c.startswith("Hierarchy so far: Leiden communities, ") for c in _texts(box, "caption"))
+    assert any(c.startswith("Hierarchy so far: Leiden communities (GraphRAG), ") for c in _texts(box, "caption"))
     sun = [json.loads(n.proto.spec)["data"][0] for n in _walk(box) if getattr(n, "type", None) == "plotly_chart"]
     with store.session() as s:
         leiden = set(s.exec(select(Community.id).where(Community.workspace_id == ws.id, Community.method == "leiden")))
@@ -335,3 +342,10 @@ def test_build_page_draws_every_stage_figure_and_the_hierarchy_so_far(page, hier
     box = next(n for n in _walk(page.main) if getattr(n, "key", None) == "hierarchy_so_far")
     sun = [json.loads(n.proto.spec)["data"][0] for n in _walk(box) if getattr(n, "type", None) == "plotly_chart"]
     assert {i for i in sun[0]["ids"] if not i.startswith("root:")} == attributed
+    with store.session() as s:
+        hirag = set(s.exec(select(Community.id).where(Community.workspace_id == ws.id, Community.method == "hirag")))
+    page.radio(key="build_hier_method").set_value("hirag")
+    _run(page)
+    box = next(n for n in _walk(page.main) if getattr(n, "key", None) == "hierarchy_so_far")
+    sun = [json.loads(n.proto.spec)["data"][0] for n in _walk(box) if getattr(n, "type", None) == "plotly_chart"]
+    assert hirag and {i for i in sun[0]["ids"] if not i.startswith("root:")} == hirag

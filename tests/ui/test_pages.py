@@ -233,9 +233,12 @@ def test_graph_page_draws_on_the_canvas_and_notes_the_cap(app, store):
 
     ws = store.require_workspace("sample")
     counts = store.counts(ws.id)
-    with store.session() as sess:  # WCC components are bookkeeping and never drawn
-        wcc = len(sess.exec(select(Community).where(Community.workspace_id == ws.id, Community.method == "wcc")).all())
-    total = sum(counts.get(k, 0) for k in ("entity", "community", "document")) - wcc  # the default kinds
+    from core.graph.explore import DEFAULT_METHODS
+
+    with store.session() as sess:  # the page opens on the default methods' communities (WCC ones are never drawn)
+        shown_comms = len(sess.exec(select(Community).where(
+            Community.workspace_id == ws.id, Community.method.in_(DEFAULT_METHODS))).all())  # type: ignore[attr-defined]
+    total = sum(counts.get(k, 0) for k in ("entity", "document")) + shown_comms  # the default kinds
     slider = next(s for s in app.slider if s.label == "Max nodes")
     assert total > slider.min  # the sample is bigger than the smallest cap
     slider.set_value(int(slider.min))

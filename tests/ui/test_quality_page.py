@@ -104,3 +104,32 @@ def test_run_delete_and_promote_variants(page, quality_home):
     assert any(s.value.startswith("Promoted **finer**") for s in page.success), [s.value for s in page.success]
     assert store.require_workspace("sample").build_version > v0
     assert any(v.name.startswith("before-") for v in list_variants(store, ws)), "the replaced partition is kept"
+
+
+def test_metrics_tab_measures_each_method_or_says_it_is_absent(page, quality_home):
+    """Leiden (GraphRAG's, extracted entities only), HiRAG's communities (with summary entities) and HiRAG's layers
+    are measured; a method the build has none of (NodeRAG's own communities before the augment stage writes
+    them) says so instead of failing."""
+    from sqlmodel import select
+
+    from core.models import Community, Node
+
+    ws = quality_home.require_workspace("sample")
+    with quality_home.session() as s:
+        present = set(s.exec(select(Community.method).where(Community.workspace_id == ws.id).distinct()).all())
+        summaries = set(s.exec(select(Node.id).where(Node.workspace_id == ws.id, Node.kind == "entity",
+                                                     Node.layer > 0)).all())
+    assert {"leiden", "hirag"} <= present
+    run(page)
+    assert page.radio(key="q_method").options == ["Leiden (GraphRAG)", "HiRAG communities", "NodeRAG communities",
+                                                  "Attributed (ArchRAG)", "HiRAG layers"]
+    for method in ("leiden", "hirag", "noderag", "hirag_layers"):
+        page.radio(key="q_method").set_value(method)
+        run(page)
+        assert not page.exception, method
+        infos = [i.value for i in page.info]
+        if method in present or (method == "hirag_layers" and summaries):
+            assert not any(v.startswith("No ") for v in infos), (method, infos)
+            assert page.selectbox(key=f"q_level_{method}").options
+        else:
+            assert any(v.startswith("No NodeRAG communities") for v in infos), infos

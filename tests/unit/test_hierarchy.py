@@ -164,13 +164,13 @@ def test_hirag_frame_top_summaries_at_the_root_and_entity_counts_as_leaves(hs):
     _check_tree(f)
     by = {x.id: x for x in f.sectors}
     assert {x.id for x in f.sectors if x.kind == "summary"} == {"S1", "S2", "T", "T2"}
-    assert by["T"].parent == by["T2"].parent == ROOT + "hirag"
+    assert by["T"].parent == by["T2"].parent == ROOT + "hirag_layers"
     assert by["S1"].parent == "T" and by["S2"].parent == "T"  # S2's strongest summary is T (0.9 over 0.4)
     assert by[ENTITIES + "S1"].size == 4 and by[ENTITIES + "S2"].size == 5  # d is summarized twice (soft)
     assert by[ENTITIES + "S2"].target == "S2" and by[ENTITIES + "S2"].kind == "entities"
     assert by["T"].size == 9 and by["T"].value == 9
     assert f.per_level == {1: 2, 2: 2} and f.total == 4 and f.shown == 4
-    assert hierarchy_frame(store, w, "hirag").columns() == f.columns()
+    assert hierarchy_frame(store, w, "hirag_layers").columns() == f.columns()
 
 
 def test_empty_method_gives_an_empty_frame(hs):
@@ -201,7 +201,7 @@ def test_signature_changes_as_levels_are_written(hs):
         s.add(Community(id="A1a", workspace_id=w, method="leiden", level=2, parent_id="A1", size=1))
         s.commit()
     assert frame_signature(store, w, "leiden") != before
-    assert frame_signature(store, w, "hirag") == ((1, 2, len("Summary S1") * 2), (2, 2, len("Summary T") * 2 + 1))
+    assert frame_signature(store, w, "hirag_layers") == ((1, 2, len("Summary S1") * 2), (2, 2, len("Summary T") * 2 + 1))
 
 
 def test_community_detail_groups_members_by_kind_and_ranks_documents(hs):
@@ -230,7 +230,7 @@ def test_community_detail_groups_members_by_kind_and_ranks_documents(hs):
 def test_summary_entity_detail_reaches_every_layer_below(hs):
     store, w = hs
     d = community_detail(store, w, "T")
-    assert d.kind == "summary" and d.method == "hirag" and d.level == 2 and d.size == 8
+    assert d.kind == "summary" and d.method == "hirag_layers" and d.level == 2 and d.size == 8
     assert d.counts == {"entity": 8, "summary entity": 2, "relationship (inside)": 4, "attribute": 1}
     assert {c[0] for c in d.children} == {"S1", "S2"} and d.parent is None
     assert community_detail(store, w, "S2").parent == ("T", "Summary T")

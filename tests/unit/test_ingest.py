@@ -256,6 +256,25 @@ def test_markdown_title_from_first_h1(settings):
     assert one(*load_bytes("plain.markdown", b"no heading at all", settings)).title == "plain"
 
 
+def test_a_title_says_where_it_came_from(settings):
+    """Only a title the document gives itself may name its subject: a row's title field, a Markdown heading, an HTML
+    title; a title made from the file name (plain text, an untitled row, a page without a heading) may not."""
+    def source(name: str, data: bytes) -> list[tuple[str, str]]:
+        docs, _ = load_bytes(name, data, settings)
+        return [(d.title, d.meta["title_from"]) for d in docs]
+
+    assert source("guide.md", b"# The Real Title\n\nBody text here.") == [("The Real Title", "heading")]
+    assert source("plain.md", b"no heading at all, only text") == [("plain", "filename")]
+    assert source("page.html", b"<html><body><h1>Main</h1><p>Body text here.</p></body></html>") == [("Main", "html")]
+    assert source("page.html", b"<html><body><p>Body text here.</p></body></html>") == [("page", "filename")]
+    assert source("book.txt", b"A long book. It has many chapters.") == [("book", "filename")]
+    rows = [{"title": "Ada Lovelace", "text": "Ada Lovelace wrote notes."}, {"text": "An untitled row of text."}]
+    jsonl = "\n".join(json.dumps(r) for r in rows).encode()
+    assert source("c.jsonl", jsonl) == [("Ada Lovelace", "field"), ("c #2", "filename")]
+    assert source("c.csv", b"title,text\nAda Lovelace,Ada Lovelace wrote notes.\n,An untitled row of text.\n") \
+        == [("Ada Lovelace", "field"), ("c #2", "filename")]
+
+
 def test_html_strips_script_style_nav(settings):
     html = """<!doctype html><html><head><title>  My   Page </title>
     <style>body { color: red; }</style><script>var SECRET = "leak";</script></head>

@@ -1,5 +1,6 @@
-"""HiRAG HiIndex layering (core/graph/layers.py): cluster sparsity (Eq. 17), GMM + BIC, soft membership, stop rules,
-offline summary entities. Real computation on seeded synthetic embeddings."""
+"""HiRAG HiIndex layering (core/graph/layers.py): cluster sparsity (Eq. 17), RAPTOR's global-then-local GMM + BIC,
+soft membership, the paper's stop rule (§5.4), summary entities (offline, and the model reply's cleaning).
+Real computation on seeded synthetic embeddings."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import time
 import numpy as np
 import pytest
 
+from core.backends.base import SummaryEntities, SummaryEntity, SummaryRelation
+from core.backends.replies import MalformedReply
+from core.backends.summary_replies import clean_summary_entities, offline_summary_entities
 from core.config import LayerSettings
 from core.graph.layers import (
     LayerClustering,
@@ -17,6 +21,7 @@ from core.graph.layers import (
     meta_summary_concepts,
     stop_reason,
     summary_entity_offline,
+    too_few_reason,
 )
 
 
@@ -78,7 +83,8 @@ def test_bic_picks_three_on_three_separated_blobs():
     assert c.n_components == 3
     assert min(c.bic, key=lambda kb: kb[1])[0] == 3
     assert [k for k, _ in c.bic] == sorted(k for k, _ in c.bic)
-    assert max(k for k, _ in c.bic) == min(50, 300 // 2)
+    # the scan stops after 4 candidates in a row without a better BIC than k = 3, below the bound 300 // (10 + 1)
+    assert [k for k, _ in c.bic] == [1, 2, 3, 4, 5, 6, 7]
     truth = {frozenset(np.flatnonzero(labels == j).tolist()) for j in range(3)}
     assert as_partition(c.clusters) == truth
     # sparsity of three equal clusters of 100 over 300: 1 - 3*100*99 / (300*299)
@@ -159,25 +165,95 @@ def test_twenty_thousand_rows_of_384_dims_cluster(capsys):
     assert 0.0 < c.sparsity < 1.0
 
 
+# ------------------------------------------------------------------------------------------ global then local
+
+
+def nested_blobs(n_super: int, n_sub: int, per: int, d: int, *, super_sep: float, sub_sep: float, seed: int):
+    """Blobs inside blobs: n_super far-apart groups, each of n_sub close blobs of `per` rows (std 0.5)."""
+    rng = np.random.default_rng(seed)
+    supers = rng.normal(size=(n_super, d)) * super_sep / np.sqrt(2 * d)
+    rows, labels = [], []
+    for i in range(n_super):
+        subs = supers[i] + rng.normal(size=(n_sub, d)) * sub_sep / np.sqrt(2 * d)
+        for j in range(n_sub):
+            rows.append(subs[j] + rng.normal(size=(per, d)) * 0.5)
+            labels += [i * n_sub + j] * per
+    return np.vstack(rows), np.array(labels)
+
+
+def test_blobs_inside_blobs_global_clusters_then_local_clusters():
+    # 15 groups far apart (their spread fills the global PCA's 10 dimensions), each of 4 close blobs: the global
+    # BIC sees the 15 groups; reducing again inside each group shows its 4 blobs, which the local BIC finds
+    x, labels = nested_blobs(15, 4, 24, 64, super_sep=300.0, sub_sep=10.0, seed=4)
+    c = cluster_layer(x, LayerSettings(), 0, None)
+    assert c.n_components == 15
+    assert c.local_components == [4] * 15
+    assert len(c.clusters) == 60 > c.n_components
+    truth = {frozenset(np.flatnonzero(labels == j).tolist()) for j in range(60)}
+    assert as_partition(c.clusters) == truth
+    assert c.sparsity == pytest.approx(1 - 60 * 24 * 23 / (1440 * 1439))
+
+
+def test_no_cap_at_fifty_clusters():
+    # 80 separated blobs: one BIC search is bounded at 50 (RAPTOR's bound), the local searches split the global
+    # clusters that hold several blobs, so all 80 are found
+    x, labels = blobs(2000, 64, 80, seed=3)
+    c = cluster_layer(x, LayerSettings(), 0, None)
+    assert c.n_components == 50 and max(k for k, _ in c.bic) == 50
+    assert len(c.clusters) == 80
+    assert as_partition(c.clusters) == {frozenset(np.flatnonzero(labels == j).tolist()) for j in range(80)}
+
+
+def test_small_global_cluster_is_not_clustered_locally():
+    # RAPTOR keeps a global cluster of <= reduce_dim + 1 members whole: 3 blobs of 11 rows stay 3 clusters
+    x, _ = blobs(33, 64, 3, seed=6)
+    c = cluster_layer(x, LayerSettings(), 0, None)
+    assert c.local_components == [1, 1, 1] and len(c.clusters) == 3
+
+
 # ------------------------------------------------------------------------------------------------------ stop rules
 
 
-def _clustering(sparsity: float, rate: float | None, layer: int = 0) -> LayerClustering:
-    return LayerClustering(layer=layer, clusters=[[0, 1], [2, 3]], n_components=2, bic=[(1, 0.0), (2, -1.0)],
-                           sparsity=sparsity, change_rate=rate, n=4)
+def _clustering(clusters: list[list[int]], n: int, previous: float | None, layer: int = 0) -> LayerClustering:
+    cs = cluster_sparsity(clusters, n)
+    return LayerClustering(layer=layer, clusters=clusters, n_components=len(clusters), bic=[], sparsity=cs,
+                           change_rate=change_rate(cs, previous), n=n)
 
 
-def test_stop_reason_each_rule():
+def test_stop_rule_follows_algorithm_1_on_hand_computed_sparsity():
     cfg = LayerSettings()
-    assert stop_reason(_clustering(0.9, None), 20, cfg) is None
-    assert stop_reason(_clustering(0.9, 0.20, layer=1), 20, cfg) is None
-    assert stop_reason(_clustering(0.983, None), 20, cfg) == "cluster sparsity 0.983 >= 0.98"
-    assert stop_reason(_clustering(0.9, 0.031), 20, cfg) == "sparsity change rate 3.1% <= 5%"
-    assert stop_reason(_clustering(0.9, 0.05), 20, cfg) == "sparsity change rate 5.0% <= 5%"  # <= is inclusive
-    assert stop_reason(_clustering(0.9, None, layer=2), 3, cfg) == "layer 3 has 3 entities (< 4)"
-    assert stop_reason(_clustering(0.9, None, layer=2), 4, cfg) is None
-    assert stop_reason(_clustering(0.9, None, layer=3), 20, cfg) == "reached max_layers 4"
-    assert stop_reason(_clustering(0.9, None, layer=0), 20, LayerSettings(max_layers=1)) == "reached max_layers 1"
+    # layer 0: sizes 3, 2, 1 over 6 -> CS_1 = 1 - 8/30 = 0.7333; no previous CS: never stops on the first layer
+    c0 = _clustering([[0, 1, 2], [3, 4], [5]], 6, None)
+    assert c0.sparsity == pytest.approx(22 / 30) and stop_reason(c0, cfg) is None
+    # layer 1: 4 pairs over 8 -> CS_2 = 6/7 = 0.8571; change |6/7 - 22/30| / (22/30) = 16.9 % > 5 %: go on
+    c1 = _clustering([[0, 1], [2, 3], [4, 5], [6, 7]], 8, c0.sparsity, layer=1)
+    assert c1.change_rate == pytest.approx((6 / 7 - 22 / 30) / (22 / 30)) and stop_reason(c1, cfg) is None
+    # layer 2: 5 pairs over 10 -> CS_3 = 1 - 10/90 = 0.8889; change 3.7 % <= 5 %: stop, layer 3 is not built
+    c2 = _clustering([[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]], 10, c1.sparsity, layer=2)
+    assert c2.change_rate == pytest.approx((8 / 9 - 6 / 7) / (6 / 7))
+    assert stop_reason(c2, cfg) == ("cluster sparsity change rate 3.7% <= ε 5% (CS 0.8889; hirag.txt §5.4, "
+                                    "Algorithm 1 line 9)")
+
+
+def test_stop_rule_is_inclusive_and_ignores_the_sparsity_level():
+    # line 9 tests "<= ε": 0.5 -> 0.625 changes by exactly 25 %, which stops at ε = 25 % (exact in binary)
+    at = LayerClustering(0, [], 1, [], 0.625, change_rate(0.625, 0.5), 4)
+    assert at.change_rate == 0.25
+    assert stop_reason(at, LayerSettings(change_rate_stop=0.25)) is not None
+    assert stop_reason(at, LayerSettings(change_rate_stop=0.2499)) is None
+    # a very sparse clustering is not a reason by itself (HiRAG's code had CS >= 0.98; the paper does not)
+    sparse = LayerClustering(0, [], 1, [], 0.995, change_rate(0.995, 0.5), 4)
+    assert stop_reason(sparse, LayerSettings()) is None
+    first = LayerClustering(0, [], 1, [], 0.995, None, 4)
+    assert stop_reason(first, LayerSettings()) is None
+
+
+def test_too_few_entities_and_the_safety_cap():
+    cfg = LayerSettings()
+    assert too_few_reason(2, 2, cfg) == "layer 2 has 2 entities: too few to cluster (< 3)"
+    assert too_few_reason(1, 1, cfg) == "layer 1 has 1 entity: too few to cluster (< 3)"
+    assert too_few_reason(2, 3, cfg) is None
+    assert too_few_reason(1, 100, LayerSettings(max_layers=1)) == "reached the safety cap max_layers 1"
 
 
 # ----------------------------------------------------------------------------------------- meta summary and titles
@@ -222,3 +298,33 @@ def test_summary_entity_offline_without_concepts_or_text():
     name, desc = summary_entity_offline(["Alpha Corp", "Beta Corp"], ["", ""], [])
     assert name.strip()
     assert "Alpha Corp" in desc
+
+
+# ------------------------------------------------------------------------------------ summary entities (Appendix I.3)
+
+
+def test_offline_summary_entities_relate_every_member():
+    rep = offline_summary_entities(ASTRO, meta_summary_concepts([t for _, t in ASTRO + COOK]))
+    assert len(rep.entities) == 1
+    name = rep.entities[0].name
+    assert (name, rep.entities[0].description) == summary_entity_offline([t for t, _ in ASTRO],
+                                                                         [x for _, x in ASTRO],
+                                                                         meta_summary_concepts([t for _, t in
+                                                                                                ASTRO + COOK]))
+    assert [(r.source, r.target) for r in rep.relationships] == [(t, name) for t, _ in ASTRO]
+
+
+def test_model_reply_is_cleaned_to_members_and_summary_entities():
+    rep = SummaryEntities(
+        entities=[SummaryEntity(name=" Meta ", type="company", description="A conglomerate."),
+                  SummaryEntity(name="meta", type="company", description="again"),
+                  SummaryEntity(name="", type="x", description="nameless")],
+        relationships=[SummaryRelation(source="instagram", target="META", description="made by", weight=42),
+                       SummaryRelation(source="Instagram", target="Meta", description="twice", weight=3),
+                       SummaryRelation(source="Nobody", target="Meta", description="not a member"),
+                       SummaryRelation(source="WhatsApp", target="Google", description="not a summary entity")])
+    out = clean_summary_entities(rep, ["Instagram", "WhatsApp"])
+    assert [(e.name, e.type) for e in out.entities] == [("Meta", "company")]
+    assert [(r.source, r.target, r.weight) for r in out.relationships] == [("Instagram", "Meta", 10.0)]
+    with pytest.raises(MalformedReply):
+        clean_summary_entities(SummaryEntities(entities=[SummaryEntity(name=" ", type="", description="")]), [])

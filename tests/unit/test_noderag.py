@@ -1,7 +1,8 @@
 """NodeRAG graph maths (core/graph/noderag.py) on hand-made graphs and vectors: the k-core k formula and selection
 (checked against networkx), betweenness selection of a bridge, semantic matching within cluster and community,
-the HNSW base-layer edges (checked against faiss' own neighbour ranges) and the weight boost of an already linked
-pair written by the augment stage."""
+the HNSW base-layer edges (checked against faiss' own neighbour ranges), the weight boost of an already linked
+pair written by the augment stage (only a heterograph edge takes it), the heterograph's edge set and the flat
+Leiden communities."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from sqlalchemy import insert
 from sqlmodel import select
 
 from core.graph import noderag
-from core.graph.augment_stage import _write_edges, keyword_title
+from core.graph.noderag_communities import keyword_title
+from core.graph.noderag_edges import write_edges
 from core.models import Edge, Node
 from core.store import Store
 
@@ -199,14 +201,14 @@ def test_linked_pair_gets_weight_raised_instead_of_a_semantic_edge(tmp_path):
         with store.session() as s:
             return sorted((e.src, e.dst, e.kind, e.weight, tuple(sorted(e.data))) for e in s.exec(select(Edge)))
 
-    assert _write_edges(ctx, ids, [], pairs, scores) == (2, 1)
+    assert write_edges(ctx, ids, [], pairs, scores) == (2, 1)
     first = edges()
     assert ("s1", "c0", "derived_from", 2.0, ("hnsw",)) in first
     semantic = {(a, b) for a, b, k, _, _ in first if k == "semantic"}
     assert semantic == {("s1", "s2"), ("s2", "s3")}  # no semantic edge for the linked pair c0-s1
-    assert _write_edges(ctx, ids, [], pairs, scores) == (2, 1)
+    assert write_edges(ctx, ids, [], pairs, scores) == (2, 1)
     assert edges() == first  # re-run: no second boost, no new rows
-    assert _write_edges(ctx, ids, [], pairs[1:], scores[1:]) == (2, 0)
+    assert write_edges(ctx, ids, [], pairs[1:], scores[1:]) == (2, 0)
     assert ("s1", "c0", "derived_from", 1.0, ()) in edges()  # the boost is taken back with its HNSW pair
 
 
@@ -214,3 +216,59 @@ def test_keyword_title_keeps_content_words_and_numbers():
     assert keyword_title("The choir sang while 1,000 lanterns rose over the harbour.") == \
         "choir sang 1,000 lanterns rose harbour"
     assert keyword_title("Of the and") == "Of the and"
+
+
+def test_only_a_heterograph_edge_takes_an_hnsw_boost(tmp_path):
+    """A pair joined only by an edge NodeRAG does not define (a chunk's `next`) gets its own semantic edge, and a
+    boost such an edge carried from an earlier run is taken back."""
+    store = Store(tmp_path / "db.sqlite")
+    ws = store.create_workspace("w")
+    ids = ["c0", "c1", "s2"]
+    kinds = ["chunk", "chunk", "statement"]
+    with store.session() as s:
+        s.connection().execute(insert(Node.__table__), [
+            {"id": i, "workspace_id": ws.id, "kind": k, "key": "", "title": i, "text": i, "type": "", "layer": 0,
+             "weight": 1.0, "document_id": None, "ord": None, "data": {}} for i, k in zip(ids, kinds)])
+        s.add(Edge(workspace_id=ws.id, src="c0", dst="c1", kind="next", weight=2.0, data={"hnsw": 1}))
+        s.add(Edge(workspace_id=ws.id, src="s2", dst="c1", kind="derived_from"))
+        s.commit()
+    ctx = SimpleNamespace(store=store, ws=ws)
+    pairs = np.array([[0, 1], [1, 2]])
+    assert write_edges(ctx, ids, [], pairs, np.array([0.9, 0.8], dtype=np.float32)) == (1, 1)
+    with store.session() as s:
+        got = sorted((e.src, e.dst, e.kind, e.weight, tuple(sorted(e.data))) for e in s.exec(select(Edge)))
+    assert got == [("c0", "c1", "next", 1.0, ()), ("c0", "c1", "semantic", 1.0, ("by", "score")),
+                   ("s2", "c1", "derived_from", 2.0, ("hnsw",))]
+
+
+def test_heterograph_edges_are_the_papers():
+    """§2.2-2.4: S-N and R-N (decomposition), N-A, H-S/A/H and H-O (augmentation), T-S and HNSW edges among the
+    embedded T, S, A, H (enrichment); no chunk-entity, relationship-chunk or statement-relationship link."""
+    kinds = {(a, b) for _, a, b in noderag.HETEROGRAPH_EDGES}
+    undirected = {frozenset(p) for p in kinds}
+    for a, b in [("statement", "entity"), ("relationship", "entity"), ("entity", "attribute"),
+                 ("high_level", "statement"), ("high_level", "attribute"), ("high_level", "overview"),
+                 ("statement", "chunk")]:
+        assert frozenset((a, b)) in undirected
+    assert frozenset(("chunk", "entity")) not in undirected
+    assert frozenset(("relationship", "chunk")) not in undirected
+    assert frozenset(("statement", "relationship")) not in undirected
+    assert {k for k, _, _ in noderag.HETEROGRAPH_EDGES} == {
+        "mentions", "subject", "object", "has_attribute", "matches", "has_overview", "derived_from", "semantic"}
+    assert all(a in noderag.SEMANTIC_KINDS and b in noderag.SEMANTIC_KINDS
+               for k, a, b in noderag.HETEROGRAPH_EDGES if k == "semantic")
+    assert set(noderag.COMMUNITY_EDGES) == set(noderag.DECOMPOSITION_EDGES) | set(noderag.ATTRIBUTE_EDGES)
+
+
+def test_leiden_communities_partition_and_are_seeded():
+    """Two 5-cliques joined by one edge, plus an isolated vertex: two communities and a singleton, every vertex
+    in exactly one, the same partition for the same seed."""
+    edges = [(a, b) for a in range(5) for b in range(a + 1, 5)]
+    edges += [(a + 5, b + 5) for a, b in edges] + [(4, 5)]
+    g = ig.Graph(n=11, edges=edges)
+    comms, q = noderag.leiden_communities(g, 1.0, 2, seed=7)
+    assert sorted(map(sorted, comms)) == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10]]
+    assert [len(c) for c in comms] == sorted((len(c) for c in comms), reverse=True)
+    assert q == pytest.approx(g.modularity([0] * 5 + [1] * 5 + [2]))
+    assert noderag.leiden_communities(g, 1.0, 2, seed=7) == (comms, q)
+    assert noderag.leiden_communities(ig.Graph(), 1.0, 2, seed=7) == ([], 0.0)

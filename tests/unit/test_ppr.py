@@ -108,3 +108,60 @@ def test_top_by_kind_ranks_one_kind_and_skips_excluded_and_unreached():
     np.testing.assert_array_equal(top_by_kind(scores, kinds, 1, 10, exclude=exclude), [4, 0, 5])  # 1 unreached
     assert len(top_by_kind(scores, kinds, 2, 0)) == 0
     np.testing.assert_array_equal(top_by_kind(scores, kinds, 2, 5), [3])
+
+
+# ---------------------------------------------------------------------------------------------- NodeRAG's walk matrix
+def tiny_heterograph():
+    """chunk c - statement s - entity n - relationship r, plus the links NodeRAG does not define: c -> n (a subject
+    mention, weight 4), r -> c (derived_from), s -> r (mentions), c - c2 (next); s - c carries an HNSW boost."""
+    from core.graph.hetero import EdgeList, HeteroGraph
+
+    ids = ["c", "c2", "n", "r", "s"]
+    kinds = ["chunk", "chunk", "entity", "relationship", "statement"]
+    kind_names = sorted(set(kinds))
+    edge_kind_names = ["derived_from", "mentions", "next", "subject"]
+    h = HeteroGraph(ids=ids, index={i: v for v, i in enumerate(ids)},
+                    kinds=np.array([kind_names.index(k) for k in kinds], dtype=np.int16), kind_names=kind_names,
+                    adj=sp.csr_matrix((5, 5)), link_kind=np.zeros(0, dtype=np.int16), edge_kind_names=edge_kind_names)
+    rows = [("s", "c", "derived_from", 2.0, 1.0), ("s", "n", "mentions", 1.0, 0.0), ("r", "n", "subject", 1.0, 0.0),
+            ("c", "n", "mentions", 4.0, 0.0), ("r", "c", "derived_from", 1.0, 0.0), ("s", "r", "mentions", 1.0, 0.0),
+            ("c", "c2", "next", 1.0, 0.0)]
+    edges = EdgeList(src=np.array([h.index[a] for a, *_ in rows]), dst=np.array([h.index[b] for _, b, *_ in rows]),
+                     kind=np.array([edge_kind_names.index(k) for _, _, k, _, _ in rows], dtype=np.int16),
+                     weight=np.array([w for *_, w, _ in rows]), hnsw=np.array([b for *_, b in rows]))
+    return h, edges
+
+
+def test_noderag_walk_holds_only_the_papers_edges_with_unit_weights():
+    from core.retrieval.noderag import Walk
+
+    h, edges = tiny_heterograph()
+    w = Walk(h, edges)
+    v = h.index
+    dense = w.adj.toarray()
+    assert (dense == dense.T).all()
+    # S-T (weight 1 + the HNSW boost), S-N and R-N only
+    assert {(h.ids[a], h.ids[b]) for a, b in zip(*np.nonzero(dense)) if a < b} == {("c", "s"), ("n", "r"), ("n", "s")}
+    assert dense[v["s"], v["c"]] == 2.0 and dense[v["s"], v["n"]] == 1.0 and dense[v["r"], v["n"]] == 1.0
+    assert w.edge_kinds == ["derived_from", "mentions", "subject"]
+    assert w.kind_of(v["c"], v["s"]) == "derived_from" and w.kind_of(v["c"], v["n"]) is None
+    # a walk from the chunk reaches the entity only through its statement: two hops, not one
+    p = personalized_pagerank(w.adj, personalization_vector(len(h.ids), {v["c"]: 1.0}), alpha=0.5, iterations=1)
+    assert p[v["n"]] == 0.0 and p[v["s"]] > 0.0 and p[v["c2"]] == 0.0
+
+
+def test_noderag_walk_options_add_the_links_the_paper_does_not_define():
+    from core.config import NodeRAGQuerySettings
+    from core.graph.noderag import HETEROGRAPH_EDGES
+    from core.retrieval.noderag import Walk, walked_edges
+
+    h, edges = tiny_heterograph()
+    v = h.index
+    cfg = NodeRAGQuerySettings(chunk_entity_links=True, relationship_chunk_links=True,
+                               statement_relationship_links=True)
+    dense = Walk(h, edges, walked_edges(cfg)).adj.toarray()
+    assert dense[v["c"], v["n"]] == 1.0 and dense[v["r"], v["c"]] == 1.0 and dense[v["s"], v["r"]] == 1.0
+    assert dense[v["c"], v["c2"]] == 0.0  # `next` is never walked
+    weighted = Walk(h, edges, walked_edges(cfg), subject_weight=True).adj.toarray()
+    assert weighted[v["c"], v["n"]] == 4.0 and weighted[v["s"], v["c"]] == 2.0
+    assert walked_edges(NodeRAGQuerySettings()) == frozenset(HETEROGRAPH_EDGES)

@@ -159,7 +159,7 @@ def test_cluster_sparsity_of_hard_and_soft_levels():
                      [np.array([0, 1, 2]), np.array([3, 4])], np.array([0, 0, 0, 1, 1]))
     # CS = 1 - Σ|S|(|S|-1) / (n(n-1)) = 1 - (3*2 + 2*1) / (5*4) = 1 - 8/20 = 0.6
     assert level_metrics(hard, QualitySettings()).figures["cluster_sparsity"] == pytest.approx(0.6)
-    soft = LevelData("hirag", 0, list("abcd"), adjacency(4, PAIRS, WEIGHTS), z[:4, :4], np.ones(4, bool),
+    soft = LevelData("hirag_layers", 0, list("abcd"), adjacency(4, PAIRS, WEIGHTS), z[:4, :4], np.ones(4, bool),
                      ["s1", "s2"], ["", ""], [np.array([0, 1, 2]), np.array([2, 3])], np.array([0, 0, 1, 1]),
                      soft=True)
     # soft groups as stored (vertex 2 in both): 1 - (3*2 + 2*1) / (4*3) = 1 - 8/12 = 1/3; 1 of 4 clustered
@@ -235,7 +235,7 @@ def test_hirag_levels_soft_membership_and_contraction(tmp_path):
         s.commit()
     index.upsert("entity", list(vec), np.array(list(vec.values()), dtype=np.float32))
     base = load_base(store, index, ws.id)
-    levels = load_levels(store, index, ws.id, "hirag", Settings(), base)
+    levels = load_levels(store, index, ws.id, "hirag_layers", Settings(), base)
     assert [ld.level for ld in levels] == [0, 1]
     l0, l1 = levels
     assert l0.ids == ["a", "b", "c", "d"] and l0.comm_ids == ["S1", "S2"]
@@ -254,3 +254,9 @@ def test_hirag_levels_soft_membership_and_contraction(tmp_path):
     assert l1.adj.toarray().tolist() == [[2.0, 1.0], [1.0, 2.0]]
     m1 = level_metrics(l1, QualitySettings()).figures
     assert m1["modularity"] == pytest.approx(0.0) and m1["coverage"] == pytest.approx(1.0)
+    # GraphRAG's `leiden` is measured on the extracted graph: layer-0 entities and relationship links only
+    ex = base.extracted()
+    assert ex.ids == ["a", "b", "c", "d"] and (ex.layer == 0).all() and ex.has_vec.all()
+    assert sorted(map(tuple, ex.pairs.tolist())) == [(0, 1), (1, 2), (2, 3)] and ex.weights.tolist() == [1.0] * 3
+    assert len(base.ids) == 7 and len(base.pairs) == 3 + 7  # the layered graph adds the summarizes links
+    assert ex.extracted() is ex

@@ -1,0 +1,52 @@
+"""A document's real title names the entity its chunks are about (their `mentions` edge to it carries the subject
+weight and flag): a row's title field, a Markdown page's heading. A plain-text book titled after its file is about
+no entity; `extract.title_subject = False` turns the marking off everywhere (the ablation)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlmodel import select
+
+from core.models import Edge, Node
+from core.pipeline import create_run, make_context, run_build
+from core.store import Store
+from core.workspace import ingest_paths
+
+BOOK = ("Ada Lovelace met Charles Babbage in London. Lovelace wrote notes on the Analytical Engine. "
+        "Babbage admired the notes and showed them to Michael Faraday.\n\n") * 3
+
+
+def _subject_mentions(tmp_path, make_settings, embedder, marking: bool, extractor: str):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "page.md").write_text("# The Thames Barrier: An Overview\n\nThe Thames Barrier protects London "
+                                             "from storm surges. Engineers from Rendel, Palmer and Tritton designed "
+                                             "the Thames Barrier.\n", encoding="utf-8")
+    (tmp_path / "in" / "ada_lovelace.txt").write_text(BOOK, encoding="utf-8")
+    (tmp_path / "in" / "rows.jsonl").write_text(json.dumps({"title": "Michael Faraday", "text": "Michael Faraday "
+                                                            "lectured at the Royal Institution in London."}) + "\n",
+                                                encoding="utf-8")
+    settings = make_settings(tmp_path / "home")
+    settings.extract.title_subject = marking
+    settings.extract.offline_extractor = extractor
+    store = Store(settings.storage.db_path)
+    ws = store.create_workspace("w")
+    ingest_paths(store, ws, [tmp_path / "in"], settings)
+    list(run_build(make_context(store, ws, settings, embedder=embedder), create_run(store, ws, settings).id,
+                   only=["chunk", "extract"]))
+    with store.session() as s:
+        nodes = {n.id: n for n in s.exec(select(Node).where(Node.workspace_id == ws.id))}
+        edges = s.exec(select(Edge).where(Edge.workspace_id == ws.id, Edge.kind == "mentions")).all()
+    return {(nodes[e.src].title.rsplit(" #", 1)[0], nodes[e.dst].title) for e in edges
+            if nodes[e.src].kind == "chunk" and e.data == {"subject": True}}
+
+
+@pytest.mark.parametrize("extractor", ["spacy", "heuristic"])
+def test_real_titles_name_the_subject_and_a_book_file_does_not(tmp_path, make_settings, embedder, extractor):
+    marked = _subject_mentions(tmp_path, make_settings, embedder, True, extractor)
+    assert marked == {("The Thames Barrier: An Overview", "Thames Barrier"), ("Michael Faraday", "Michael Faraday")}
+
+
+def test_title_subject_off_marks_nothing(tmp_path, make_settings, embedder):
+    assert _subject_mentions(tmp_path, make_settings, embedder, False, "spacy") == set()
