@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from core.graph.explore import DEFAULT_METHODS
 from tests.e2e.conftest import CANVAS, canvas_frame, click_node, open_page, shot, wait_for_sample_build
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
@@ -20,7 +21,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 def _graph(home: Path) -> tuple[dict[str, tuple], dict[str, set[str]]]:
     with sqlite3.connect(home / "strata.db", timeout=10) as con:
         comms = {i: (m, lv, p, t) for i, m, lv, p, t in con.execute(
-            "select id, method, level, parent_id, title from community where method != 'wcc'")}
+            "select id, method, level, parent_id, title from community where method in (%s)"
+            % ", ".join("?" * len(DEFAULT_METHODS)), DEFAULT_METHODS)}  # the methods the page opens on
         members: dict[str, set[str]] = {}
         for src, dst in con.execute("select src, dst from edge where kind = 'in_community'"):
             members.setdefault(dst, set()).add(src)
