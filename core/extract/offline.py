@@ -139,6 +139,37 @@ def _predicate(sentence: str, a: str, b: str) -> str:
     return "related to"
 
 
+
+class Elements:
+    """One chunk's entities (by lower-cased name, descriptions grown from their sentences) and co-occurrence
+    relationships (weights added up, at most 10), each capped; shared by both offline extractors."""
+
+    def __init__(self, max_entities: int, max_relationships: int):
+        self.entities: dict[str, ExtractedEntity] = {}
+        self.rels: dict[tuple[str, str], ExtractedRelationship] = {}
+        self.max_entities, self.max_relationships = max_entities, max_relationships
+
+    def entity(self, name: str, typ, sentence: str) -> str:
+        """The kept name of `name` ("" once the cap is reached); `typ` is a type or a function giving it."""
+        key = name.lower()
+        if key not in self.entities:
+            if len(self.entities) >= self.max_entities:
+                return ""
+            self.entities[key] = ExtractedEntity(name=name, type=typ() if callable(typ) else typ, description=sentence)
+        elif len(self.entities[key].description) < 300 and sentence not in self.entities[key].description:
+            self.entities[key].description += " " + sentence
+        return self.entities[key].name
+
+    def relate(self, a: str, b: str, predicate: str, sentence: str, weight: float) -> None:
+        if not a or not b or a.lower() == b.lower() or len(self.rels) >= self.max_relationships:
+            return
+        k = (a.lower(), b.lower())
+        if k in self.rels:
+            self.rels[k].weight = min(10.0, self.rels[k].weight + weight)
+            return
+        self.rels[k] = ExtractedRelationship(source=a, target=b, predicate=predicate, description=sentence,
+                                             weight=weight)
+
 def extract_offline(
     text: str,
     entity_types: list[str],
@@ -151,28 +182,12 @@ def extract_offline(
     `subject` is the document's title when it names what the text is about (an encyclopedia page): it becomes an
     entity related to every name of the text, as the page's own subject is.
     """
-    entities: dict[str, ExtractedEntity] = {}
-    rels: dict[tuple[str, str], ExtractedRelationship] = {}
+    found = Elements(max_entities, max_relationships)
+    entities, rels, add_rel = found.entities, found.rels, found.relate
     statements: list[str] = []
 
     def add_entity(name: str, hint: str, sentence: str) -> str:
-        key = name.lower()
-        if key not in entities:
-            if len(entities) >= max_entities:
-                return ""
-            entities[key] = ExtractedEntity(name=name, type=entity_type(name, hint, entity_types), description=sentence)
-        elif len(entities[key].description) < 300 and sentence not in entities[key].description:
-            entities[key].description += " " + sentence
-        return entities[key].name
-
-    def add_rel(a: str, b: str, predicate: str, sentence: str, weight: float) -> None:
-        if not a or not b or a.lower() == b.lower() or len(rels) >= max_relationships:
-            return
-        k = (a.lower(), b.lower())
-        if k in rels:
-            rels[k].weight = min(10.0, rels[k].weight + weight)
-            return
-        rels[k] = ExtractedRelationship(source=a, target=b, predicate=predicate, description=sentence, weight=weight)
+        return found.entity(name, lambda: entity_type(name, hint, entity_types), sentence)
 
     subj_name = ""
     if subject and _spans(subject):

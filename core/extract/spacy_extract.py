@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import re
 
-from core.backends.base import ExtractedEntity, ExtractedRelationship, Extraction
-from core.extract.offline import entity_type, head_cue_type
+from core.backends.base import Extraction
+from core.extract.offline import Elements, entity_type, head_cue_type
 from core.extract.text import STOPWORDS
 
 # spaCy (OntoNotes) label -> Strata entity type; labels not here (DATE, TIME, PERCENT, MONEY, QUANTITY, ORDINAL,
@@ -330,27 +330,8 @@ def extract_doc(doc, entity_types: list[str], subject: str | None = None, max_en
 
     ents = named_entities(doc, subject)
     links = link_short_forms([(n, lab) for n, lab, _ in ents], subject)
-    entities: dict[str, ExtractedEntity] = {}
-    rels: dict[tuple[str, str], ExtractedRelationship] = {}
-
-    def add_entity(name: str, typ: str, sentence: str) -> str:
-        key = name.lower()
-        if key not in entities:
-            if len(entities) >= max_entities:
-                return ""
-            entities[key] = ExtractedEntity(name=name, type=typ, description=sentence)
-        elif len(entities[key].description) < 300 and sentence not in entities[key].description:
-            entities[key].description += " " + sentence
-        return entities[key].name
-
-    def add_rel(a: str, b: str, predicate: str, sentence: str, weight: float) -> None:
-        if not a or not b or a.lower() == b.lower() or len(rels) >= max_relationships:
-            return
-        k = (a.lower(), b.lower())
-        if k in rels:
-            rels[k].weight = min(10.0, rels[k].weight + weight)
-            return
-        rels[k] = ExtractedRelationship(source=a, target=b, predicate=predicate, description=sentence, weight=weight)
+    found = Elements(max_entities, max_relationships)
+    entities, rels, add_entity, add_rel = found.entities, found.rels, found.entity, found.relate
 
     label_of = {}
     for n, lab, _ in ents:
