@@ -282,6 +282,9 @@ def main() -> None:
             out.append(f"| *reference {name}* ({source}) | {r2:.3f} | {r5:.3f} | {r10:.3f} | | | | |")
         out += [""] + _target_lines(e, ref) + [""]
     out += _generalization(evals)
+    notes = res / "notes.md"  # hand-written figures of benches that write no JSON (bench.layers, bench.entities)
+    if notes.exists():
+        out += [notes.read_text().strip(), ""]
     graph = res / "graph_page.json"
     if graph.exists():
         from bench.graph_page import report as graph_report
