@@ -8,7 +8,6 @@ import streamlit as st
 from core.backends.base import BackendError
 from core.graph.hierarchy import METHODS, frame_signature, hierarchy_figure, hierarchy_frame
 from core.pipeline import active_run, request_cancel
-from core.stats import communities_per_level
 from core.workspace import start_build
 from ui import resources as R
 
@@ -101,11 +100,12 @@ def _communities(counts: dict) -> None:
                    f"{hi.get('with_summary_entities', 0):,} communities hold a summary entity.")
 
 
-def _noderag(per_level: dict) -> None:
-    """NodeRAG's own communities (written by the augment stage), counted from the store."""
-    if per_level:
+def _noderag(counts: dict) -> None:
+    """NodeRAG's own communities: one flat level, as the augment stage counted them when it wrote them."""
+    if counts.get("communities"):
         a, _ = st.columns(2)
-        _per_level_bar(per_level, "NodeRAG communities per level", "#F4A259", "noderag_per_level", a)
+        _per_level_bar({"0": counts["communities"]}, "NodeRAG communities per level", "#F4A259", "noderag_per_level",
+                       a)
 
 
 def _attributed(counts: dict) -> None:
@@ -214,7 +214,7 @@ def live() -> None:
     _layers(by_stage.get("layers", {}))
     _communities(by_stage.get("communities", {}))
     _attributed(by_stage.get("attributed", {}))
-    _noderag(communities_per_level(store, ws.id).get("noderag", {}))
+    _noderag(by_stage.get("augment", {}))
     _hierarchy_so_far()
     _graph_extras(by_stage)
     if run.status == "done":
