@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from core.backends.base import ContextBlock, Extraction, Finding, Report, Summary, SummaryEntities
 from core.extract import spacy_extract, spacy_nlp
-from core.extract.offline import extract_offline, heading_subject
+from core.extract.offline import extract_offline, heading_subject, title_names_entity
 from core.extract.text import (
     central_sentences,
     content_words,
@@ -63,12 +63,16 @@ class OfflineBackend:
                 for d, s in zip(docs, subjects)]
 
     def subject_of(self, title: str, title_from: str, text: str) -> str | None:
-        """The entity a document with a real title is about: a row's title field names it (without a trailing
-        qualifier: "Steve Smith (musician)" -> "Steve Smith"); a page's heading names it when it holds a name the
-        page itself uses (see `heading_subject`)."""
-        if title_from == "field":
-            return spacy_extract.strip_qualifier(title) if self.uses_spacy else title
+        """The entity a document with a real title is about: a row's title field when the title is a name (without a
+        trailing qualifier: "Steve Smith (musician)" -> "Steve Smith"; a headline is not, see `title_names_entity`);
+        a page's heading names it when it holds a name the page itself uses (see `heading_subject`)."""
         head = text[:_OPENING]
+        if title_from == "field":  # a row's title field: a subject only when the title is a name
+            if not self.uses_spacy:
+                return title if title_names_entity(spacy_extract.strip_qualifier(title), head) else None
+            name = spacy_extract.strip_qualifier(title)
+            docs = spacy_nlp.parse([name, spacy_extract.body_text(head)])
+            return name if spacy_extract.title_names_entity(name, docs, head) else None
         if not self.uses_spacy:
             return heading_subject(title, head)
         return spacy_extract.heading_subject(title, spacy_nlp.parse([title, spacy_extract.body_text(head)]))

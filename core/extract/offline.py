@@ -221,6 +221,17 @@ def extract_offline(
     return Extraction(entities=list(entities.values()), relationships=list(rels.values()), statements=statements)
 
 
+def title_names_entity(name: str, opening: str) -> bool:
+    """The heuristics' reading of `spacy_extract.title_names_entity`: a row's title names an entity when the page's
+    opening uses it word for word, or when it is one whole capitalised name (a headline is a sentence, not a name)."""
+    low = " ".join(name.lower().split())
+    if not low:
+        return False
+    if re.search(r"(?<!\w)" + re.escape(low) + r"(?!\w)", " ".join(opening.lower().split())):
+        return True
+    return any(" ".join(n.lower().split()) == low for n, _, _ in _spans(name))
+
+
 def heading_subject(title: str, opening: str) -> str | None:
     """The name a page's heading is about, by the heuristics: the longest name of the page's opening that the heading
     contains, else the heading's own longest name; none when the heading holds no name."""

@@ -316,6 +316,28 @@ def heading_subject(title: str, docs) -> str | None:
     return None
 
 
+def title_names_entity(name: str, docs, opening: str) -> bool:
+    """Whether a row's title, without its qualifier (`name`), names an entity rather than saying something about one:
+    the page's opening uses it word for word ("Forbidden Ground is a Hungarian film"), or the tagger reads the whole
+    title, or a name of the opening, as that one name ("Jeff Porcaro"). A news headline ("The FTX trial is bigger
+    than Sam Bankman-Fried") is a real title but names no single entity, so it marks no subject. `docs`: the title
+    and the opening, parsed."""
+    key = _plain(name)
+    if not key:
+        return False
+    if re.search(r"(?<!\w)" + re.escape(key) + r"(?!\w)", _plain(opening)):
+        return True
+    title_doc, *opening_docs = docs
+    if any(_plain(e.text) == key for e in title_doc.ents if e.label_ in LABEL_TYPES):
+        return True
+    return any(_plain(n) == key for d in opening_docs for n, _label, _span in named_entities(d))
+
+
+def _plain(text: str) -> str:
+    """Lower case, single spaces, without a leading article: how a title and a name are compared."""
+    return re.sub(r"^(the|a|an) ", "", " ".join(text.lower().split()))
+
+
 def strip_qualifier(title: str) -> str:
     """"Steve Smith (musician)" -> "Steve Smith": the name without its disambiguating qualifier."""
     return _QUALIFIER.sub("", title).strip() or title.strip()

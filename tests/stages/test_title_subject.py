@@ -1,6 +1,6 @@
 """A document's real title names the entity its chunks are about (their `mentions` edge to it carries the subject
 weight and flag): a row's title field, a Markdown page's heading. A plain-text book titled after its file is about
-no entity; `extract.title_subject = False` turns the marking off everywhere (the ablation)."""
+no entity, nor is a row titled by a headline (a sentence about entities, not a name); `extract.title_subject = False` turns the marking off everywhere (the ablation)."""
 
 from __future__ import annotations
 
@@ -24,9 +24,11 @@ def _subject_mentions(tmp_path, make_settings, embedder, marking: bool, extracto
                                              "from storm surges. Engineers from Rendel, Palmer and Tritton designed "
                                              "the Thames Barrier.\n", encoding="utf-8")
     (tmp_path / "in" / "ada_lovelace.txt").write_text(BOOK, encoding="utf-8")
-    (tmp_path / "in" / "rows.jsonl").write_text(json.dumps({"title": "Michael Faraday", "text": "Michael Faraday "
-                                                            "lectured at the Royal Institution in London."}) + "\n",
-                                                encoding="utf-8")
+    rows = [{"title": "Michael Faraday", "text": "Michael Faraday lectured at the Royal Institution in London."},
+            # a news headline is a real title, but it names no single entity: no subject
+            {"title": "Why the Royal Institution Lectures Still Draw Crowds in London",
+             "text": "Crowds queue at the Royal Institution every Christmas for lectures begun by Michael Faraday."}]
+    (tmp_path / "in" / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     settings = make_settings(tmp_path / "home")
     settings.extract.title_subject = marking
     settings.extract.offline_extractor = extractor

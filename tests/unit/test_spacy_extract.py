@@ -117,3 +117,23 @@ def test_without_a_model_the_heuristics_run_and_the_status_says_why(monkeypatch)
     assert not b.uses_spacy and b.model == status
     text = "Ada Lovelace met Charles Babbage in London."
     assert b.extract(text, TYPES) == extract_offline(text, TYPES)
+
+
+TITLED_ROWS = [  # (title field, opening of the text, the subject the spaCy extractor marks)
+    ("Steve Smith (musician)", "Steve Smith (born 1954) is an American drummer.", "Steve Smith"),
+    ("Jeff Porcaro", "Jeffrey Thomas Porcaro (April 1, 1954 – August 5, 1992) was an American drummer.",
+     "Jeff Porcaro"),
+    ("Forbidden Ground", "Forbidden Ground is a Hungarian film directed by Pál Gábor.", "Forbidden Ground"),
+    ("Algeria", "Location: Northern Africa, bordering the Mediterranean Sea.", "Algeria"),
+    ("The FTX trial is bigger than Sam Bankman-Fried", "The trial of Sam Bankman-Fried is likely to be more "
+     "consequential than just whether the man himself is convicted.", None),
+    ("Donald Trump defrauded banks with 'fantasy' to build his real estate empire, judge rules",
+     "A judge ruled Tuesday that Donald Trump committed fraud for years.", None),
+]
+
+
+def test_a_title_field_marks_a_subject_only_when_it_is_a_name():
+    spacy_backend, heuristic = OfflineBackend(extractor="spacy"), OfflineBackend(extractor="heuristic")
+    for title, opening, subject in TITLED_ROWS:
+        assert spacy_backend.subject_of(title, "field", opening) == subject, title
+        assert (heuristic.subject_of(title, "field", opening) is None) == (subject is None), title
