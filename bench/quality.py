@@ -46,11 +46,11 @@ def main() -> None:
 
 
 def _measure(home: Path, name: str, do_promote: bool) -> dict:
+    from core.build.runner import open_index
     from core.config import Settings
-    from core.graph import variants as V
-    from core.graph.quality import level_metrics
-    from core.graph.quality_data import build_settings, load_base, load_levels
-    from core.pipeline import open_index
+    from core.quality import variants as V
+    from core.quality.data import build_settings, load_base, load_levels
+    from core.quality.metrics import level_metrics
     from core.store import Store
 
     settings = Settings()

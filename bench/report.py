@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from core.pipeline import stage_names
+from core.build.runner import stage_names
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = {  # ../shared/eval/README.md, same files, same embedder (all-MiniLM-L6-v2)

@@ -117,7 +117,7 @@ def _non_negative(v: str) -> int:
 
 
 def cmd_build(args, settings: Settings, store: Store) -> int:
-    from core.pipeline import create_run, make_context, run_build
+    from core.build.runner import create_run, make_context, run_build
     from core.workspace import ingest_paths
 
     check_workspace_name(args.workspace)
@@ -179,7 +179,7 @@ def _resources(args, settings: Settings, store: Store):
 
 
 def cmd_ask(args, settings: Settings, store: Store) -> int:
-    from core.pipeline import make_backend
+    from core.build.runner import make_backend
     from core.retrieval.base import get_strategy
     from core.workspace import ask
 
@@ -326,7 +326,7 @@ def cmd_workspaces(args, settings: Settings, store: Store) -> int:
 
 
 def cmd_worker(args, settings: Settings, store: Store) -> int:
-    from core.pipeline import run_worker
+    from core.build.runner import run_worker
 
     return run_worker(store, args.run)
 

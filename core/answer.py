@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.backends.base import ContextBlock, LanguageBackend
-from core.extract.text import truncate
 from core.retrieval.base import Retrieval
+from core.text import truncate
 
 MAX_ITEM_CHARS = 1200
 MAX_ITEMS = 20

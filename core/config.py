@@ -156,7 +156,7 @@ class LexicalSettings(BaseModel):
 
 
 class QualitySettings(BaseModel):
-    """Community quality metrics and their flags (the Quality page, core/graph/quality.py)."""
+    """Community quality metrics and their flags (the Quality page, core/quality/metrics.py)."""
 
     tiny_size: int = Field(2, ge=1, description="A community with at most this many members counts as tiny.")
     weak_conductance: float = Field(0.5, ge=0.0, le=1.0, description="Conductance at or above which a community is "
@@ -291,7 +291,7 @@ class RetrievalSettings(BaseModel):
 
 
 class GraphSettings(BaseModel):
-    """The Graph page (core/graph/explore.py): levels of detail over big heterographs."""
+    """The Graph page (core/explore/explorer.py): levels of detail over big heterographs."""
 
     max_nodes: int = Field(1500, description="Most nodes the Graph page ever sends to the browser; a workspace with "
                                              "more drawable nodes opens on its communities as super-nodes.")

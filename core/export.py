@@ -282,7 +282,7 @@ def _findings(report: dict) -> list[dict]:
 def communities_csv(store, ws_id: int) -> bytes:
     """One row per community (CSV_COLUMNS; findings one per line as "summary: explanation (importance)"), UTF-8
     with a byte-order mark so spreadsheets read it as UTF-8."""
-    from core.extract.review import stale_reasons
+    from core.resolution.review import stale_reasons
 
     buf = io.StringIO()
     w = csv.writer(buf)
@@ -305,7 +305,7 @@ def communities_csv(store, ws_id: int) -> bytes:
 def community_markdown(store, ws_id: int, community_id: str, members: int = 25) -> str:
     """One community's report as Markdown: title, facts, stale note, summary, findings by importance, keywords,
     its `members` heaviest entities. Every document-derived string is escaped (it reads as text, never markup)."""
-    from core.extract.review import stale_reasons
+    from core.resolution.review import stale_reasons
 
     with store.engine.connect() as conn:
         row = conn.execute(sql("SELECT method, level, size, title, summary, report, parent_id FROM community "

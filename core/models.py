@@ -182,7 +182,7 @@ class QueryLog(SQLModel, table=True):
 
 
 class CommunityVariant(SQLModel, table=True):
-    """A what-if re-run of community detection (core/graph/variants.py): its settings, its metrics per level and
+    """A what-if re-run of community detection (core/quality/variants.py): its settings, its metrics per level and
     its partition (entity ids once, then every community as [level, parent index, member indices]); the stored
     `leiden` communities stay untouched until a variant is promoted. No foreign key to Workspace, so deleting a
     workspace never trips on it; variants older than their workspace (a deleted one's id reused) are ignored."""

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from core.answer import Answer, answer
 from core.backends.base import Embedder, LanguageBackend, RetrievalLLM
+from core.build.runner import create_run, launch_worker, open_index
 from core.config import Settings
 from core.ingest import LoadedDoc, Refusal, load_bytes, load_path
 from core.ingest.add import add_documents
 from core.models import BuildRun, QueryLog, Workspace
-from core.pipeline import create_run, launch_worker, open_index
 from core.retrieval.base import Resources, Retrieval, get_strategy
 from core.store import Store
 
@@ -116,7 +116,7 @@ def ensure_sample(store: Store, settings: Settings) -> tuple[Workspace | None, B
 
 def start_build(store: Store, ws: Workspace, settings: Settings, backend: str | None = None) -> BuildRun:
     """Start a background build of `ws` unless one is already running; checks Ollama first when asked for."""
-    from core.pipeline import active_run
+    from core.build.runner import active_run
 
     run = active_run(store, ws)
     if run is not None:

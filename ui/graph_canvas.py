@@ -1,5 +1,5 @@
 """The Graph page's canvas: a bidirectional Streamlit component (components v1, a hand-written index.html speaking
-the postMessage protocol) that draws a vis-network payload (core/graph/drawing.vis_payload) and reports a click
+the postMessage protocol) that draws a vis-network payload (core/explore/drawing.vis_payload) and reports a click
 on a node back to Python as {event, id, kind, view, seq}.
 
 vis-network and its stylesheet come from the installed pyvis package: they are copied once, with index.html, into

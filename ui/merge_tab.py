@@ -1,6 +1,6 @@
 """The Quality page's "Entity resolution" tab: merge candidates ranked by their evidence, each with both entities
 and its evidence as bars, accepted or rejected one by one or many at once, and every decision undoable. The work is
-done by core/extract/review.py; this module only draws and calls it."""
+done by core/resolution/review.py; this module only draws and calls it."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import math
 
 import streamlit as st
 
-from core.extract import review as rv
-from core.extract.merge import MergeError
-from core.extract.text import truncate
 from core.models import Workspace
+from core.resolution import review as rv
+from core.resolution.merge import MergeError
+from core.text import truncate
 from ui import resources as R
 from ui.text import md_escape, md_label
 

@@ -8,10 +8,10 @@ import math
 
 import streamlit as st
 
-from core.extract.text import truncate
-from core.graph.hierarchy import plot_text
-from core.graph.quality import LevelMetrics, level_metrics
-from core.graph.quality_data import METHODS, EntityBase, LevelData, build_settings, describe, load_base, load_levels
+from core.explore.hierarchy import plot_text
+from core.quality.data import METHODS, EntityBase, LevelData, build_settings, describe, load_base, load_levels
+from core.quality.metrics import LevelMetrics, level_metrics
+from core.text import truncate
 from ui import resources as R
 from ui.text import md_escape, md_label
 

@@ -37,7 +37,7 @@ def embedder(kind: str) -> Embedder:
 @st.cache_resource(show_spinner=False, max_entries=8)
 def vector_index(ws_name: str, embedder_name: str) -> VectorIndex:
     """The workspace's chromadb collections for one embedder: one handle per process, shared by every page."""
-    from core.pipeline import open_index
+    from core.build.runner import open_index
 
     return open_index(settings(), ws_name, embedder_name)
 

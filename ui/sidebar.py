@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.pipeline import active_run
+from core.build.runner import active_run
 from ui import resources as R
 
 STATUS_EVERY_S = 2.0

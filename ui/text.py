@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from core.extract.text import truncate
+from core.text import truncate
 
 # Every Markdown, HTML and LaTeX ($…$) markup character Streamlit would interpret.
 _MD = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")

@@ -9,7 +9,7 @@ import math
 
 import streamlit as st
 
-from core.graph.variants import (
+from core.quality.variants import (
     CURRENT,
     VariantError,
     VariantSettings,

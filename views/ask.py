@@ -12,11 +12,11 @@ from collections import Counter
 import streamlit as st
 
 from core.backends.base import BackendError
-from core.extract.text import truncate
-from core.graph.route import legend_html, route_graph, route_payload
+from core.build.runner import make_backend
+from core.explore.route import legend_html, route_graph, route_payload
 from core.history import count_queries, export_json, list_queries, open_query
-from core.pipeline import make_backend
 from core.retrieval.base import SECTIONS, Retrieval, get_strategy, strategy_names
+from core.text import truncate
 from core.workspace import ask
 from ui import resources as R
 from ui.graph_canvas import graph_canvas

@@ -6,8 +6,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core.backends.base import BackendError
-from core.graph.hierarchy import METHODS, frame_signature, hierarchy_figure, hierarchy_frame
-from core.pipeline import active_run, request_cancel
+from core.build.runner import active_run, request_cancel
+from core.explore.hierarchy import METHODS, frame_signature, hierarchy_figure, hierarchy_frame
 from core.workspace import start_build
 from ui import resources as R
 

@@ -2,17 +2,17 @@
 (or "Open community") opens one into its child communities and member entities, with a breadcrumb back up. Small
 workspaces, and a node's neighbourhood (from the Ask page), draw the nodes themselves; both views draw in the
 same canvas, where a click on a node shows its details. Filters, search, node details, one-hop expansion, export.
-Algorithms live in core/graph/explore.py; this page only draws."""
+Algorithms live in core/explore/explorer.py; this page only draws."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from core.graph import explore as X
-from core.graph.details import describe_node, search_nodes
-from core.graph.display import KIND_COLORS, available, display_graph
-from core.graph.drawing import level_color, method_color, vis_payload
-from core.graph.explore_index import fingerprint, load_index
+from core.explore import explorer as X
+from core.explore.details import describe_node, search_nodes
+from core.explore.display import KIND_COLORS, available, display_graph
+from core.explore.drawing import level_color, method_color, vis_payload
+from core.explore.explore_index import fingerprint, load_index
 from ui import resources as R
 from ui.graph_canvas import graph_canvas
 from ui.text import md_escape, md_label

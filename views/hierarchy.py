@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.extract.text import truncate
-from core.graph.hierarchy import METHODS, community_detail, find, hierarchy_figure, hierarchy_frame
+from core.explore.hierarchy import METHODS, community_detail, find, hierarchy_figure, hierarchy_frame
+from core.text import truncate
 from ui import resources as R
 from ui.graph_canvas import graph_canvas
 from ui.text import md_escape, md_label
@@ -38,7 +38,7 @@ def found_by_title(ws_name: str, build_version: int, method: str, query: str):
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def stale_reasons(ws_name: str, build_version: int, cid: str) -> list[str]:
-    from core.extract.review import stale_reasons as reasons
+    from core.resolution.review import stale_reasons as reasons
 
     return reasons(store, store.require_workspace(ws_name).id, cid)
 

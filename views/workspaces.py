@@ -5,8 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from core.backends.base import BackendError
+from core.build.runner import active_run
 from core.ingest import SUPPORTED_EXTENSIONS
-from core.pipeline import active_run
 from core.store import StoreError
 from core.workspace import delete_workspace, ingest_uploads, start_build
 from ui import resources as R

@@ -16,7 +16,7 @@ from typing import NamedTuple
 from core.backends.base import ContextBlock, Extraction, Finding, Report, Summary, SummaryEntities
 from core.extract import spacy_extract, spacy_nlp
 from core.extract.offline import extract_offline, heading_subject, title_names_entity
-from core.extract.text import (
+from core.text import (
     central_sentences,
     content_words,
     idf_table,

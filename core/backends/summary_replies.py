@@ -42,10 +42,10 @@ def clean_summary_entities(rep: SummaryEntities, member_names: list[str]) -> Sum
 
 
 def offline_summary_entities(members: list[tuple[str, str]], concepts: list[str]) -> SummaryEntities:
-    """Without a model: one extractive summary entity per cluster (`core.graph.layers.summary_entity_offline`:
+    """Without a model: one extractive summary entity per cluster (`core.algorithms.layers.summary_entity_offline`:
     the layer concept and keyword the members share most as its name, their most central sentences as its
     description), related to every member. Deterministic."""
-    from core.graph.layers import summary_entity_offline
+    from core.algorithms.layers import summary_entity_offline
 
     name, desc = summary_entity_offline([n for n, _ in members], [d for _, d in members], concepts)
     return SummaryEntities(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from core.backends.base import ExtractedEntity, ExtractedRelationship, Extraction
-from core.extract.text import STOPWORDS, split_sentences
+from core.text import STOPWORDS, split_sentences
 
 # Punctuation that ends a name is kept as a token of its own, so "Ada Finnegan, Tomas Brandt" is two names.
 _BREAKS = frozenset(",;:!?()[]{}/\u2013\u2014")

@@ -27,7 +27,7 @@ import re
 
 from core.backends.base import Extraction
 from core.extract.offline import Elements, entity_type, head_cue_type
-from core.extract.text import STOPWORDS
+from core.text import STOPWORDS
 
 # spaCy (OntoNotes) label -> Strata entity type; labels not here (DATE, TIME, PERCENT, MONEY, QUANTITY, ORDINAL,
 # CARDINAL) are not entities

@@ -136,7 +136,7 @@ class Resources:
     @cached_property
     def chunk_bm25(self):
         """BM25 over chunks, each with its document's title, as the chunks are embedded."""
-        from core.index.stage import node_text_for_embedding
+        from core.build.stages.embed import node_text_for_embedding
         from core.retrieval.lexicon import BM25
 
         with self.store.session() as s:
@@ -207,7 +207,8 @@ def get_strategy(name: str) -> Strategy:
     return _REGISTRY[name]()
 
 
-STRATEGY_MODULES = ("naive", "hirag", "graphrag_local", "graphrag_global", "noderag", "archrag", "hlg")
+STRATEGY_MODULES = ("naive", "hirag", "graphrag.local_search", "graphrag.global_search", "noderag", "archrag.strategy",
+                    "hlg.strategy")
 
 
 def _load_all() -> None:

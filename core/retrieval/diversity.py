@@ -23,7 +23,7 @@ from collections.abc import Iterator
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from core.extract.text import STOPWORDS
+from core.text import STOPWORDS
 
 _TOKEN = re.compile(r"\d[\d,]*(?:\.\d+)?|[^\W\d_]+(?:['’][^\W\d_]+)*", re.UNICODE)
 _TOLERANCE = 1e-9  # a cosine equal to the threshold up to rounding counts as reaching it

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from core.extract.resolve import norm_key
-from core.extract.text import content_words
+from core.text import content_words
 
 
 @dataclass

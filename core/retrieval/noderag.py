@@ -12,9 +12,9 @@ R is a connector, retrievable but never an entry point.
    which an entity extraction would not return. Vector search: the `entry_k` nodes nearest to the question
    among the retrievable embedded kinds (collections chunk, statement, attribute, high_level), taken over the
    four together as the paper's single HNSW does (`joint_entries`; off = `entry_k` per kind).
-2. Shallow PPR (core/retrieval/ppr.py: alpha = 0.5 teleport, 2 iterations) personalized on the entry points
+2. Shallow PPR (core/algorithms/ppr.py: alpha = 0.5 teleport, 2 iterations) personalized on the entry points
    (weight 1 for a vector entry, `exact_weight` for an exact match: the published code's `similarity_weight` /
-   `accuracy_weight`, both 1) over NodeRAG's heterograph edges only (`core.graph.noderag.HETEROGRAPH_EDGES`):
+   `accuracy_weight`, both 1) over NodeRAG's heterograph edges only (`core.algorithms.noderag.HETEROGRAPH_EDGES`):
    S-N `mentions`, R-N `subject` / `object` (§2.2), N-A `has_attribute`, H-S/A/H `matches`, H-O `has_overview`
    (§2.3), S-T `derived_from` (§2.4 text insertion) and the HNSW `semantic` edges (§2.4), each of weight 1 (§2.1)
    plus 1 where an HNSW edge fell on it (§2.4). Everything else stored in the graph is not walked (HiRAG
@@ -40,7 +40,7 @@ returned nodes (a chunk itself, a statement's or relationship's chunks, an attri
 high-level element's `matches` neighbours' chunks or else its community members' chunks), each node's PPR score
 split evenly over its chunks, summed per document. Option `subject_share` (0 = off, the default; not in the paper)
 backs the top entities with the passage *about* them: the chunks whose `mentions` link to the entity carries the
-subject weight (core/extract/stage.py: a titled row's own subject) get `subject_share` x the entity's PPR score.
+subject weight (core/build/stages/extract.py: a titled row's own subject) get `subject_share` x the entity's PPR score.
 
 Path: entry points (role entry), cross nodes (cross), the entities / overview titles that led to returned
 attributes / elements (key), those and the relationships (result); each non-entry node with one stored, walked
@@ -55,9 +55,9 @@ import unicodedata
 import numpy as np
 import scipy.sparse as sp
 
-from core.extract.text import STOPWORDS
+from core.algorithms.noderag import HETEROGRAPH_EDGES
+from core.algorithms.ppr import personalization_vector, personalized_pagerank, top_by_kind
 from core.graph.hetero import EdgeList
-from core.graph.noderag import HETEROGRAPH_EDGES
 from core.retrieval.base import (
     ContextItem,
     PathEdge,
@@ -69,7 +69,7 @@ from core.retrieval.base import (
     register,
     sources_from_chunks,
 )
-from core.retrieval.ppr import personalization_vector, personalized_pagerank, top_by_kind
+from core.text import STOPWORDS
 
 RETRIEVABLE = ("chunk", "statement", "attribute", "high_level")  # T, S, A, H: embedded, entry and cross nodes
 SECTION_OF = {"chunk": "local", "statement": "local", "attribute": "local", "relationship": "bridge",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from core.graph.explore import DEFAULT_METHODS
+from core.explore.explorer import DEFAULT_METHODS
 from tests.e2e.conftest import CANVAS, canvas_frame, click_node, open_page, shot, wait_for_sample_build
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from core.extract.text import truncate
+from core.text import truncate
 from tests.e2e.conftest import open_page, shot, wait_for_sample_build
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]

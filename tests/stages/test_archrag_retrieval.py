@@ -14,9 +14,9 @@ from sqlmodel import select
 
 from core.ingest import count_tokens
 from core.models import Community, Document, Edge, Node
-from core.retrieval import archrag_filter
-from core.retrieval.archrag_filter import Point, Statements, adaptive_filter
-from core.retrieval.archrag_search import chnsw_cache, community_chunks, hierarchical_search
+from core.retrieval.archrag import filter as archrag_filter
+from core.retrieval.archrag.filter import Point, Statements, adaptive_filter
+from core.retrieval.archrag.search import chnsw_cache, community_chunks, hierarchical_search
 from core.retrieval.base import Resources, Retrieval, get_strategy, strategy_names
 
 QUESTIONS = [q["question"] for q in json.loads(

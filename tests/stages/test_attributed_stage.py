@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
-from core.graph.attributed_stage import CHNSW_FILE, attributed_stage
-from core.graph.chnsw import CHNSW
+from core.algorithms.chnsw import CHNSW
+from core.build.runner import make_context
+from core.build.stages.attributed import CHNSW_FILE, attributed_stage
 from core.graph.communities import write_communities
 from core.models import Community, Edge, Node, StageRun
-from core.pipeline import make_context
 from tests.conftest import TINY_DOCS, build_workspace
 
 

@@ -8,10 +8,10 @@ import json
 from sqlmodel import select
 
 from core.backends.offline import OfflineBackend
+from core.build.runner import create_run, make_context, run_build
+from core.build.stages.extract import write_extractions
 from core.config import ExtractSettings
-from core.extract.stage import write_extractions
 from core.models import Checkpoint, Edge, Node
-from core.pipeline import create_run, make_context, run_build
 from core.store import Store
 from core.workspace import ingest_paths
 from tests.conftest import SAMPLE_DIR

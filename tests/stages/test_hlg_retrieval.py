@@ -12,8 +12,8 @@ from core.ingest.tokens import count_tokens
 from core.models import Document, Edge, Node
 from core.retrieval.base import get_strategy, strategy_names
 from core.retrieval.diversity import preprocess, similarity_cutoff, tfidf_matrix
-from core.retrieval.hlg import beam_search, keywords, lexicon, path_score
-from core.retrieval.hlg_rank import select_chunks, select_statements
+from core.retrieval.hlg.rank import select_chunks, select_statements
+from core.retrieval.hlg.strategy import beam_search, keywords, lexicon, path_score
 from core.workspace import open_resources
 
 HLG = ("hlg-statement", "hlg-topic", "hlg-statement-chunk", "hlg-topic-chunk")

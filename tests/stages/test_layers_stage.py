@@ -6,7 +6,7 @@ from collections import defaultdict
 
 from sqlmodel import select
 
-from core.graph.layers import cluster_sparsity
+from core.algorithms.layers import cluster_sparsity
 from core.models import Edge, Node, StageRun
 from core.stats import workspace_stats
 

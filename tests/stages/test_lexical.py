@@ -1,4 +1,4 @@
-"""HLG's lexical graph (core/graph/lexical.py) as built into workspaces: facts linking statements across documents,
+"""HLG's lexical graph (core/build/stages/lexical.py) as built into workspaces: facts linking statements across documents,
 topics grouping every statement of a document, topic vectors, and a stage that resumes and re-runs cleanly."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from collections import defaultdict
 import numpy as np
 from sqlmodel import delete, select
 
-from core.graph import lexical
-from core.graph.lexical import lexical_stage, topic_groups
+from core.build.runner import make_context
+from core.build.stages import lexical
+from core.build.stages.lexical import lexical_stage, topic_groups
 from core.models import Checkpoint, Edge, Node
-from core.pipeline import make_context
 
 
 def lexical_rows(store, ws_id):

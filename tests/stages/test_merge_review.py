@@ -1,4 +1,4 @@
-"""Entity-resolution review on the built sample (core/extract/review.py over core/extract/merge.py): accepting a
+"""Entity-resolution review on the built sample (core/resolution/review.py over core/resolution/merge.py): accepting a
 candidate merges it, marks the communities holding either entity stale, re-embeds the kept entity and bumps the
 build version; undoing restores every node, edge and community row and both vectors exactly; a rejection survives a
 re-run of the merge stage and can itself be undone.
@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
+from core.build.runner import create_run, make_context, open_index, run_build
 from core.config import Settings
-from core.extract import review as rv
-from core.extract.merge import MergeError, is_stale, list_merges, mark_stale
 from core.models import Community, Edge, EntityMerge, Node, Workspace
-from core.pipeline import create_run, make_context, open_index, run_build
+from core.resolution import review as rv
+from core.resolution.merge import MergeError, is_stale, list_merges, mark_stale
 from core.store import Store, content_id
 from tests.conftest import SAMPLE_DIR, build_workspace
 
@@ -245,7 +245,7 @@ def test_the_reports_stage_rewrites_stale_reports_and_clears_their_mark(ws):
     kept = store.nodes_by_id(w.id, [row.kept_id])[row.kept_id]
     # the stale reports were rewritten from the merged members (the merged name is an alias of the kept entity now);
     # a marked community of a method without reports (its wcc component) only lost its mark
-    from core.graph.reports import REPORTED
+    from core.build.stages.reports import REPORTED
 
     assert {after[c].method for c in marked if c in after} - set(REPORTED) <= {"wcc", "noderag"}
     assert "wcc" in {after[c].method for c in marked if c in after}
@@ -274,7 +274,7 @@ def test_mark_stale_marks_every_method_and_level_holding_an_entity(ws):
 
 
 def test_every_strategy_answers_after_merges_without_a_merged_away_entity(ws):
-    from core.pipeline import make_backend
+    from core.build.runner import make_backend
     from core.retrieval.base import strategy_names
     from core.workspace import ask, open_resources
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from sqlmodel import select
 
-from core.extract.merge import list_merges, undo
+from core.build.runner import create_run, make_context, run_build
+from core.build.stages.extract import entity_id
 from core.extract.resolve import norm_key
-from core.extract.stage import entity_id
 from core.models import Edge, EntityMerge, Node, StageRun
-from core.pipeline import create_run, make_context, run_build
+from core.resolution.merge import list_merges, undo
 
 DOCS = {
     "plant.md": "# Dorset plant\n\nAcme Corporation opened a cable plant in Dorchester in 2015. "

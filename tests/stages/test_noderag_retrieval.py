@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
+from core.algorithms.noderag import HETEROGRAPH_EDGES
 from core.graph.hetero import EdgeList
-from core.graph.noderag import HETEROGRAPH_EDGES
 from core.models import Document, Edge, Node
 from core.retrieval.base import get_strategy
 from core.retrieval.noderag import NodeRAGStrategy, Walk, question_names

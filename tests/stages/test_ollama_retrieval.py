@@ -11,9 +11,9 @@ import pytest
 
 from core.backends.base import BackendError
 from core.backends.offline import OfflineBackend
-from core.pipeline import make_backend
-from core.retrieval.archrag_filter import layer_material
-from core.retrieval.archrag_search import layer_content
+from core.build.runner import make_backend
+from core.retrieval.archrag.filter import layer_material
+from core.retrieval.archrag.search import layer_content
 from core.workspace import ask, open_resources
 from tests.fake_ollama import FakeOllama, Malformed, Reply, delimited, fake_points, overlap
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-import core.pipeline as pipeline
+import core.build.runner as pipeline
+from core.build.runner import create_run, make_context, open_index, run_build, stage_names
 from core.models import BuildRun
-from core.pipeline import create_run, make_context, open_index, run_build, stage_names
 from core.store import Store
 from core.workspace import ingest_paths
 from tests.stages.test_pipeline import SAMPLE_DIR, snapshot

@@ -9,8 +9,8 @@ import json
 import pytest
 from sqlmodel import select
 
+from core.build.runner import create_run, make_context, run_build
 from core.models import Edge, Node
-from core.pipeline import create_run, make_context, run_build
 from core.store import Store
 from core.workspace import ingest_paths
 

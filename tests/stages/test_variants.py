@@ -1,4 +1,4 @@
-"""What-if community detection on a real built workspace (core/graph/variants.py): a default variant reproduces
+"""What-if community detection on a real built workspace (core/quality/variants.py): a default variant reproduces
 the stored partition, a higher resolution splits the coarsest level further, variants persist, names and settings
 are checked, and promoting swaps the Leiden partition (reports, vectors, build version) and back again.
 
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
-from core.graph import variants as V
-from core.graph.quality_data import load_base, stored_groups
+from core.build.runner import open_index
 from core.models import Community, CommunityVariant
-from core.pipeline import open_index
+from core.quality import variants as V
+from core.quality.data import load_base, stored_groups
 from core.store import Store
 from tests.conftest import SAMPLE_DIR, build_workspace
 

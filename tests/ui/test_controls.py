@@ -19,12 +19,12 @@ import pytest
 from sqlmodel import select
 from streamlit.testing.v1 import AppTest
 
-from core.extract import review as rv
-from core.graph.details import describe_node, search_nodes
-from core.graph.hierarchy import community_detail
-from core.graph.quality_data import METHODS as QUALITY_METHODS
-from core.graph.variants import list_variants
+from core.explore.details import describe_node, search_nodes
+from core.explore.hierarchy import community_detail
 from core.models import Community, EntityMerge, Node
+from core.quality.data import METHODS as QUALITY_METHODS
+from core.quality.variants import list_variants
+from core.resolution import review as rv
 from core.store import Store
 from tests.ui.conftest import app_home, open_page, run
 from ui.text import md_label
@@ -36,7 +36,7 @@ QUESTION = "Which university trained the engineer who designed the Halden Barrie
 def home(tmp_path_factory, sample_built):
     """STRATA_HOME holding a copy of the built sample. When the build proposed no ambiguous merge candidate (one
     the bulk accept leaves for review by default), the copy marks its lowest-scored candidate ambiguous, as
-    core/extract/candidates.py would mark a short name matching several others."""
+    core/resolution/candidates.py would mark a short name matching several others."""
     settings, store, _ws, _emb = sample_built
     with store.engine.connect() as conn:
         conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -80,7 +80,7 @@ def test_small_workspace_opens_on_nodes_and_offers_communities(page, graph_home)
     _communities(page)
     data = _canvas(page)
     comms, _ = _rows(store, ws.id)
-    from core.graph.explore import DEFAULT_METHODS
+    from core.explore.explorer import DEFAULT_METHODS
 
     # the top level of GraphRAG's Leiden and ArchRAG's attributed hierarchies, as super-nodes; HiRAG's own
     # communities are offered in the methods filter, not drawn first
@@ -162,7 +162,7 @@ def test_filters_and_colours(page, graph_home):
     assert {n["id"] for n in _canvas(page)["nodes"]} == {c.id for c in comms.values()
                                                          if c.method == "leiden" and c.level == 1}
     # minimum degree: an opened community keeps only its members linked to at least that many entities
-    from core.graph.explore_index import compute_index
+    from core.explore.explore_index import compute_index
 
     ix = compute_index(store, ws.id)
     target = max((c for c in comms.values() if c.method == "leiden" and c.level == 1),

@@ -34,8 +34,8 @@ def ui_home(tmp_path_factory, embedder):
 
     The environment is set before any page runs, so the app's cached settings point here; the app's bootstrap
     then finds `sample` present and starts no background worker."""
+    from core.build.runner import create_run, make_context, run_build
     from core.config import Settings
-    from core.pipeline import create_run, make_context, run_build
     from core.store import Store
     from core.workspace import ingest_paths
 
@@ -165,7 +165,7 @@ def test_upload_of_a_binary_file_is_refused_without_a_build(app, store):
 
 # -- Build ---------------------------------------------------------------------------------------------------------
 def test_build_page_shows_all_stages_done_and_metrics(app, store):
-    from core.pipeline import stage_names
+    from core.build.runner import stage_names
 
     _open(app, "views/build.py")
     assert [t.value for t in app.title] == ["Build"]
@@ -233,7 +233,7 @@ def test_graph_page_draws_on_the_canvas_and_notes_the_cap(app, store):
 
     ws = store.require_workspace("sample")
     counts = store.counts(ws.id)
-    from core.graph.explore import DEFAULT_METHODS
+    from core.explore.explorer import DEFAULT_METHODS
 
     with store.session() as sess:  # the page opens on the default methods' communities (WCC ones are never drawn)
         shown_comms = len(sess.exec(select(Community).where(

@@ -10,8 +10,8 @@ import shutil
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.extract import review as rv
-from core.graph.variants import list_variants
+from core.quality.variants import list_variants
+from core.resolution import review as rv
 from core.store import Store
 from tests.ui.conftest import app_home, open_page, run
 

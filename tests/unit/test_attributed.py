@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.algorithms.attributed import EPS, Hierarchy, community_links, run
+from core.algorithms.chnsw import unit_rows
 from core.config import ArchRAGSettings
-from core.graph.attributed import EPS, Hierarchy, community_links, run
-from core.graph.chnsw import unit_rows
 
 
 def _mean_attributes(level, vecs):

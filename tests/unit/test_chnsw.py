@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.graph.chnsw import CHNSW, exact_knn, knn_blocks, unit_rows
+from core.algorithms.chnsw import CHNSW, exact_knn, knn_blocks, unit_rows
 
 M = 5
 

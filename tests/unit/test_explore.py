@@ -1,4 +1,4 @@
-"""core/graph/explore.py and explore_index.py: the Graph page's levels of detail over a small hand-built graph
+"""core/explore/explorer.py and explore_index.py: the Graph page's levels of detail over a small hand-built graph
 whose every expected figure is worked out by hand below: aggregated community links, the super-node overview and
 its cap, opening a community into exactly its children and members, filters, one-hop expansion, the derived file.
 
@@ -22,11 +22,11 @@ import html
 import numpy as np
 import pytest
 
-from core.graph import explore as X
-from core.graph.details import describe_node, search_nodes
-from core.graph.display import NodeFilter, display_graph
-from core.graph.drawing import vis_payload
-from core.graph.explore_index import compute_index, fingerprint, load_index
+from core.explore import explorer as X
+from core.explore.details import describe_node, search_nodes
+from core.explore.display import NodeFilter, display_graph
+from core.explore.drawing import vis_payload
+from core.explore.explore_index import compute_index, fingerprint, load_index
 from core.models import Community, Document, Edge, Node
 from core.store import Store
 

@@ -1,4 +1,4 @@
-"""Hierarchy frames and community details (core/graph/hierarchy.py) on a small hand-made store: two Leiden levels,
+"""Hierarchy frames and community details (core/explore/hierarchy.py) on a small hand-made store: two Leiden levels,
 an attributed hierarchy whose sizes do not add up, HiRAG summary layers with soft membership, provenance."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from core.graph.hierarchy import (
+from core.explore.hierarchy import (
     ENTITIES,
     MORE,
     ROOT,

@@ -1,4 +1,4 @@
-"""HiRAG HiIndex layering (core/graph/layers.py): cluster sparsity (Eq. 17), RAPTOR's global-then-local GMM + BIC,
+"""HiRAG HiIndex layering (core/algorithms/layers.py): cluster sparsity (Eq. 17), RAPTOR's global-then-local GMM + BIC,
 soft membership, the paper's stop rule (§5.4), summary entities (offline, and the model reply's cleaning).
 Real computation on seeded synthetic embeddings."""
 
@@ -9,11 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from core.backends.base import SummaryEntities, SummaryEntity, SummaryRelation
-from core.backends.replies import MalformedReply
-from core.backends.summary_replies import clean_summary_entities, offline_summary_entities
-from core.config import LayerSettings
-from core.graph.layers import (
+from core.algorithms.layers import (
     LayerClustering,
     change_rate,
     cluster_layer,
@@ -23,6 +19,10 @@ from core.graph.layers import (
     summary_entity_offline,
     too_few_reason,
 )
+from core.backends.base import SummaryEntities, SummaryEntity, SummaryRelation
+from core.backends.replies import MalformedReply
+from core.backends.summary_replies import clean_summary_entities, offline_summary_entities
+from core.config import LayerSettings
 
 
 def blobs(n: int, d: int, k: int, *, spread: float = 0.5, sep: float = 24.0, seed: int = 0):

@@ -1,4 +1,4 @@
-"""Entity resolution (core/extract/merge.py) on a hand-built graph: candidates by name and by vector, merges that
+"""Entity resolution (core/resolution/merge.py) on a hand-built graph: candidates by name and by vector, merges that
 move every mention and can be undone exactly, rejections remembered, conservative auto-merging."""
 
 from __future__ import annotations
@@ -10,7 +10,10 @@ import pytest
 from sqlmodel import select
 
 from core.config import Settings
-from core.extract.merge import (
+from core.extract.resolve import norm_key
+from core.index.vectors import VectorIndex
+from core.models import Edge, EntityMerge, Node
+from core.resolution.merge import (
     MergeError,
     find_candidates,
     list_merges,
@@ -21,10 +24,7 @@ from core.extract.merge import (
     reject,
     undo,
 )
-from core.extract.names import name_similarity, name_tokens
-from core.extract.resolve import norm_key
-from core.index.vectors import VectorIndex
-from core.models import Edge, EntityMerge, Node
+from core.resolution.names import name_similarity, name_tokens
 from core.store import Store, content_id
 
 DIM = 16

@@ -1,4 +1,4 @@
-"""NodeRAG graph maths (core/graph/noderag.py) on hand-made graphs and vectors: the k-core k formula and selection
+"""NodeRAG graph maths (core/algorithms/noderag.py) on hand-made graphs and vectors: the k-core k formula and selection
 (checked against networkx), betweenness selection of a bridge, semantic matching within cluster and community,
 the HNSW base-layer edges (checked against faiss' own neighbour ranges), the weight boost of an already linked
 pair written by the augment stage (only a heterograph edge takes it), the heterograph's edge set and the flat
@@ -17,9 +17,9 @@ import pytest
 from sqlalchemy import insert
 from sqlmodel import select
 
-from core.graph import noderag
-from core.graph.noderag_communities import keyword_title
-from core.graph.noderag_edges import write_edges
+from core.algorithms import noderag
+from core.build.noderag_communities import keyword_title
+from core.build.noderag_edges import write_edges
 from core.models import Edge, Node
 from core.store import Store
 

@@ -1,4 +1,4 @@
-"""Shallow personalized PageRank (core/retrieval/ppr.py) against a direct dense computation on a small graph."""
+"""Shallow personalized PageRank (core/algorithms/ppr.py) against a direct dense computation on a small graph."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from core.retrieval.ppr import personalization_vector, personalized_pagerank, top_by_kind
+from core.algorithms.ppr import personalization_vector, personalized_pagerank, top_by_kind
 
 # 6 vertices, directed and weighted; vertex 4 has no out-link (dangling), vertex 5 is isolated (dangling too).
 EDGES = [(0, 1, 2.0), (0, 2, 1.0), (1, 2, 3.0), (1, 0, 1.0), (2, 0, 1.0), (2, 3, 0.5), (3, 4, 1.0), (3, 1, 4.0)]
@@ -151,8 +151,8 @@ def test_noderag_walk_holds_only_the_papers_edges_with_unit_weights():
 
 
 def test_noderag_walk_options_add_the_links_the_paper_does_not_define():
+    from core.algorithms.noderag import HETEROGRAPH_EDGES
     from core.config import NodeRAGQuerySettings
-    from core.graph.noderag import HETEROGRAPH_EDGES
     from core.retrieval.noderag import Walk, walked_edges
 
     h, edges = tiny_heterograph()

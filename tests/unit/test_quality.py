@@ -1,4 +1,4 @@
-"""Community quality metrics (core/graph/quality.py, core/graph/quality_data.py) against hand-computed cases;
+"""Community quality metrics (core/quality/metrics.py, core/quality/data.py) against hand-computed cases;
 the arithmetic is written next to each expectation. sklearn and igraph serve as second references."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from sklearn.metrics import adjusted_rand_score, calinski_harabasz_score, normalized_mutual_info_score
 
 from core.config import QualitySettings, Settings
-from core.graph.quality import (
+from core.quality.metrics import (
     LevelData,
     adjacency,
     ari,
@@ -212,9 +212,9 @@ def test_level_labels_take_the_deepest_community_at_or_above():
 def test_hirag_levels_soft_membership_and_contraction(tmp_path):
     """Two HiRAG layers in a real store and vector index: the soft member goes to the nearer centroid for the hard
     labels, and layer 1's graph is layer 0's relationship graph contracted onto the summary entities."""
-    from core.graph.quality_data import load_base, load_levels
     from core.index.vectors import VectorIndex
     from core.models import Edge, Node
+    from core.quality.data import load_base, load_levels
     from core.store import Store
 
     store = Store(tmp_path / "strata.db")

@@ -1,4 +1,4 @@
-"""core/graph/route.py: a Retrieval's path as a drawing for the canvas component: roles styled distinctly, a legend of the roles
+"""core/explore/route.py: a Retrieval's path as a drawing for the canvas component: roles styled distinctly, a legend of the roles
 present, sources hung off their best chunk by stored edges, document text escaped, the node cap with its note;
 and core/history.py over the same small store."""
 
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from core.graph.route import (
+from core.explore.route import (
     DEFAULT_ROLE,
     ROLES,
     legend_html,

@@ -1,0 +1,265 @@
+"""HiRAG's HiIndex layering (hirag.txt §4.1, Eq. 7-11, §5.4 Eq. 17, Algorithm 1): pure computation, no database.
+
+One round of Algorithm 1 over layer L_{i-1} (here `layer` = i-1, 0 = the extracted entities):
+
+1. Z_{i-1}: the entities' embeddings (Eq. 7), passed in as `vectors` (one row per entity).
+2. C_{i-1} = GMM(L_{i-1}, Z_{i-1}) (Eq. 8, "following the method described in RAPTOR"), RAPTOR's two-stage
+   clustering (`perform_clustering`): reduce the embeddings and cluster them GLOBALLY with a Gaussian mixture whose
+   number of components is chosen by BIC; then, inside each global cluster, reduce its members' embeddings AGAIN
+   and cluster them LOCALLY the same way (a global cluster of at most reduce_dim + 1 members stays one local
+   cluster, as in RAPTOR). C_{i-1} is the union of the local clusters. Membership is soft at both stages
+   (posterior >= 0.1, RAPTOR's threshold), so an entity may join several clusters. The reduction, the GMM and the
+   BIC search bound are documented in `core.algorithms.layer_gmm`; the bound applies per search, so a layer is not capped
+   at 50 clusters.
+3. CS_i from C_{i-1} (Eq. 17 / Algorithm 1 line 8), and its change rate against CS_{i-1} (line 9).
+4. The caller stops when the change rate is <= ε (line 9-11, `stop_reason`), else makes the summary entities of
+   each cluster (line 17, guided by the meta-summary concepts X) and clusters the new layer in turn.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from core.algorithms.layer_gmm import gmm_soft_clusters
+from core.config import LayerSettings
+from core.text import (
+    STOPWORDS,
+    central_sentences,
+    content_words,
+    idf_table,
+    split_sentences,
+)
+
+
+@dataclass
+class LayerClustering:
+    layer: int  # the layer being clustered (0 = extracted entities)
+    clusters: list[list[int]]  # member row indices per (local) cluster (soft: a row may be in several)
+    n_components: int  # global components, chosen by BIC
+    bic: list[tuple[int, float]]  # (k, BIC) tried by the global search, ascending k
+    sparsity: float  # CS of this clustering (Eq. 17; the paper's CS_{layer+1} in Algorithm 1's numbering)
+    change_rate: float | None  # relative change of CS vs the previous layer (None for the first)
+    n: int = 0  # rows (entities) clustered
+    local_components: list[int] = field(default_factory=list)  # BIC's k inside each global cluster
+
+
+# --------------------------------------------------------------------------------------------- cluster sparsity
+
+
+def cluster_sparsity(clusters: list[list[int]], n: int) -> float:
+    """Cluster sparsity, hirag.txt Eq. (17) (also Algorithm 1, line 8):
+
+        CS_i = 1 - Σ_{S ∈ C_i} |S| (|S| - 1)  /  ( |L_i| (|L_i| - 1) )
+
+    The numerator counts the ordered pairs of distinct entities that share a cluster, the denominator all ordered
+    pairs of the layer's |L_i| = n entities, so CS_i is the share of entity pairs NOT grouped together, "inspired by
+    graph sparsity" (1 - density of the co-cluster graph). All singletons give 1 (the paper's worst case, nothing
+    groups any more), one cluster of everything gives 0. Clusters are taken as given (soft clusters may overlap, as
+    Eq. 8 allows; a pair co-clustered twice counts twice, exactly as the formula sums over clusters, so with heavy
+    overlap CS can go below 0). Duplicate indices inside one cluster are counted once. With n < 2 there are no
+    pairs and CS is 1.
+    """
+    if n < 2:
+        return 1.0
+    together = 0
+    for c in clusters:
+        s = len(set(c))
+        together += s * (s - 1)
+    return 1.0 - together / (n * (n - 1))
+
+
+def change_rate(current: float, previous: float | None) -> float | None:
+    """Relative change of cluster sparsity, |CS_i - CS_{i-1}| / CS_{i-1} (Algorithm 1, line 9; §5.4 "the change
+    rate from CS_i to CS_{i+1}"; HiRAG's code divides by the previous value the same way). None for the first
+    clustering, which has no previous CS."""
+    if previous is None:
+        return None
+    if previous == 0:
+        return 0.0 if current == 0 else math.inf
+    return abs(current - previous) / abs(previous)
+
+
+def stop_reason(c: LayerClustering, cfg: LayerSettings) -> str | None:
+    """HiRAG's rule for the number of layers (§5.4; Algorithm 1 lines 9-11): after clustering L_{i-1} and computing
+    CS_i, "stop constructing another layer when the change rate of cluster sparsity is lower than ε" (ε = 5 %;
+    line 9 tests <=, so a change of exactly ε stops too); L_i is then not built (i <- i-1). The first clustering has
+    no change rate and never stops here. None = build layer i."""
+    if c.change_rate is not None and c.change_rate <= cfg.change_rate_stop:
+        return (f"cluster sparsity change rate {100 * c.change_rate:.1f}% <= ε {100 * cfg.change_rate_stop:g}% "
+                f"(CS {c.sparsity:.4f}; hirag.txt §5.4, Algorithm 1 line 9)")
+    return None
+
+
+def too_few_reason(layer: int, n: int, cfg: LayerSettings) -> str | None:
+    """Not a rule of the paper: a layer too small to cluster (fewer than `min_entities`; HiRAG's code stops when a
+    new layer holds <= 2 entities) or the safety cap `max_layers` ends the build. None = cluster this layer."""
+    if n < cfg.min_entities:
+        return f"layer {layer} has {n} entit{'y' if n == 1 else 'ies'}: too few to cluster (< {cfg.min_entities})"
+    if layer >= cfg.max_layers:
+        return f"reached the safety cap max_layers {cfg.max_layers}"
+    return None
+
+
+# --------------------------------------------------------------------------------------------------- clustering
+
+
+def cluster_layer(vectors: np.ndarray, cfg: LayerSettings, layer: int, previous_sparsity: float | None
+                  ) -> LayerClustering:
+    """RAPTOR's global-then-local GMM clustering of one layer's embeddings (hirag.txt Eq. 8, Algorithm 1 lines
+    6-9); see the module doc. Identical member sets found twice (a row set shared by two global clusters) are one
+    cluster. Deterministic for a seed."""
+    x = np.asarray(vectors, dtype=np.float64)
+    if x.ndim != 2:
+        raise ValueError(f"vectors must be 2-D, got shape {x.shape}")
+    n = x.shape[0]
+    if n == 0:
+        return LayerClustering(layer, [], 0, [], 1.0, change_rate(1.0, previous_sparsity), 0)
+    if not np.isfinite(x).all():
+        raise ValueError("vectors contain NaN or infinite values")
+    from threadpoolctl import threadpool_limits
+
+    # one BLAS/OpenMP thread: these fits are small (<= 20k x 10), so threads only add start-up and, on a busy
+    # machine, oversubscription (measured 10-20x slower k-means inits with the default pool under load)
+    with threadpool_limits(limits=1):
+        return _cluster_layer(x, cfg, layer, previous_sparsity)
+
+
+def _cluster_layer(x: np.ndarray, cfg: LayerSettings, layer: int, previous_sparsity: float | None
+                   ) -> LayerClustering:
+    n = x.shape[0]
+    opts = dict(dims=cfg.reduce_dim, max_components=cfg.max_components, threshold=cfg.membership_threshold,
+                seed=cfg.seed)
+    glob = gmm_soft_clusters(x, **opts)
+    clusters: list[list[int]] = []
+    seen: set[tuple[int, ...]] = set()
+    local_k: list[int] = []
+    for g in glob.clusters:
+        if len(g) == n:  # a global cluster of every row: its local step would repeat the global one exactly
+            parts, k = glob.clusters, glob.k
+        elif len(g) <= cfg.reduce_dim + 1:  # RAPTOR keeps a small global cluster whole
+            parts, k = [g], 1
+        else:
+            loc = gmm_soft_clusters(x[g], **opts)
+            parts, k = [[g[i] for i in c] for c in loc.clusters], loc.k
+        local_k.append(k)
+        for c in parts:
+            key = tuple(sorted(c))
+            if key not in seen:
+                seen.add(key)
+                clusters.append(list(key))
+    cs = cluster_sparsity(clusters, n)
+    return LayerClustering(layer=layer, clusters=clusters, n_components=glob.k, bic=glob.bic, sparsity=cs,
+                           change_rate=change_rate(cs, previous_sparsity), n=n, local_components=local_k)
+
+
+# ------------------------------------------------------------------------------------- meta-summary and titles
+
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
+_MEMBER_LIST = re.compile(r"\s*Groups \d+ entities: .*$", re.S)  # the tail summary_entity_offline writes
+
+
+def _terms(text: str) -> list[str]:
+    """Content unigrams plus bigrams of adjacent content words (no stopword between): noun-ish phrases."""
+    toks = [w.lower() for w in _WORD.findall(text)]
+    out: list[str] = []
+    prev: str | None = None
+    for w in toks:
+        ok = w not in STOPWORDS and len(w) > 1 and not w.isdigit()
+        if ok:
+            out.append(w)
+            if prev is not None:
+                out.append(f"{prev} {w}")
+            prev = w
+        else:
+            prev = None
+    return out
+
+
+def meta_summary_concepts(texts: list[str], k: int = 8) -> list[str]:
+    """A small set of guiding concepts for a layer's summary entities: the paper's meta-summary entities X (§4.1,
+    Algorithm 1 line 17), which an LLM would produce ("organization", "technology", ...). Offline: the top terms
+    (content words and two-word phrases, a phrase weighted double) by summed TF-IDF over the layer's texts, counting only terms found in at
+    least two texts when there are several, a phrase replacing the single words it contains. Deterministic."""
+    docs = [_terms(_MEMBER_LIST.sub("", t or "")) for t in texts]
+    docs = [d for d in docs if d]
+    if not docs:
+        return []
+    idf = idf_table(docs)
+    df: Counter[str] = Counter()
+    score: Counter[str] = Counter()
+    for d in docs:
+        tf = Counter(d)
+        norm = math.sqrt(sum(c * c for c in tf.values())) or 1.0
+        df.update(tf.keys())
+        for w, c in tf.items():
+            score[w] += c / norm * idf[w] * (2.0 if " " in w else 1.0)  # phrases over their words
+    min_df = 2 if len(docs) >= 3 else 1
+    ranked = sorted((w for w in score if df[w] >= min_df), key=lambda w: (-score[w], w))
+    if not ranked:
+        ranked = sorted(score, key=lambda w: (-score[w], w))
+    out: list[str] = []
+    for w in ranked:
+        if any(w in o.split(" ") or o in w.split(" ") for o in out if " " in o or " " in w):
+            continue  # "data" after "data mining", or "data mining" after "data": keep one
+        out.append(w)
+        if len(out) >= k:
+            break
+    return out
+
+
+def summary_entity_offline(member_titles: list[str], member_texts: list[str], concepts: list[str]
+                           ) -> tuple[str, str]:
+    """A summary entity for one cluster without a model: (name, description), deterministic and extractive.
+
+    Name: the head term is the layer concept (meta summary) shared by the most members, else the keyword shared by
+    the most members (ties: a phrase, then the higher count in the cluster, then alphabetical); the disambiguator is the next most
+    shared keyword (or the most central member title), e.g. "Data Mining — recommendation". Description: the most
+    central member sentences (TF-IDF centroid, `central_sentences`) in their original order, then the members."""
+    n = max(len(member_titles), len(member_texts))
+    titles = [(member_titles[i] if i < len(member_titles) else "") or "" for i in range(n)]
+    # a member that is itself a summary entity ends with its own member list: not content to name or summarize by
+    texts = [_MEMBER_LIST.sub("", (member_texts[i] if i < len(member_texts) else "") or "") for i in range(n)]
+    df: Counter[str] = Counter()
+    tf: Counter[str] = Counter()
+    for t, x in zip(titles, texts):
+        terms = _terms(f"{t}. {x}")
+        df.update(set(terms))
+        tf.update(terms)
+
+    def rank(ws) -> list[str]:
+        return sorted(ws, key=lambda w: (-df[w], -len(w.split()), -tf[w], w))
+
+    head = None
+    shared_concepts = [c for c in concepts if df[c.lower()] >= max(1, min(2, n))]
+    if shared_concepts:
+        head = rank([c.lower() for c in shared_concepts])[0]
+    keywords = rank(df)
+    if head is None and keywords:
+        head = keywords[0]
+    if head is None:
+        first = next((t for t in titles if t.strip()), "")
+        return (f"Group of {first}" if first else "Summary", "")
+    head_parts = set(head.split())
+    disamb = next((w for w in keywords if w != head and not (set(w.split()) & head_parts)), None)
+    if disamb is None:
+        cw = set(content_words(" ".join(titles)))
+        disamb = next((t for t in sorted(titles, key=lambda t: (-len(cw & set(content_words(t))), t))
+                       if t.strip() and t.lower() != head), None)
+    name = head.title() + (f" — {disamb}" if disamb else "")
+
+    sentences: list[str] = []
+    for x in texts:
+        sentences.extend(split_sentences(x))
+    seen: set[str] = set()
+    sentences = [s for s in sentences if not (s in seen or seen.add(s))]
+    picked = sorted(i for i, _ in central_sentences(sentences, 3)) if sentences else []
+    body = " ".join(sentences[i] for i in picked)
+    shown = [t for t in titles if t.strip()]
+    members = ", ".join(shown[:12]) + (f" and {len(shown) - 12} more" if len(shown) > 12 else "")
+    desc = (body + " " if body else "") + (f"Groups {len(shown)} entities: {members}." if shown else "")
+    return name, desc.strip()

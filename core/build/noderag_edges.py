@@ -1,0 +1,129 @@
+"""NodeRAG's vector-side edges for the `augment` stage (noderag.txt §2.3 semantic matching, §2.4 HNSW semantic
+edges): the vectors of the embedded kinds (T, S, A, H) and the one transaction that brings the `matches` and
+`semantic` edges and the HNSW weight boosts to the wanted state.
+
+An HNSW pair already joined by an edge of NodeRAG's heterograph (`noderag.HETEROGRAPH_EDGES`: between two embedded
+kinds that is a semantic unit's `derived_from` link to its chunk, or a `matches` edge) raises that edge's weight by
+1 ("When an edge already exists in G, adding the corresponding edge from HNSW increases its weight by 1") and is
+marked `data.hnsw`; a pair joined only by an edge NodeRAG does not define (a chunk's `next`) gets its own
+`semantic` edge, so the walk over the paper's edges never loses an HNSW link.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sqlalchemy import delete, func, insert, literal_column, update
+from sqlalchemy import text as sql_text
+from sqlmodel import select
+
+from core.algorithms import noderag
+from core.build.noderag_communities import edge_row
+from core.build.stages.embed import node_text_for_embedding
+from core.models import Edge, Node
+
+EMBEDDED = noderag.SEMANTIC_KINDS  # NodeRAG's retrievable, vector-searched kinds
+
+
+def embed_rows(ctx, kind: str) -> list[tuple[str, str, dict]]:
+    with ctx.store.session() as s:
+        rows = s.exec(select(Node.id, Node.title, Node.text, Node.data).where(
+            Node.workspace_id == ctx.ws.id, Node.kind == kind).order_by(Node.id)).all()
+    key = "entity_id" if kind == "attribute" else "community_id"
+    return [(i, node_text_for_embedding(kind, t, x), {key: (d or {}).get(key, "")}) for i, t, x, d in rows]
+
+
+def load_vectors(ctx) -> tuple[list[str], list[str], np.ndarray]:
+    """(ids, kinds, unit vectors) of every node of the embedded kinds that has a vector, in a stable order."""
+    ids: list[str] = []
+    kinds: list[str] = []
+    parts: list[np.ndarray] = []
+    with ctx.store.session() as s:
+        live = {k: set(s.exec(select(Node.id).where(Node.workspace_id == ctx.ws.id, Node.kind == k)))
+                for k in EMBEDDED}
+    for kind in EMBEDDED:
+        got, vecs = ctx.index.all_vectors(kind)
+        keep = sorted((i, v) for v, i in enumerate(got) if i in live[kind])
+        if not keep:
+            continue
+        ids += [i for i, _ in keep]
+        kinds += [kind] * len(keep)
+        parts.append(vecs[[v for _, v in keep]])
+    if not parts:
+        return [], [], np.zeros((0, 0), dtype=np.float32)
+    x = np.vstack(parts).astype(np.float32)
+    x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    return ids, kinds, x
+
+
+# Every edge between two nodes of the embedded kinds that can take an HNSW boost (a heterograph edge other than this
+# stage's own `matches` and `semantic` ones; column `owner` = 1) or carries one from an earlier run (to be taken
+# back if it may no longer hold it). Driven from the nodes (kind index) into the edge table's (workspace_id, src)
+# prefix, so it reads the embedded nodes' edges instead of scanning every edge of the workspace.
+_KINDS = ", ".join(f"'{k}'" for k in EMBEDDED)
+_OWNER = " OR ".join(f"(e.kind = '{k}' AND a.kind = '{a}' AND b.kind = '{b}')" for k, a, b in noderag.HETEROGRAPH_EDGES
+                     if k not in ("matches", "semantic") and a in EMBEDDED and b in EMBEDDED) or "0"
+LINKED = sql_text(f"""
+    SELECT e.id, e.src, e.dst, e.kind, json_extract(e.data, '$.hnsw'), ({_OWNER}) AS owner
+    FROM {Node.__tablename__} AS a
+    CROSS JOIN {Edge.__tablename__} AS e ON e.workspace_id = a.workspace_id AND e.src = a.id
+    JOIN {Node.__tablename__} AS b ON b.id = e.dst
+    WHERE a.workspace_id = :ws AND a.kind IN ({_KINDS}) AND b.kind IN ({_KINDS}) AND e.kind != 'matches'
+      AND e.kind != 'semantic' AND (({_OWNER}) OR json_extract(e.data, '$.hnsw') IS NOT NULL)""")
+
+
+def delete_ids(s, ids: list[int]) -> None:
+    for k in range(0, len(ids), 500):
+        s.exec(delete(Edge).where(Edge.id.in_(ids[k : k + 500])))
+
+
+def write_edges(ctx, ids: list[str], matches: list[tuple[int, int]], pairs: np.ndarray,
+                 scores: np.ndarray) -> tuple[int, int]:
+    """Bring this stage's `matches` and `semantic` edges and HNSW weight boosts to the wanted state in one
+    transaction, touching only the rows that differ (a re-run over an unchanged graph writes nothing)."""
+    ws_id, n = ctx.ws.id, len(ids)
+    index = {nid: v for v, nid in enumerate(ids)}
+    by = func.coalesce(func.json_extract(Edge.data, "$.by"), "")
+    hnsw = func.json_extract(Edge.data, "$.hnsw")
+    with ctx.store.session() as s:
+        old_sem = {(a, b): (eid, sc) for eid, a, b, sc in s.exec(
+            select(Edge.id, Edge.src, Edge.dst, func.json_extract(Edge.data, "$.score")).where(
+                Edge.workspace_id == ws_id, Edge.kind == "semantic", by == "hnsw"))}
+        old_match = {(a, b): (eid, w) for eid, a, b, w in s.exec(select(Edge.id, Edge.src, Edge.dst, Edge.weight).where(
+            Edge.workspace_id == ws_id, Edge.kind == "matches"))}
+        linked = s.exec(LINKED, params={"ws": ws_id}).all()
+        old_boost = {eid for eid, _, _, _, boost, _ in linked if boost is not None}
+        # pair -> the one edge that takes the boost: a heterograph edge (owner), else a match
+        owner: dict[tuple[int, int], tuple] = {}
+        for eid, src, dst, _kind, _, can_own in sorted(linked, key=lambda r: (r[3], r[0])):
+            if can_own and src in index and dst in index:
+                owner.setdefault(tuple(sorted((index[src], index[dst]))), ("db", eid))
+        for h, j in matches:
+            owner.setdefault(tuple(sorted((h, j))), ("matches", (h, j)))
+        boosted = noderag.split_linked(pairs, np.array(list(owner), dtype=np.int64).reshape(-1, 2), n)
+        boost_db, boost_match = set(), set()
+        for i, j in pairs[boosted].tolist():
+            where, ref = owner[(i, j)]
+            (boost_db.add(ref) if where == "db" else boost_match.add(ref))
+        want_match = {(ids[h], ids[j]): 2.0 if (h, j) in boost_match else 1.0 for h, j in matches}
+        new = ~boosted
+        want_sem = {(ids[i], ids[j]): round(float(sc), 4) for (i, j), sc in zip(pairs[new].tolist(), scores[new].tolist())}
+        delete_ids(s, [eid for k, (eid, sc) in old_sem.items() if k not in want_sem or sc != want_sem[k]])
+        delete_ids(s, [eid for k, (eid, w) in old_match.items() if want_match.get(k) != w])
+        gone = sorted(old_boost - boost_db)
+        for k in range(0, len(gone), 500):
+            s.exec(update(Edge).where(Edge.id.in_(gone[k : k + 500])).values(
+                weight=Edge.weight - hnsw, data=func.json_remove(Edge.data, "$.hnsw")))
+        fresh = sorted(boost_db - old_boost)
+        for k in range(0, len(fresh), 500):
+            s.exec(update(Edge).where(Edge.id.in_(fresh[k : k + 500])).values(
+                weight=Edge.weight + 1,
+                data=func.json_set(func.coalesce(Edge.data, literal_column("'{}'")), "$.hnsw", 1)))
+        rows = [edge_row(ws_id, src, dst, "matches", w, {"hnsw": 1} if w > 1 else {})
+                for (src, dst), w in want_match.items() if old_match.get((src, dst), (0, None))[1] != w]
+        rows += [edge_row(ws_id, src, dst, "semantic", 1.0, {"by": "hnsw", "score": sc})
+                 for (src, dst), sc in want_sem.items() if old_sem.get((src, dst), (0, None))[1] != sc]
+        conn = s.connection()
+        for k in range(0, len(rows), 20_000):
+            conn.execute(insert(Edge.__table__), rows[k : k + 20_000])
+        s.commit()
+    return len(want_sem), len(boost_db) + len(boost_match)

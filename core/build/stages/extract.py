@@ -1,0 +1,279 @@
+"""The extract stage: entities, relationships and statements from every chunk, written as graph nodes and edges.
+
+Each chunk is one unit, written in one transaction with its checkpoint, so an interrupted build neither loses nor
+duplicates a chunk's elements. Entities are keyed by their normalized name, so same-named mentions land on one
+node (the `resolve` stage then settles type and description); relationships are nodes (NodeRAG's R) linked to
+their `subject` and `object` entities and `derived_from` the chunk.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import re
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+from sqlmodel import select
+
+from core.backends.base import Extraction
+from core.extract.resolve import norm_key
+from core.models import Document, Node
+from core.resolution.merge import merged_into
+from core.store import bulk_insert, content_id
+
+log = logging.getLogger(__name__)
+STAGE = "extract"
+ROW_FORMATS = {"csv", "tsv", "jsonl", "ndjson", "json"}
+REAL_TITLES = {"field", "heading", "html"}  # Document.meta["title_from"] values that name the document's subject
+_DESC_CAP = 1200
+_OFFLINE_BATCH = 64  # chunks per transaction with the offline heuristics
+
+
+def entity_id(ws_id: int, key: str) -> str:
+    return content_id(str(ws_id), "entity", key)
+
+
+def extract_stage(ctx) -> Iterator:
+    from core.build.runner import Progress
+
+    store, ws = ctx.store, ctx.ws
+    done = store.done_units(ws.id, STAGE)
+    with store.session() as s:
+        rows = s.exec(
+            select(Node.id, Node.text, Node.document_id).where(Node.workspace_id == ws.id, Node.kind == "chunk")
+            .order_by(Node.document_id, Node.ord)
+        ).all()
+        docs = {d.id: d for d in s.exec(select(Document).where(Document.workspace_id == ws.id))}
+    todo = [r for r in rows if r[0] not in done]
+    total = len(todo)
+    types = ctx.settings.extract.entity_types
+    workers = ctx.settings.backend.concurrency if ctx.backend.name == "ollama" else 1
+    counts = Counter()
+    redirect = merged_into(store, ws.id) if total else {}
+    todo_docs = {d: docs[d] for d in dict.fromkeys(r[2] for r in todo) if d in docs}
+    subjects = document_subjects(ctx.backend, todo_docs) if ctx.settings.extract.title_subject else {}
+
+    def run_one(row) -> Extraction:
+        _, text, doc_id = row
+        doc = docs.get(doc_id)
+        # a model reads the title as context; offline extraction only trusts a real title as the subject
+        subject = subjects.get(doc_id) if ctx.backend.name == "offline" else (doc.title if doc else None)
+        return ctx.backend.extract(text, types, subject=subject)
+
+    def run_part(part) -> list[Extraction]:
+        many = getattr(ctx.backend, "extract_many", None)
+        if many is not None:  # the offline backend parses a batch at once
+            return many([t for _, t, _ in part], types, [subjects.get(d) for _, _, d in part])
+        return list(pool.map(run_one, part)) if workers > 1 else [run_one(r) for r in part]
+
+    # A model call is slow: write every few chunks. The heuristics are fast: write many chunks per transaction
+    # (each with its checkpoint, so a stop still resumes at the first unwritten chunk).
+    # (Small builds still write in 50 or more steps, so progress moves and a stop lands mid-stage.)
+    by = f" ({ctx.backend.model})" if ctx.backend.name == "offline" and total else ""  # which extractor ran
+    if by:
+        log.info("extract: offline extractor %s", ctx.backend.model)
+    batch = max(1, workers * 4) if ctx.backend.name != "offline" else min(_OFFLINE_BATCH, max(1, total // 50))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for start in range(0, total, batch):
+            part = todo[start : start + batch]
+            results = run_part(part)
+            counts.update(write_extractions(store, ws.id, [(cid, doc_id, ex) for (cid, _, doc_id), ex
+                                                           in zip(part, results)], redirect, subjects,
+                                            ctx.settings.extract.subject_weight))
+            counts["chunks"] = start + len(part)
+            yield Progress(start + len(part), total, f"extracted {start + len(part)}/{total} chunks{by}", dict(counts))
+            if ctx.should_stop():
+                return
+    if total == 0:
+        yield Progress(0, 0, "no new chunks", {})
+
+
+def document_subjects(backend, docs: dict[str, Document]) -> dict[str, str]:
+    """document id -> the name of the entity it is about, for the documents with a real title (`row_subject`); the
+    offline backend narrows a page's heading to the name it holds (`subject_of`), a model reads the title whole."""
+    subject_of = getattr(backend, "subject_of", None)
+    out = {}
+    for d, doc in docs.items():
+        title = row_subject(doc)
+        if title and subject_of is not None:
+            title = subject_of(title, (doc.meta or {}).get("title_from", "field"), doc.text)
+        if title:
+            out[d] = title
+    return out
+
+
+def row_subject(doc: Document | None) -> str | None:
+    """A document's real title names the subject of its text: a corpus row's title field (an encyclopedia page's
+    name), a Markdown page's `# heading`, an HTML page's <title>/<h1>. A title made from the file name (a plain-text
+    book, an untitled row "corpus #12") or from PDF/DOCX metadata is not (ingest records `meta["title_from"]`;
+    documents ingested before that fall back to: a row format, not numbered after its file)."""
+    if doc is None:
+        return None
+    meta = doc.meta or {}
+    if "title_from" in meta:
+        return doc.title if meta["title_from"] in REAL_TITLES and doc.title.strip() else None
+    if meta.get("format") not in ROW_FORMATS:
+        return None
+    return None if re.search(r" #\d+$", doc.title) else doc.title
+
+
+def subject_keys(title: str | None) -> set[str]:
+    """Normalized names a document's subject answers to: its title, and its title without a trailing
+    parenthetical qualifier ("Steve Smith (musician)" -> "steve smith")."""
+    if not title:
+        return set()
+    return {k for k in (norm_key(title), norm_key(re.sub(r"\s*\([^()]*\)\s*$", "", title))) if k}
+
+
+def write_extractions(store, ws_id: int, items: list[tuple[str, str | None, Extraction]],
+                      redirect: dict[str, str] | None = None, subjects: dict[str, str] | None = None,
+                      subject_weight: float = 1.0) -> Counter:
+    """Write the extractions of several chunks, in order, with their checkpoints, in one transaction.
+
+    `subjects` maps a document to the title naming its subject (`row_subject`): a chunk's `mentions` edge to the
+    entity of that name weighs `subject_weight` and is marked {"subject": true}, so walks over the graph know
+    which chunks are *about* an entity rather than merely naming it.
+
+    `redirect` maps entities merged away by entity resolution to the entity holding their mentions now, so a new
+    mention of a merged name joins that entity instead of bringing the merged node back.
+
+    The result is the same as writing the chunks one by one: entities and relationships already in the graph (or
+    met in an earlier chunk of the batch) are merged in memory, then written once; new rows and every edge go in
+    through the driver's executemany (the ORM's per-object cost dominated large builds)."""
+    counts: Counter = Counter()
+    new_nodes: dict[str, dict] = {}  # id -> row, inserted at the end
+    changed: dict[str, dict] = {}  # id -> {"weight", "data", "text"} of rows already stored, updated at the end
+    edges: list[tuple] = []
+
+    # what each chunk names: entities by normalized name, relationships by (subject, object)
+    plans = []
+    for chunk_id, doc_id, ex in items:
+        by_name: dict[str, str] = {}
+        wanted: dict[str, tuple] = {}
+        for e in ex.entities:
+            key = norm_key(e.name)
+            if not key:
+                continue
+            eid = entity_id(ws_id, key)
+            eid = redirect.get(eid, eid) if redirect else eid
+            by_name[e.name.lower()] = eid
+            wanted.setdefault(eid, (key, e))
+        rel_ids: dict[str, tuple] = {}
+        for r in ex.relationships:
+            a, b = by_name.get(r.source.lower()), by_name.get(r.target.lower())
+            if not a or not b or a == b:
+                continue
+            rid = content_id(str(ws_id), "relationship", a, b)
+            if rid in rel_ids:
+                prev = rel_ids[rid]
+                rel_ids[rid] = (a, b, prev[2], prev[3] + float(r.weight), prev[4])
+            else:
+                rel_ids[rid] = (a, b, r.predicate.strip()[:120] or "related to", float(r.weight),
+                                r.description.strip())
+        plans.append((chunk_id, doc_id, ex, by_name, wanted, rel_ids))
+
+    with store.session() as s:
+        conn = s.connection()
+        stored = _load(conn, {i for p in plans for i in (*p[4], *p[5])})
+
+        def current(nid: str) -> dict | None:
+            """The row as it stands after the chunks already merged: a new row, a changed row or a stored one."""
+            if nid in new_nodes:
+                return new_nodes[nid]
+            if nid in changed:
+                return changed[nid]
+            row = stored.get(nid)
+            if row is not None:
+                changed[nid] = row
+            return row
+
+        for chunk_id, doc_id, ex, by_name, wanted, rel_ids in plans:
+            about = subject_keys((subjects or {}).get(doc_id)) if doc_id else set()
+            for eid, (key, e) in wanted.items():
+                name, desc = e.name.strip(), (e.description or "").strip()
+                node = current(eid)
+                if node is None:
+                    new_nodes[eid] = _node_row(ws_id, eid, "entity", key=key, title=name, type=e.type, weight=1.0,
+                                               data={"aliases": {name: 1}, "types": {e.type: 1},
+                                                     "descriptions": [desc] if desc else []})
+                    counts["entities_new"] += 1
+                else:
+                    data = node["data"]
+                    aliases = data.setdefault("aliases", {})
+                    aliases[name] = aliases.get(name, 0) + 1
+                    types = data.setdefault("types", {})
+                    types[e.type] = types.get(e.type, 0) + 1
+                    descs = data.setdefault("descriptions", [])
+                    if desc and desc not in descs and sum(map(len, descs)) < _DESC_CAP:
+                        descs.append(desc)
+                    node["weight"] = (node["weight"] or 0.0) + 1.0
+                if key in about:
+                    edges.append((ws_id, chunk_id, eid, "mentions", subject_weight, '{"subject": true}'))
+                    counts["subject_mentions"] += 1
+                else:
+                    edges.append((ws_id, chunk_id, eid, "mentions", 1.0, "{}"))
+                counts["mentions"] += 1
+            # relationships: nodalized, keyed by (subject, object)
+            titles = {by_name[e.name.lower()]: e.name for e in reversed(ex.entities) if e.name.lower() in by_name}
+            for rid, (a, b, pred, w, desc) in rel_ids.items():
+                node = current(rid)
+                if node is None:
+                    new_nodes[rid] = _node_row(ws_id, rid, "relationship", key=f"{a}|{b}",
+                                               title=f"{titles.get(a, a)} — {pred} — {titles.get(b, b)}"[:300],
+                                               text=desc, type=pred, weight=w,
+                                               data={"source": a, "target": b, "predicates": [pred]})
+                    edges.append((ws_id, rid, a, "subject", 1.0, "{}"))
+                    edges.append((ws_id, rid, b, "object", 1.0, "{}"))
+                    counts["relationships_new"] += 1
+                else:
+                    preds = node["data"].setdefault("predicates", [])
+                    if pred not in preds and len(preds) < 10:
+                        preds.append(pred)
+                    if desc and desc not in node["text"] and len(node["text"]) < _DESC_CAP:
+                        node["text"] = (node["text"] + " " + desc).strip()
+                    node["weight"] = (node["weight"] or 0.0) + w
+                edges.append((ws_id, rid, chunk_id, "derived_from", 1.0, "{}"))
+            # statements: propositions of this chunk, mentioning the chunk's entities they name
+            names = list(by_name.items())
+            for k, text in enumerate(dict.fromkeys(t.strip() for t in ex.statements if t.strip())):
+                sid = content_id(str(ws_id), "statement", chunk_id, str(k))
+                new_nodes[sid] = _node_row(ws_id, sid, "statement", title=text[:80], text=text, document_id=doc_id,
+                                           ord=k)
+                edges.append((ws_id, sid, chunk_id, "derived_from", 1.0, "{}"))
+                low = text.lower()
+                for eid in sorted({eid for name, eid in names if name in low}):
+                    edges.append((ws_id, sid, eid, "mentions", 1.0, "{}"))
+                counts["statements"] += 1
+        bulk_insert(conn, Node.__table__, list(new_nodes.values()))  # type: ignore[attr-defined]
+        if changed:
+            conn.exec_driver_sql("UPDATE node SET weight = ?, text = ?, data = ? WHERE id = ?",
+                                 [(r["weight"], r["text"], json.dumps(r["data"]), nid) for nid, r in changed.items()])
+        if edges:
+            conn.exec_driver_sql("INSERT INTO edge (workspace_id, src, dst, kind, weight, data) "
+                                 "VALUES (?, ?, ?, ?, ?, ?)", edges)
+        conn.exec_driver_sql("INSERT INTO checkpoint (workspace_id, stage, unit) VALUES (?, ?, ?)",
+                             [(ws_id, STAGE, cid) for cid, _, _ in items])
+        s.commit()
+    return counts
+
+
+def _load(conn, ids) -> dict[str, dict]:
+    """id -> {"weight", "text", "data"} of the stored nodes among `ids` (the data a private copy, to update)."""
+    ids = list(ids)
+    out: dict[str, dict] = {}
+    t = Node.__table__  # type: ignore[attr-defined]
+    for i in range(0, len(ids), 900):
+        for nid, w, text, data in conn.execute(select(t.c.id, t.c.weight, t.c.text, t.c.data)
+                                               .where(t.c.id.in_(ids[i : i + 900]))):
+            out[nid] = {"weight": w, "text": text or "", "data": copy.deepcopy(dict(data or {}))}
+    return out
+
+
+def _node_row(ws_id: int, nid: str, kind: str, **fields) -> dict:
+    row = {"id": nid, "workspace_id": ws_id, "kind": kind, "key": "", "title": "", "text": "", "type": "",
+           "layer": 0, "weight": 1.0, "document_id": None, "ord": None, "data": {}}
+    row.update(fields)
+    return row

@@ -1,0 +1,197 @@
+"""The `layers` stage: HiRAG's HiIndex (hirag.txt §4.1, §5.4, Algorithm 1) over the stored graph.
+
+Layer 0 is the extracted entities. For each layer L_{i-1}: its entities' vectors are clustered RAPTOR's way
+(global GMM, then a local GMM inside each global cluster, components chosen by BIC, soft membership;
+`core.algorithms.layers.cluster_layer`), and CS_i (Eq. 17) and its change rate are computed. If the change rate is <= ε
+the build stops there (Algorithm 1 lines 9-11). Otherwise each cluster of two or more entities is handed, names and
+descriptions of its members, with the meta summary entities X, to the backend's `summary_entities` (line 17): with
+a model, HiRAG's own prompt (Appendix I.3), whose summary entities are merged by name across the layer as HiRAG's
+code does; offline, one extractive summary entity per cluster. Each summary entity is linked by `summarizes` edges
+from the members the reply relates to it (a member the reply relates to nothing is linked to every summary entity of
+its cluster, so the layer stays covered), stored one layer up and embedded; the new layer is then clustered in turn.
+A layer too small to cluster, or the safety cap, also ends the build, with that reason. The stage is one unit: it
+replaces the summary layers it built before, so a rerun gives the same layers.
+
+Recorded per layer (StageRun counts "layers", read by the Build page and `core stats`): layer, entities, clusters,
+global_clusters, summary_entities, cluster_sparsity (CS of this layer's clustering), change_rate, n_components
+(global k), stop_reason (None unless the build stopped at this layer); and the overall "stop_reason".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from sqlalchemy import insert
+from sqlmodel import delete, select
+
+from core.algorithms.layers import (
+    cluster_layer,
+    meta_summary_concepts,
+    stop_reason,
+    too_few_reason,
+)
+from core.build.stages.embed import node_text_for_embedding
+from core.config import LayerSettings
+from core.models import Edge, Node
+from core.store import content_id, release_memory
+
+DESCRIPTION_CHARS = 400  # a member's description as shown to the model
+
+
+def _clear_summary_layers(ctx) -> None:
+    with ctx.store.session() as s:
+        old = list(s.exec(select(Node.id).where(Node.workspace_id == ctx.ws.id, Node.kind == "entity",
+                                                Node.layer > 0)))
+        for i in range(0, len(old), 500):
+            part = old[i : i + 500]
+            s.exec(delete(Edge).where(Edge.workspace_id == ctx.ws.id, Edge.kind == "summarizes",
+                                      Edge.dst.in_(part)))  # type: ignore[attr-defined]
+            s.exec(delete(Node).where(Node.id.in_(part)))  # type: ignore[union-attr]
+        s.commit()
+    ctx.index.delete("entity", old)
+
+
+def _row(layer: int, n: int) -> dict:
+    return {"layer": layer, "entities": n, "clusters": 0, "global_clusters": 0, "summary_entities": 0,
+            "cluster_sparsity": None, "change_rate": None, "n_components": 0, "stop_reason": None}
+
+
+def layers_stage(ctx) -> Iterator:
+    from core.build.runner import Progress
+
+    cfg: LayerSettings = ctx.settings.layers
+    _clear_summary_layers(ctx)
+    if not cfg.enabled:
+        yield Progress(1, 1, "summary layers switched off", {"layers": [], "stop_reason": "disabled"})
+        return
+    with ctx.store.session() as s:
+        rows = s.exec(select(Node.id, Node.title, Node.text).where(Node.workspace_id == ctx.ws.id,
+                                                                   Node.kind == "entity", Node.layer == 0)
+                      .order_by(Node.id)).all()
+    ids = [r[0] for r in rows]
+    titles = {r[0]: r[1] for r in rows}
+    texts = {r[0]: r[2] for r in rows}
+    vec_of = ctx.index.vectors("entity", ids)
+    ids = [i for i in ids if i in vec_of]
+    layers: list[dict] = []
+    previous: float | None = None
+    layer = 0
+    while True:
+        row = _row(layer, len(ids))
+        layers.append(row)
+        reason = too_few_reason(layer, len(ids), cfg)
+        if reason:
+            break
+        yield Progress(layer, layer + 1, f"clustering layer {layer}: {len(ids)} entities", {"layers": layers})
+        vectors = np.vstack([vec_of[i] for i in ids])
+        c = cluster_layer(vectors, cfg, layer, previous)
+        row.update(clusters=len(c.clusters), global_clusters=len(c.local_components),
+                   cluster_sparsity=round(c.sparsity, 4), n_components=c.n_components,
+                   change_rate=None if c.change_rate is None else round(c.change_rate, 4))
+        reason = stop_reason(c, cfg)  # Algorithm 1 line 9: tested before layer i is generated
+        if reason:
+            break
+        multi = [sorted(ids[m] for m in members) for members in c.clusters if len(members) >= 2]
+        if not multi:
+            reason = f"layer {layer}: every cluster holds a single entity, so there is nothing to summarize"
+            break
+        yield Progress(layer, layer + 1, f"summarizing {len(multi)} clusters of layer {layer}", {"layers": layers})
+        new_ids = _summary_layer(ctx, cfg, layer, ids, multi, titles, texts, vec_of)
+        row["summary_entities"] = len(new_ids)
+        previous = c.sparsity
+        ids = new_ids
+        layer += 1
+    row["stop_reason"] = reason
+    del vec_of, titles, texts
+    release_memory()
+    clustered = sum(1 for r in layers if r["cluster_sparsity"] is not None)
+    yield Progress(1, 1, f"{clustered} layer(s) clustered; stopped: {reason}", {"layers": layers,
+                                                                                  "stop_reason": reason})
+
+
+def _central_first(member_ids: list[str], vec_of: dict) -> list[str]:
+    """Members by cosine to their mean vector, closest first (ties by id): what the model sees first."""
+    v = np.vstack([vec_of[m] for m in member_ids]).astype(np.float64)
+    centre = v.mean(axis=0)
+    norms = np.linalg.norm(v, axis=1) * (np.linalg.norm(centre) or 1.0)
+    sims = v @ centre / np.where(norms == 0, 1.0, norms)
+    return [member_ids[i] for i in sorted(range(len(member_ids)), key=lambda i: (-sims[i], member_ids[i]))]
+
+
+def _summary_layer(ctx, cfg: LayerSettings, layer: int, ids: list[str], clusters: list[list[str]],
+                   titles: dict, texts: dict, vec_of: dict) -> list[str]:
+    """Summary entities of layer + 1 from the clusters of `layer` (member ids); stored, linked, embedded."""
+    offline = ctx.backend.name == "offline"
+    # X: HiRAG's meta summary concepts for a model; offline, the layer's own most shared terms stand in for them
+    concepts = meta_summary_concepts([texts[i] for i in ids]) if offline else list(cfg.meta_summary_concepts)
+    budget = max(2000, 2 * int(ctx.settings.backend.num_ctx))  # half the context window at ~4 characters a token
+
+    def material(members: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+        if offline:
+            return members, [(titles[m], texts[m]) for m in members]
+        shown, used = [], 0
+        for m in _central_first(members, vec_of):  # as many members as the context holds, most central first
+            d = " ".join((texts[m] or "").split())[:DESCRIPTION_CHARS]
+            used += len(titles[m]) + len(d) + 8
+            if shown and used > budget:
+                break
+            shown.append((m, d))
+        return [m for m, _ in shown], [(titles[m], d) for m, d in shown]
+
+    def summarize(members: list[str]):
+        shown, pairs = material(members)
+        return members, shown, ctx.backend.summary_entities(pairs, concepts)
+
+    workers = max(1, int(ctx.settings.backend.concurrency)) if not offline else 1
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        replies = list(pool.map(summarize, clusters))
+
+    nodes: dict[str, dict] = {}
+    links: dict[str, dict[str, str]] = {}  # summary id -> member id -> relation description
+    for k, (members, shown, rep) in enumerate(replies):
+        by_name = {titles[m].casefold(): m for m in shown}
+        sids = {}
+        for e in rep.entities:
+            # offline: one entity per cluster, identified by its members; a model's entities merge by name
+            key = ",".join(members) if offline else " ".join(e.name.casefold().split())
+            sid = content_id(str(ctx.ws.id), "summary", str(layer + 1), key)
+            sids[e.name.casefold()] = sid
+            if sid not in nodes:
+                nodes[sid] = {"id": sid, "workspace_id": ctx.ws.id, "kind": "entity", "key": f"summary:{sid}",
+                              "title": e.name[:200], "text": e.description, "type": "SUMMARY",
+                              "layer": layer + 1, "weight": 0.0, "document_id": None, "ord": None,
+                              "data": {"concept": e.type, "concepts": concepts, "clusters": [k]}}
+                links[sid] = {}
+            elif k not in nodes[sid]["data"]["clusters"]:
+                nodes[sid]["data"]["clusters"].append(k)
+        related: set[str] = set()
+        for r in rep.relationships:
+            m, sid = by_name.get(r.source.casefold()), sids.get(r.target.casefold())
+            if m is not None and sid is not None:
+                links[sid].setdefault(m, r.description)
+                related.add(m)
+        for m in members:  # unrelated (or not shown) members: summarized by every entity of their cluster
+            if m not in related:
+                for sid in sids.values():
+                    links[sid].setdefault(m, "")
+    new_ids = [sid for sid in nodes if links[sid]]
+    for sid in new_ids:
+        nodes[sid]["weight"] = float(len(links[sid]))
+        nodes[sid]["data"]["members"] = len(links[sid])
+    edges = [{"workspace_id": ctx.ws.id, "src": m, "dst": sid, "kind": "summarizes", "weight": 1.0,
+              "data": {"description": d} if d else {}} for sid in new_ids for m, d in sorted(links[sid].items())]
+    if new_ids:
+        with ctx.store.session() as s:
+            conn = s.connection()
+            conn.execute(insert(Node.__table__), [nodes[i] for i in new_ids])  # type: ignore[attr-defined]
+            for i in range(0, len(edges), 5000):
+                conn.execute(insert(Edge.__table__), edges[i : i + 5000])  # type: ignore[attr-defined]
+            s.commit()
+        for sid in new_ids:
+            titles[sid], texts[sid] = nodes[sid]["title"], nodes[sid]["text"]
+        vecs = ctx.embedder.embed([node_text_for_embedding("entity", titles[i], texts[i][:1000]) for i in new_ids])
+        ctx.index.upsert("entity", new_ids, vecs, [{"type": "SUMMARY", "layer": layer + 1} for _ in new_ids])
+        vec_of.update(zip(new_ids, vecs))
+    return new_ids

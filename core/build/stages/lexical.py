@@ -1,0 +1,285 @@
+"""The `lexical` stage: HLG's summarization tier (hierarchical-lexical-graph.txt §3.1.3, §3.2) over the stored graph.
+
+Facts. A relationship node is HLG's fact (subject-predicate-object). A statement states a fact when it was derived
+from a chunk the fact was derived from and mentions both the fact's subject and its object: it links to the fact by
+a `mentions` edge (statement -> relationship). Relationships are keyed by (subject, object) across chunks, so one
+fact links statements of several documents: HLG's inter-document connectivity (§3.2, 1).
+
+Topics. Per document, its statements (their vectors from the embed stage) are grouped by agglomerative clustering
+(average linkage, cosine distance, cut at 1 - topic_similarity); a group bigger than max_topic_statements is split
+along its own tree. Each topic is titled and summarized by the backend, linked from its statements by `in_topic`
+and to its document by `derived_from`, and embedded into the "topic" collection as title, summary and statements
+(§3.2, 2: "topic embeddings incorporate associated statements"): HLG's intra-document connectivity.
+
+Units. Fact linking inserts only the edges that are missing, so it is idempotent. Topics are written per document
+together with the document's checkpoint in one transaction; checkpointed documents are skipped. Documents with
+more than `_WINDOW` statements are clustered in consecutive windows, which bounds the quadratic distance matrix.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.cluster.hierarchy import fcluster, linkage
+from scipy.spatial.distance import squareform
+from sqlalchemy import func, insert
+from sqlmodel import delete, select
+
+from core.models import Checkpoint, Document, Edge, Node
+from core.store import content_id
+
+STAGE = "lexical"
+_WINDOW = 1000  # statements clustered together at most (a document's statements in order, window by window)
+_BATCH_STATEMENTS = 2000  # statements per write transaction (whole documents only)
+_EMBED_CHARS = 4000  # cap on the text a topic is embedded as
+
+
+# -- clustering ---------------------------------------------------------------------------------------------------
+def _condensed(vecs: np.ndarray) -> np.ndarray:
+    """Condensed cosine-distance matrix of unit rows, clipped to [0, 2] (rounding can make it slightly negative)."""
+    d = 1.0 - np.clip(vecs @ vecs.T, -1.0, 1.0)
+    np.fill_diagonal(d, 0.0)
+    return squareform(np.maximum(d, 0.0).astype(np.float64), checks=False)
+
+
+def _split(vecs: np.ndarray, idx: np.ndarray, max_size: int) -> list[np.ndarray]:
+    """Split a group along its own average-linkage tree until no part exceeds max_size."""
+    if len(idx) <= max_size:
+        return [idx]
+    labels = fcluster(linkage(_condensed(vecs), method="average"), t=2, criterion="maxclust")
+    if labels.max() < 2:  # indistinguishable vectors: split in document order
+        half = len(idx) // 2
+        parts = [np.arange(half), np.arange(half, len(idx))]
+    else:
+        parts = [np.flatnonzero(labels == lab) for lab in (1, 2)]
+    out: list[np.ndarray] = []
+    for p in parts:
+        out += _split(vecs[p], idx[p], max_size)
+    return out
+
+
+def topic_groups(vecs: np.ndarray, similarity: float, max_size: int, window: int = _WINDOW) -> list[list[int]]:
+    """Groups of row indices of one document's statement vectors (unit rows in document order): average-linkage
+    agglomerative clustering with cosine distance cut at 1 - similarity, groups above max_size split. Each group is
+    sorted; groups are ordered by their first row. Deterministic."""
+    n = len(vecs)
+    groups: list[list[int]] = []
+    max_size = max(1, int(max_size))
+    for start in range(0, n, window):
+        idx = np.arange(start, min(n, start + window))
+        if len(idx) == 1:
+            groups.append([int(idx[0])])
+            continue
+        v = np.asarray(vecs[idx], dtype=np.float32)
+        labels = fcluster(linkage(_condensed(v), method="average"), t=max(0.0, 1.0 - similarity), criterion="distance")
+        for lab in np.unique(labels):
+            members = np.flatnonzero(labels == lab)
+            for part in _split(v[members], idx[members], max_size):
+                groups.append(sorted(int(i) for i in part))
+    return sorted(groups, key=lambda g: g[0])
+
+
+# -- the stored graph this stage reads ----------------------------------------------------------------------------
+@dataclass
+class _Lexicon:
+    stmt_doc: dict[str, str | None] = field(default_factory=dict)
+    stmt_text: dict[str, str] = field(default_factory=dict)
+    stmt_pos: dict[str, tuple] = field(default_factory=dict)  # (chunk ord, statement ord, id): document order
+    stmts_of_chunk: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    ents_of_stmt: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    rel_chunks: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    subj: dict[str, str] = field(default_factory=dict)
+    obj: dict[str, str] = field(default_factory=dict)
+    stated: set[tuple[str, str]] = field(default_factory=set)  # existing statement -> fact edges
+
+
+def _load(store, ws_id: int) -> _Lexicon:
+    lx = _Lexicon()
+    with store.session() as s:
+        chunk_ord = dict(s.exec(select(Node.id, Node.ord).where(Node.workspace_id == ws_id,
+                                                                Node.kind == "chunk")).all())
+        for sid, text, doc, ordinal in s.exec(select(Node.id, Node.text, Node.document_id, Node.ord).where(
+                Node.workspace_id == ws_id, Node.kind == "statement")).all():
+            lx.stmt_doc[sid], lx.stmt_text[sid] = doc, text
+            lx.stmt_pos[sid] = (0, ordinal or 0, sid)
+        rels = set(s.exec(select(Node.id).where(Node.workspace_id == ws_id, Node.kind == "relationship")))
+        edges = s.exec(select(Edge.src, Edge.dst, Edge.kind).where(
+            Edge.workspace_id == ws_id,
+            Edge.kind.in_(("derived_from", "mentions", "subject", "object")))).all()  # type: ignore[attr-defined]
+    for src, dst, kind in edges:
+        if kind == "derived_from":
+            if src in lx.stmt_doc:
+                lx.stmts_of_chunk[dst].append(src)
+                lx.stmt_pos[src] = (chunk_ord.get(dst) or 0,) + lx.stmt_pos[src][1:]
+            elif src in rels:
+                lx.rel_chunks[src].append(dst)
+        elif kind == "mentions":
+            if src in lx.stmt_doc:
+                if dst in rels:
+                    lx.stated.add((src, dst))
+                else:
+                    lx.ents_of_stmt[src].add(dst)
+        elif kind == "subject":
+            lx.subj[src] = dst
+        else:
+            lx.obj[src] = dst
+    return lx
+
+
+# -- facts --------------------------------------------------------------------------------------------------------
+def link_facts(store, ws_id: int, lx: _Lexicon) -> tuple[int, int, int]:
+    """Insert the missing statement -> fact `mentions` edges; (inserted, total, facts stated in >= 2 documents)."""
+    new: list[dict] = []
+    for rid in sorted(lx.rel_chunks):
+        a, b = lx.subj.get(rid), lx.obj.get(rid)
+        if a is None or b is None or a == b:
+            continue
+        for chunk in lx.rel_chunks[rid]:
+            for sid in lx.stmts_of_chunk.get(chunk, ()):
+                ents = lx.ents_of_stmt.get(sid)
+                if ents and a in ents and b in ents and (sid, rid) not in lx.stated:
+                    lx.stated.add((sid, rid))
+                    new.append({"workspace_id": ws_id, "src": sid, "dst": rid, "kind": "mentions", "weight": 1.0,
+                                "data": {}})
+    if new:
+        with store.session() as s:
+            s.connection().execute(insert(Edge.__table__), new)  # type: ignore[attr-defined]
+            s.commit()
+    docs_of_fact: dict[str, set] = defaultdict(set)
+    for sid, rid in lx.stated:
+        docs_of_fact[rid].add(lx.stmt_doc.get(sid))
+    return len(new), len(lx.stated), sum(1 for d in docs_of_fact.values() if len(d) >= 2)
+
+
+# -- topics -------------------------------------------------------------------------------------------------------
+def _statement_vectors(ctx, lx: _Lexicon, ids: list[str]) -> dict[str, np.ndarray]:
+    from core.build.stages.embed import embed_missing
+
+    vecs = ctx.index.vectors("statement", ids)
+    missing = [i for i in ids if i not in vecs]
+    if missing:  # the embed stage embeds statements; only a partial index gets here
+        rows = [(i, lx.stmt_text[i], {"document_id": lx.stmt_doc.get(i) or ""}) for i in missing]
+        for _ in embed_missing(ctx, "statement", rows):
+            pass
+        vecs.update(ctx.index.vectors("statement", missing))
+    return vecs
+
+
+def _write_documents(store, ws_id: int, doc_ids: list[str], topics: list[dict]) -> None:
+    """One transaction: replace these documents' topics (a leftover of nothing, normally), write the new ones and
+    their edges, checkpoint the documents."""
+    with store.session() as s:
+        old = list(s.exec(select(Node.id).where(Node.workspace_id == ws_id, Node.kind == "topic",
+                                                Node.document_id.in_(doc_ids))))  # type: ignore[union-attr]
+        if old:
+            s.exec(delete(Edge).where(Edge.workspace_id == ws_id, Edge.kind == "in_topic",
+                                      Edge.dst.in_(old)))  # type: ignore[attr-defined]
+            s.exec(delete(Edge).where(Edge.workspace_id == ws_id, Edge.kind == "derived_from",
+                                      Edge.src.in_(old)))  # type: ignore[attr-defined]
+            s.exec(delete(Node).where(Node.id.in_(old)))  # type: ignore[union-attr]
+        nodes, edges = [], []
+        for t in topics:
+            nodes.append({"id": t["id"], "workspace_id": ws_id, "kind": "topic", "key": "", "title": t["title"],
+                          "text": t["summary"], "type": "", "layer": 0, "weight": float(len(t["statements"])),
+                          "document_id": t["doc"], "ord": t["ord"],
+                          "data": {"keywords": t["keywords"], "statements": len(t["statements"])}})
+            edges.append({"workspace_id": ws_id, "src": t["id"], "dst": t["doc"], "kind": "derived_from",
+                          "weight": 1.0, "data": {}})
+            edges += [{"workspace_id": ws_id, "src": sid, "dst": t["id"], "kind": "in_topic", "weight": 1.0,
+                       "data": {}} for sid in t["statements"]]
+        conn = s.connection()
+        if nodes:
+            conn.execute(insert(Node.__table__), nodes)  # type: ignore[attr-defined]
+            conn.execute(insert(Edge.__table__), edges)  # type: ignore[attr-defined]
+        for d in doc_ids:
+            s.add(Checkpoint(workspace_id=ws_id, stage=STAGE, unit=d))
+        s.commit()
+
+
+def _topic_rows(store, ws_id: int, lx: _Lexicon) -> list[tuple[str, str, dict]]:
+    """(id, text, meta) of every topic: title, summary and its statements in document order."""
+    with store.session() as s:
+        topics = s.exec(select(Node.id, Node.title, Node.text, Node.document_id).where(
+            Node.workspace_id == ws_id, Node.kind == "topic").order_by(Node.id)).all()
+        links = s.exec(select(Edge.src, Edge.dst).where(Edge.workspace_id == ws_id, Edge.kind == "in_topic")).all()
+    members: dict[str, list[str]] = defaultdict(list)
+    for sid, tid in links:
+        members[tid].append(sid)
+    rows = []
+    for tid, title, summary, doc in topics:
+        stmts = sorted(members.get(tid, []), key=lambda i: lx.stmt_pos.get(i, (0, 0, i)))
+        text = "\n".join([title, summary, " ".join(lx.stmt_text.get(i, "") for i in stmts)])
+        rows.append((tid, text[:_EMBED_CHARS], {"document_id": doc or ""}))
+    return rows
+
+
+def lexical_stage(ctx) -> Iterator:
+    from core.build.runner import Progress
+    from core.build.stages.embed import embed_missing
+
+    store, ws, cfg = ctx.store, ctx.ws, ctx.settings.lexical
+    if not cfg.enabled:
+        yield Progress(1, 1, "lexical graph switched off", {})
+        return
+    lx = _load(store, ws.id)
+    _, facts_linked, cross = link_facts(store, ws.id, lx)
+    counts = {"facts_linked": facts_linked, "cross_document_facts": cross}
+    yield Progress(0, 1, f"{facts_linked} statement-fact links, {cross} facts across documents", counts)
+
+    done = store.done_units(ws.id, STAGE)
+    with store.session() as s:
+        docs = s.exec(select(Document.id, Document.title).where(Document.workspace_id == ws.id)
+                      .order_by(Document.created_at, Document.id)).all()
+    todo = [(d, t) for d, t in docs if d not in done]
+    by_doc: dict[str, list[str]] = defaultdict(list)
+    for sid, doc in lx.stmt_doc.items():
+        by_doc[doc].append(sid)
+    workers = ctx.settings.backend.concurrency if ctx.backend.name == "ollama" else 1
+
+    def summarize(job: tuple[str, list[str]]):
+        title, texts = job
+        return ctx.backend.summarize("topic", title, texts)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        k = 0
+        while k < len(todo):
+            batch, n_stmts = [], 0
+            while k < len(todo) and (not batch or n_stmts + len(by_doc.get(todo[k][0], [])) <= _BATCH_STATEMENTS):
+                batch.append(todo[k])
+                n_stmts += len(by_doc.get(todo[k][0], []))
+                k += 1
+            ids = [sid for d, _ in batch for sid in by_doc.get(d, [])]
+            vec_of = _statement_vectors(ctx, lx, ids) if ids else {}
+            topics: list[dict] = []
+            for doc_id, title in batch:
+                stmts = sorted((i for i in by_doc.get(doc_id, []) if i in vec_of), key=lambda i: lx.stmt_pos[i])
+                if not stmts:
+                    continue
+                vecs = np.vstack([vec_of[i] for i in stmts])
+                for n, group in enumerate(topic_groups(vecs, cfg.topic_similarity, cfg.max_topic_statements)):
+                    members = [stmts[i] for i in group]
+                    topics.append({"id": content_id(str(ws.id), "topic", doc_id, *sorted(members)), "doc": doc_id,
+                                   "doc_title": title or "", "ord": n, "statements": members})
+            jobs = [(t["doc_title"], [lx.stmt_text[i] for i in t["statements"]]) for t in topics]
+            results = list(pool.map(summarize, jobs)) if workers > 1 else [summarize(j) for j in jobs]
+            for t, r in zip(topics, results):
+                t.update(title=(r.title or "").strip() or "Untitled topic", summary=r.summary or "",
+                         keywords=list(r.keywords or []))
+            _write_documents(store, ws.id, [d for d, _ in batch], topics)
+            yield Progress(k, len(todo), f"topics for {k}/{len(todo)} documents", counts)
+            if ctx.should_stop():
+                return
+
+    rows = _topic_rows(store, ws.id, lx)
+    for d, total in embed_missing(ctx, "topic", rows):
+        yield Progress(d, total, f"embedded {d}/{total} topics", counts)
+    with store.session() as s:
+        n_topics = s.exec(select(func.count()).select_from(Node).where(Node.workspace_id == ws.id,
+                                                                       Node.kind == "topic")).one()
+    n_docs = len(store.done_units(ws.id, STAGE))
+    counts |= {"topics": n_topics, "documents": n_docs}
+    yield Progress(1, 1, f"{n_topics} topics in {n_docs} documents", counts)

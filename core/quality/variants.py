@@ -1,0 +1,411 @@
+"""What-if community detection: re-run hierarchical Leiden with other settings into a named variant, compare
+variants with the current partition, and promote one to be the partition retrieval uses.
+
+A variant clusters the stage's `leiden` graph, the extracted one (EntityBase.extracted: layer-0 entities and their
+relationship links, in the stage's order) with communities.hierarchical_leiden and its own resolution, relationship
+weights on/off, maximum cluster size, levels and seed. With KNN augmentation on, every entity with a vector is also linked to its `knn_k` most similar entities
+(cosine >= min_similarity; ArchRAG's Aug, core/algorithms/attributed.py) and every link is weighted by attribute
+similarity max(cos, EPS) as ArchRAG weighs them, times the link's relationship weight when weights are on
+(a KNN-only link has relationship weight 1). The defaults are the last build's settings, so a default variant
+reproduces the stored partition exactly (same graph, same vertex and edge order, same seed) while the entity
+graph is unchanged since that build (an accepted entity merge changes it).
+
+Storage: one `CommunityVariant` row (settings, metrics per level, the partition as entity ids plus
+[level, parent, member indices] per community); the stored `leiden` rows are untouched. Metrics are measured on
+the graph the build clustered (relationship weights per the build), whatever graph the variant clustered, so
+variants compare on one footing; `own_modularity` is each level's modularity on the variant's own graph.
+NMI and ARI (core/quality/metrics.py) compare level views: each entity's community at that level or its deepest
+one above, so past a partition's last level they compare its finest partition.
+
+Promote: the current leiden partition is saved first as a variant "before-<UTC time>" with its reports; the
+variant's communities then replace the leiden rows (communities.write_communities: ids hash the members, so an
+unchanged community keeps its row and report, and promoting a "before-" variant back restores ids and reports
+exactly); reports are made for the new ones (reports.reports_stage with the workspace's backend), NodeRAG's
+high-level elements are re-synced (augment_stage), the "community" vectors are rewritten (index.stage
+.index_stage drops the old ids' vectors, embeds the new) and the workspace's build_version is bumped.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, fields
+from datetime import datetime, timezone
+
+import igraph as ig
+import numpy as np
+from sqlmodel import select
+
+from core.algorithms.attributed import canonical_pairs, edge_weights, knn_links
+from core.algorithms.chnsw import knn_blocks
+from core.build.runner import Progress
+from core.config import CommunitySettings, Settings
+from core.graph.communities import Hierarchy, community_id, hierarchical_leiden, write_communities
+from core.models import Community, CommunityVariant, Workspace
+from core.quality.data import EntityBase, Group, build_settings, leiden_levels, load_base, stored_groups
+from core.quality.metrics import LevelData, ari, level_labels, level_metrics, nmi
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,47}$")
+CURRENT = "current"
+
+
+class VariantError(ValueError):
+    """A bad variant name or setting, said plainly for the user."""
+
+
+@dataclass
+class VariantSettings:
+    resolution: float = 1.0
+    use_weights: bool = True
+    knn: bool = False
+    knn_k: int = 10
+    min_similarity: float = 0.5
+    max_cluster_size: int = 10
+    max_levels: int = 4
+    seed: int = 42
+    min_component_size: int = 2
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "VariantSettings":
+        out = cls()
+        for f in fields(cls):
+            if f.name not in d or d[f.name] is None:
+                continue
+            v = d[f.name]
+            try:
+                if f.type in ("bool", bool):
+                    if isinstance(v, str):
+                        v = v.strip().lower() in ("1", "true", "yes", "on")
+                    setattr(out, f.name, bool(v))
+                elif f.type in ("int", int):
+                    if isinstance(v, float) and not v.is_integer():
+                        raise ValueError
+                    setattr(out, f.name, int(v))
+                else:
+                    setattr(out, f.name, float(v))
+            except (TypeError, ValueError):
+                kind = {"int": "whole number", "float": "number"}.get(str(f.type), str(f.type))
+                raise VariantError(f"{f.name.replace('_', ' ')} must be a {kind} (got {v!r})") from None
+        return out.check()
+
+    def check(self) -> "VariantSettings":
+        def bad(cond: bool, msg: str) -> None:
+            if cond:
+                raise VariantError(msg)
+
+        bad(not np.isfinite(self.resolution) or not 0 < self.resolution <= 100,
+            f"resolution must be above 0 and at most 100 (got {self.resolution:g})")
+        bad(self.max_cluster_size < 2, f"max cluster size must be at least 2 (got {self.max_cluster_size})")
+        bad(not 1 <= self.max_levels <= 10, f"levels must be between 1 and 10 (got {self.max_levels})")
+        bad(not 0 <= self.seed < 2**31, f"seed must be between 0 and 2147483647 (got {self.seed})")
+        bad(not 1 <= self.knn_k <= 100, f"KNN neighbours must be between 1 and 100 (got {self.knn_k})")
+        bad(not -1 <= self.min_similarity <= 1, f"KNN minimum similarity must be between -1 and 1 "
+                                                f"(got {self.min_similarity:g})")
+        bad(self.min_component_size < 1, "min component size must be at least 1")
+        return self
+
+    def community(self) -> CommunitySettings:
+        return CommunitySettings(resolution=self.resolution, max_cluster_size=self.max_cluster_size,
+                                 max_levels=self.max_levels, use_weights=self.use_weights or self.knn,
+                                 min_component_size=self.min_component_size, seed=self.seed)
+
+    def describe(self) -> str:
+        knn = f"KNN k={self.knn_k} ≥{self.min_similarity:g}" if self.knn else "no KNN"
+        return (f"resolution {self.resolution:g} · weights {'on' if self.use_weights else 'off'} · {knn} · "
+                f"max size {self.max_cluster_size} · {self.max_levels} levels · seed {self.seed}")
+
+
+def defaults(store, ws_id: int, settings: Settings | None = None) -> VariantSettings:
+    """The settings of the last build: a variant run with them reproduces the stored partition."""
+    s = build_settings(store, ws_id, settings)
+    c, a = s.community, s.archrag
+    return VariantSettings(c.resolution, c.use_weights, False, a.knn, a.min_similarity, c.max_cluster_size,
+                           c.max_levels, c.seed, c.min_component_size)
+
+
+def _mine(v: CommunityVariant, ws: Workspace) -> bool:
+    def naive(d: datetime) -> datetime:
+        return d.astimezone(timezone.utc).replace(tzinfo=None) if d.tzinfo else d
+
+    return naive(v.created_at) >= naive(ws.created_at)
+
+
+def list_variants(store, ws: Workspace) -> list[CommunityVariant]:
+    """The workspace's variants, newest first, without their partitions (loaded by `get_variant`)."""
+    cols = (CommunityVariant.id, CommunityVariant.name, CommunityVariant.settings, CommunityVariant.metrics,
+            CommunityVariant.build_version, CommunityVariant.seconds, CommunityVariant.created_at)
+    with store.session() as s:
+        rows = s.exec(select(*cols).where(CommunityVariant.workspace_id == ws.id)
+                      .order_by(CommunityVariant.created_at.desc(), CommunityVariant.id.desc())).all()
+    out = [CommunityVariant(id=i, workspace_id=ws.id, name=n, settings=st or {}, metrics=m or {}, build_version=b,
+                            seconds=sec, created_at=c) for i, n, st, m, b, sec, c in rows]
+    return [v for v in out if _mine(v, ws)]
+
+
+def get_variant(store, ws: Workspace, name: str) -> CommunityVariant:
+    with store.session() as s:
+        v = s.exec(select(CommunityVariant).where(CommunityVariant.workspace_id == ws.id,
+                                                  CommunityVariant.name == name)).first()
+    if v is None or not _mine(v, ws):
+        raise VariantError(f"no variant named {name!r}")
+    return v
+
+
+def delete_variant(store, ws: Workspace, name: str) -> None:
+    v = get_variant(store, ws, name)
+    with store.session() as s:
+        s.delete(s.get(CommunityVariant, v.id))
+        s.commit()
+
+
+def check_name(store, ws: Workspace, name: str) -> str:
+    name = (name or "").strip()
+    if not name:
+        raise VariantError("give the variant a name")
+    if not NAME.match(name):
+        raise VariantError(f"invalid name {name!r}: use 1-48 letters, digits, spaces, '_', '-' or '.', "
+                           "starting with a letter or digit")
+    if name.lower() == CURRENT:
+        raise VariantError(f"{CURRENT!r} is the stored partition; pick another name")
+    if any(v.name.lower() == name.lower() for v in list_variants(store, ws)):
+        raise VariantError(f"a variant named {name!r} already exists; pick another name or delete it first")
+    return name
+
+
+# ------------------------------------------------------------------------------------------------------ running
+
+
+def variant_graph(base: EntityBase, vs: VariantSettings) -> Iterator[Progress]:
+    """The graph a variant clusters (module doc); yields KNN progress, returns the igraph Graph."""
+    n = len(base.ids)
+    pairs, w = base.pairs, np.maximum(base.weights, 1e-6)
+    if vs.knn and base.has_vec.sum() > 1:
+        sub = np.flatnonzero(base.has_vec)
+        vecs = np.ascontiguousarray(base.vecs[sub])
+        idx = np.full((len(sub), vs.knn_k), -1, dtype=np.int64)
+        sims = np.full((len(sub), vs.knn_k), -np.inf, dtype=np.float32)
+        for start, i, s in knn_blocks(vecs, vs.knn_k):
+            idx[start : start + len(i)], sims[start : start + len(s)] = i, s
+            yield Progress(start + len(i), len(sub), f"KNN augmentation: {start + len(i):,}/{len(sub):,} entities")
+        knn = sub[knn_links(idx, sims, vs.knn_k, vs.min_similarity, len(sub))]
+        old_keys = pairs[:, 0] * n + pairs[:, 1]
+        all_pairs = canonical_pairs(np.vstack([pairs, knn]), n)
+        keys = all_pairs[:, 0] * n + all_pairs[:, 1]
+        order = np.argsort(old_keys)
+        at = np.clip(np.searchsorted(old_keys[order], keys), 0, max(len(old_keys) - 1, 0))
+        found = (old_keys[order][at] == keys) if len(old_keys) else np.zeros(len(keys), bool)
+        rel = np.where(found, w[order][at] if len(w) else 1.0, 1.0) if vs.use_weights else np.ones(len(keys))
+        both = base.has_vec[all_pairs[:, 0]] & base.has_vec[all_pairs[:, 1]]
+        sim = np.where(both, edge_weights(base.vecs, all_pairs), 1.0)
+        pairs, w = all_pairs, np.maximum(sim * rel, 1e-6)
+    g = ig.Graph(n=n, edges=pairs.tolist(), directed=False)
+    g.es["weight"] = w.tolist() if (vs.use_weights or vs.knn) else [1.0] * len(pairs)
+    return g
+
+
+def groups_of(h: Hierarchy) -> list[Group]:
+    return [Group("", "", c.level, np.array(c.members, dtype=np.int64), -1 if c.parent is None else c.parent)
+            for c in h.clusters]
+
+
+def partition_levels(base: EntityBase, groups: list[Group], use_weights: bool) -> list[LevelData]:
+    return leiden_levels(base, base.adj(use_weights), groups, method="variant")
+
+
+def figures_by_level(base: EntityBase, groups: list[Group], settings: Settings) -> dict[str, dict]:
+    return {str(ld.level): level_metrics(ld, settings.quality, table=False).figures
+            for ld in partition_levels(base, groups, settings.community.use_weights)}
+
+
+def run_variant(store, index, ws: Workspace, name: str, vs: VariantSettings, settings: Settings,
+                base: EntityBase | None = None) -> Iterator[Progress]:
+    """Cluster into a new named variant and store it; yields progress, the last event's counts name the variant."""
+    name = check_name(store, ws, name)
+    vs = vs.check()
+    t0 = time.perf_counter()
+    settings = build_settings(store, ws.id, settings)
+    yield Progress(0, 4, "loading the entity graph and its vectors")
+    base = (base or load_base(store, index, ws.id)).extracted()
+    steps = {"load": time.perf_counter() - t0}
+    g = yield from variant_graph(base, vs)
+    steps["graph"] = time.perf_counter() - t0 - sum(steps.values())
+    yield Progress(1, 4, f"clustering {g.vcount():,} entities, {g.ecount():,} links (hierarchical Leiden)")
+    h = hierarchical_leiden(g, vs.community())
+    groups = groups_of(h)
+    steps["leiden"] = time.perf_counter() - t0 - sum(steps.values())
+    yield Progress(2, 4, f"measuring {len(groups):,} communities")
+    metrics = figures_by_level(base, groups, settings)
+    for lv, m in metrics.items():
+        m["own_modularity"] = float(h.modularity.get(int(lv), float("nan")))
+    steps["metrics"] = time.perf_counter() - t0 - sum(steps.values())
+    part = {"entities": base.ids, "clusters": [[g_.level, g_.parent, g_.members.tolist()] for g_ in groups]}
+    with store.session() as s:
+        s.add(CommunityVariant(workspace_id=ws.id, name=name, settings=asdict(vs), metrics=metrics, partition=part,
+                               build_version=ws.build_version, seconds=round(time.perf_counter() - t0, 3)))
+        s.commit()
+    steps["store"] = time.perf_counter() - t0 - sum(steps.values())
+    secs = time.perf_counter() - t0
+    per_level = {lv: int(m["communities"]) for lv, m in metrics.items()}
+    yield Progress(4, 4, f"variant {name!r}: {len(groups):,} communities in {secs:.1f} s",
+                   {"variant": name, "communities_per_level": per_level, "seconds": round(secs, 3),
+                    "steps_s": {k: round(v, 2) for k, v in steps.items()}})
+
+
+def variant_groups(base: EntityBase, v: CommunityVariant) -> list[Group]:
+    """A stored variant's communities over `base`'s vertices (entities gone since are dropped)."""
+    part = v.partition or {}
+    index_of = {e: i for i, e in enumerate(base.ids)}
+    remap = np.array([index_of.get(e, -1) for e in part.get("entities", [])], dtype=np.int64)
+    out = []
+    for level, parent, members in part.get("clusters", []):
+        m = remap[np.asarray(members, dtype=np.int64)] if len(members) else np.zeros(0, np.int64)
+        out.append(Group("", "", int(level), np.sort(m[m >= 0]), int(parent)))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------- comparing
+
+
+def compare(store, index, ws: Workspace, names: list[str], settings: Settings, base: EntityBase | None = None,
+            current_figures: dict[str, dict] | None = None) -> list[dict]:
+    """One row per (partition, level): the level's figures and NMI / ARI against the current partition."""
+    settings = build_settings(store, ws.id, settings)
+    base = (base or load_base(store, index, ws.id)).extracted()
+    n = len(base.ids)
+    parts: dict[str, tuple[list[Group], dict]] = {}
+    cur = stored_groups(store, ws.id, "leiden", {e: i for i, e in enumerate(base.ids)})
+    parts[CURRENT] = (cur, current_figures if current_figures is not None else figures_by_level(base, cur, settings))
+    for name in names:
+        v = get_variant(store, ws, name)
+        parts[name] = (variant_groups(base, v), v.metrics or {})
+    levels = sorted({g.level for gs, _ in parts.values() for g in gs})
+
+    def view(gs: list[Group], level: int) -> np.ndarray:
+        return level_labels(n, np.array([g.level for g in gs], dtype=np.int64), [g.members for g in gs], level)
+
+    ref = {lv: view(cur, lv) for lv in levels}
+    with store.session() as s:  # the stage (or the promoted variant) recorded its modularity on its own graph
+        own = {int(lv): (d or {}).get("modularity_level") for lv, d in s.exec(select(Community.level, Community.data)
+               .where(Community.workspace_id == ws.id, Community.method == "leiden"))}
+    rows = []
+    for name, (gs, figs) in parts.items():
+        for lv in levels:
+            lab = ref[lv] if name == CURRENT else view(gs, lv)
+            f = dict(figs.get(str(lv)) or {})
+            if name == CURRENT and f:
+                f["own_modularity"] = own.get(lv)
+            rows.append({"partition": name, "level": lv, "communities": int(f.get("communities", 0)),
+                         **{k: f.get(k) for k in ("modularity", "own_modularity", "coverage", "conductance_mean",
+                                                  "coherence_mean", "calinski_harabasz", "cluster_sparsity",
+                                                  "singleton_share", "tiny_share")},
+                         "nmi": nmi(ref[lv], lab), "ari": ari(ref[lv], lab)})
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------------- promoting
+
+
+def promote_context(store, ws: Workspace, settings: Settings, embedder):
+    """A build context with the workspace's own backend (the one that wrote its reports) and the caller's storage."""
+    from core.build.runner import make_context
+
+    s = build_settings(store, ws.id, settings)
+    if ws.backend in ("offline", "ollama"):
+        s.backend.kind = ws.backend  # type: ignore[assignment]
+    return make_context(store, ws, s, embedder=embedder)
+
+
+def _snapshot(store, ws: Workspace, base: EntityBase, settings: Settings) -> str | None:
+    """Save the stored leiden partition (with its reports) as a variant "before-<UTC time>"; returns its name."""
+    cur = stored_groups(store, ws.id, "leiden", {e: i for i, e in enumerate(base.ids)})
+    if not cur:
+        return None
+    with store.session() as s:
+        rows = s.exec(select(Community.id, Community.title, Community.summary, Community.report, Community.data)
+                      .where(Community.workspace_id == ws.id, Community.method == "leiden")).all()
+    reports = {cid: [t, x, r or {}] for cid, t, x, r, _ in rows if x}
+    made_by = next((d.get("variant_settings") for *_, d in rows if (d or {}).get("variant_settings")), None)
+    vs = VariantSettings.from_dict(made_by) if made_by else defaults(store, ws.id, settings)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    taken = {v.name for v in list_variants(store, ws)}
+    name, k = f"before-{stamp}", 2
+    while name in taken:
+        name, k = f"before-{stamp}-{k}", k + 1
+    metrics = figures_by_level(base, cur, settings)
+    part = {"entities": base.ids, "clusters": [[g.level, g.parent, g.members.tolist()] for g in cur],
+            "reports": reports}
+    with store.session() as s:
+        s.add(CommunityVariant(workspace_id=ws.id, name=name, settings=asdict(vs) | {"snapshot": True},
+                               metrics=metrics, partition=part, build_version=ws.build_version))
+        s.commit()
+    return name
+
+
+def _non_empty(groups: list[Group]) -> list[Group]:
+    """Drop communities left without members (their entities merged away since the variant ran); a child of a
+    dropped one hangs from its nearest kept ancestor."""
+    keep = [i for i, g in enumerate(groups) if len(g.members)]
+    if len(keep) == len(groups):
+        return groups
+    new_index = {old: new for new, old in enumerate(keep)}
+
+    def up(p: int) -> int:
+        while p >= 0 and p not in new_index:
+            p = groups[p].parent
+        return new_index.get(p, -1)
+
+    return [Group(g.id, g.title, g.level, g.members, up(g.parent)) for g in (groups[i] for i in keep)]
+
+
+def promote(ctx, name: str) -> Iterator[Progress]:
+    """Make variant `name` the leiden partition (module doc); yields progress, the last counts name the snapshot."""
+    from core.build.runner import active_run
+    from core.build.stages.augment import augment_stage
+    from core.build.stages.embed import index_stage
+    from core.build.stages.reports import reports_stage
+
+    store, ws = ctx.store, ctx.ws
+    v = get_variant(store, ws, name)
+    if active_run(store, ws) is not None:
+        raise VariantError("a build of this workspace is running; promote once it has finished")
+    yield Progress(0, 5, "loading the entity graph")
+    base = load_base(store, ctx.index, ws.id).extracted()
+    groups = _non_empty(variant_groups(base, v))
+    if not groups:
+        raise VariantError(f"variant {name!r} holds no communities over the current entities")
+    snap = _snapshot(store, ws, base, ctx.settings)
+    yield Progress(1, 5, f"saved the current partition as {snap!r}" if snap else "no current partition to save")
+    restored = (v.partition or {}).get("reports", {})
+    vs = {k: val for k, val in (v.settings or {}).items() if k != "snapshot"}
+    ids, rows, members_of = [], [], {}
+    for g in groups:
+        member_ids = [base.ids[i] for i in g.members.tolist()]
+        ids.append(community_id(ws.id, "leiden", g.level, member_ids))
+        members_of[ids[-1]] = member_ids
+    children = np.bincount([g.parent for g in groups if g.parent >= 0], minlength=len(groups))
+    for i, g in enumerate(groups):
+        title, summary, report = restored.get(ids[i], ["", "", {}])
+        mod = (v.metrics or {}).get(str(g.level), {})
+        rows.append(Community(id=ids[i], workspace_id=ws.id, method="leiden", level=g.level,
+                              parent_id=ids[g.parent] if g.parent >= 0 else None, size=len(members_of[ids[i]]),
+                              title=title, summary=summary, report=report,
+                              data={"children": int(children[i]), "variant": name, "variant_settings": vs,
+                                    "modularity_level": round(float(mod.get("own_modularity", mod.get(
+                                        "modularity", 0.0)) or 0.0), 4)}))
+    write_communities(store, ws.id, rows, members_of, ("leiden",))
+    yield Progress(2, 5, f"{len(rows):,} communities written; writing reports for the new ones")
+    for p in reports_stage(ctx):
+        yield Progress(p.done, p.total, f"reports: {p.message}")
+    for p in augment_stage(ctx):
+        yield Progress(p.done, p.total, f"NodeRAG high-level elements: {p.message}")
+    for p in index_stage(ctx):
+        yield Progress(p.done, p.total, f"community vectors: {p.message}")
+    with store.session() as s:
+        row = s.get(Workspace, ws.id)
+        row.build_version += 1
+        s.add(row)
+        s.commit()
+        version = row.build_version
+    yield Progress(5, 5, f"variant {name!r} promoted; build version {version}",
+                   {"snapshot": snap, "communities": len(rows), "build_version": version})

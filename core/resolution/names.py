@@ -1,0 +1,76 @@
+"""Entity names compared token by token: the evidence of name similarity for entity resolution (core/resolution/merge.py
+explains how it is combined with types, embeddings and shared neighbours)."""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+_GLUE = frozenset({"of", "the", "and", "&"})
+_LEGAL = frozenset("inc incorporated corp corporation co company ltd limited llc llp lp plc gmbh ag sa nv bv pty"
+                   .split())
+_TITLES = frozenset("""professor prof dr doctor mr mrs ms miss mx sir dame judge justice mayor president senator
+    governor captain rev reverend""".split())
+_ROMAN = re.compile(r"^[ivxlcdm]+$")
+
+
+def name_tokens(key: str) -> tuple[str, ...]:
+    """Tokens of a normalized name without a leading title before a full name, glue words and trailing legal forms:
+    "professor daniel osei" -> (daniel, osei), "acme corporation inc" -> (acme,); "mayor of port halden" keeps
+    its title (the mayor is not the town), "dr smith" too (a bare surname names no one in particular)."""
+    raw = key.split()
+    if len(raw) >= 3 and raw[0] in _TITLES and raw[1] not in _GLUE:
+        raw = raw[1:]
+    toks = [t for t in raw if t not in _GLUE]
+    while len(toks) > 1 and toks[-1] in _LEGAL:
+        toks.pop()
+    return tuple(toks)
+
+
+def _token_match(x: str, y: str) -> tuple[float, str]:
+    if x == y:
+        return 1.0, "exact"
+    if (len(x) == 1 and y.startswith(x)) or (len(y) == 1 and x.startswith(y)):
+        return 0.8, "initial"
+    if min(len(x), len(y)) >= 3 and x.isalpha() and y.isalpha() and not (_ROMAN.match(x) or _ROMAN.match(y)):
+        r = difflib.SequenceMatcher(None, x, y).ratio()
+        if r >= 0.85:
+            return r, "spelling"
+    return 0.0, ""
+
+
+def name_similarity(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[float, str]:
+    """(similarity 0-1, how the names match) of two token tuples from `name_tokens` (see the module docstring)."""
+    if not a or not b:
+        return 0.0, "none"
+    if a == b or "".join(a) == "".join(b):
+        return 1.0, "same_core"
+    if sorted(a) == sorted(b):
+        return 0.9, "reordered"
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    weights, kinds, j = [], set(), 0
+    for tok in short:
+        for k in range(j, len(long_)):
+            w, kind = _token_match(tok, long_[k])
+            if w:
+                weights.append(w)
+                kinds.add(kind)
+                j = k + 1
+                break
+        else:
+            break
+    if len(weights) == len(short):
+        mean = sum(weights) / len(weights)
+        if len(short) == len(long_):
+            return mean, ("initials" if "initial" in kinds else "spelling")
+        ratio = sum(map(len, short)) / sum(map(len, long_))
+        return (0.75 + 0.2 * ratio) * mean, "contained"
+    shared = len(set(a) & set(b))
+    return 0.9 * 2 * shared / (len(a) + len(b)), "partial"
+
+
+def combined_score(name: float, same_type: float, cosine: float | None, jaccard: float) -> float:
+    e = 0.0 if cosine is None else min(1.0, max(0.0, (cosine - 0.5) / 0.5))
+    return round(same_type * (1 - (1 - name) * (1 - e / 2) * (1 - jaccard / 2)), 4)
+
+

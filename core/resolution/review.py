@@ -1,0 +1,245 @@
+"""Entity-resolution review for the app (the Quality page's "Entity resolution" tab): the merge records as a light
+table, filtered and ranked by their evidence, the two entities of a page of rows, and the reviewer's decisions.
+
+A decision that changes the graph (accept, bulk accept, undo of a merge) goes through core/resolution/merge.py: the
+graph rows move (or come back), the communities holding either entity are marked stale (or cleared, see merge.py),
+the kept entity's vector follows its new text, and the workspace's `build_version` is bumped so every cached view
+of the app (keyed by it) reloads. Rejecting and un-rejecting change no graph row and bump nothing; the table's cache
+is keyed by `review_stamp` instead. Decisions are refused while a build of the workspace runs (its merge stage
+writes the same rows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlalchemy import func, update
+from sqlmodel import select
+
+from core.models import BuildRun, Community, Edge, EntityMerge, Node, Workspace
+from core.resolution.merge import MergeError, merge, reject, undo, unreject
+
+# status filters offered to the reviewer: label -> (status, auto) with None = any
+FILTERS: dict[str, tuple[str | None, bool | None]] = {
+    "candidate": ("candidate", None),
+    "merged": ("merged", False),
+    "auto-merged": ("merged", True),
+    "rejected": ("rejected", None),
+    "undone": ("undone", None),
+    "all": (None, None),
+}
+# evidence a reviewer can rank by: label -> key of `MergeRow.evidence_values`
+RANKS = {"combined score": "score", "name similarity": "name", "type agreement": "type",
+         "embedding similarity": "embedding", "shared neighbours": "neighbours"}
+
+
+@dataclass
+class MergeRow:
+    """One EntityMerge record without its snapshot (cheap to cache for the ~14k candidates of a large build)."""
+
+    id: int
+    kept_id: str
+    merged_id: str
+    score: float
+    status: str
+    auto: bool
+    evidence: dict
+
+    @property
+    def titles(self) -> list[str]:
+        return [str(t) for t in (self.evidence.get("titles") or ["", ""])]
+
+    @property
+    def label(self) -> str:
+        return "merged" if self.status == "merged" and not self.auto else (
+            "auto-merged" if self.status == "merged" else self.status)
+
+    def evidence_values(self) -> dict[str, float | None]:
+        """The four kinds of evidence and the combined score, each 0-1 (None: not measured, e.g. no vectors)."""
+        ev = self.evidence
+        types = ev.get("types") or ["", ""]
+        t = ev.get("type_agreement")
+        if t is None:  # records of older builds: the rule of core/resolution/candidates.py
+            generic = {"", "CONCEPT", "UNKNOWN", "OTHER"}
+            t = 1.0 if types[0] == types[-1] and types[0] not in generic else (
+                0.9 if types[0] in generic or types[-1] in generic else 0.6)
+        c = ev.get("cosine")
+        return {"score": float(self.score), "name": float(ev.get("name_similarity") or 0.0), "type": float(t),
+                "embedding": None if c is None else float(c), "neighbours": float(ev.get("jaccard") or 0.0)}
+
+
+@dataclass
+class Side:
+    """One entity of a row as the reviewer sees it: as stored now, or from the merge snapshot once merged away."""
+
+    id: str
+    title: str = ""
+    type: str = ""
+    mentions: float = 0.0
+    text: str = ""
+    aliases: list[str] = field(default_factory=list)
+    exists: bool = True
+
+
+def merge_table(store, ws_id: int) -> list[MergeRow]:
+    """Every merge record of the workspace, best score first."""
+    with store.session() as s:
+        rows = s.exec(select(EntityMerge.id, EntityMerge.kept_id, EntityMerge.merged_id, EntityMerge.score,
+                             EntityMerge.status, EntityMerge.auto, EntityMerge.evidence)
+                      .where(EntityMerge.workspace_id == ws_id)
+                      .order_by(EntityMerge.score.desc(), EntityMerge.id)).all()  # type: ignore[attr-defined]
+    return [MergeRow(i, k, m, float(sc or 0.0), st, bool(a), dict(ev or {})) for i, k, m, sc, st, a, ev in rows]
+
+
+def review_stamp(store, ws_id: int) -> tuple:
+    """Changes whenever a decision is recorded (keys the app's cache of `merge_table`)."""
+    with store.session() as s:
+        return tuple(s.exec(select(func.count(), func.max(EntityMerge.decided_at), func.max(EntityMerge.id))
+                            .where(EntityMerge.workspace_id == ws_id)).one())
+
+
+def status_counts(rows: list[MergeRow]) -> dict[str, int]:
+    out = {k: 0 for k in FILTERS if k != "all"}
+    for r in rows:
+        out[r.label] = out.get(r.label, 0) + 1
+    return out
+
+
+def filter_rows(rows: list[MergeRow], status: str = "candidate", query: str = "", rank: str = "combined score",
+                min_score: float = 0.0) -> list[MergeRow]:
+    """Rows of a status filter (FILTERS), whose names contain `query` (case-insensitive), at or above `min_score`,
+    ranked by one kind of evidence (RANKS; unmeasured evidence last), then by score."""
+    want, auto = FILTERS[status]
+    q = query.strip().casefold()
+    key = RANKS[rank]
+    out = [r for r in rows if (want is None or r.status == want) and (auto is None or r.auto == auto)
+           and r.score >= min_score and (not q or any(q in t.casefold() for t in r.titles))]
+    out.sort(key=lambda r: (-(r.evidence_values()[key] if r.evidence_values()[key] is not None else -1.0),
+                            -r.score, r.id))
+    return out
+
+
+def sides(store, ws_id: int, rows: list[MergeRow]) -> dict[str, Side]:
+    """The entities of `rows` (one page): current rows where they exist, else the snapshot of their merge."""
+    ids = {i for r in rows for i in (r.kept_id, r.merged_id)}
+    out: dict[str, Side] = {}
+    for n in store.nodes_by_id(ws_id, ids).values():
+        out[n.id] = _side(n.id, n.title, n.type, n.weight, n.text, n.data)
+    missing = [r.id for r in rows if r.merged_id not in out or r.kept_id not in out]
+    if missing:
+        with store.session() as s:
+            for snap in s.exec(select(EntityMerge.snapshot).where(EntityMerge.id.in_(missing))):  # type: ignore[union-attr]
+                for part in ("merged", "kept"):
+                    n = (snap or {}).get(part)
+                    if n and n["id"] not in out:
+                        out[n["id"]] = _side(n["id"], n["title"], n["type"], n["weight"], n["text"], n["data"],
+                                             exists=False)
+    for r in rows:  # an entity neither stored nor snapshotted (merged away by another record): its recorded name
+        for i, k in ((r.kept_id, 0), (r.merged_id, 1)):
+            if i not in out:
+                out[i] = Side(i, r.titles[k], (r.evidence.get("types") or ["", ""])[k], exists=False)
+    return out
+
+
+def _side(i, title, type_, weight, text, data, exists: bool = True) -> Side:
+    aliases = sorted((data or {}).get("aliases") or {}, key=lambda a: (-(data["aliases"][a] or 0), a))
+    return Side(i, title or "", type_ or "", float(weight or 0.0), text or "", aliases, exists)
+
+
+def build_running(store, ws_id: int) -> bool:
+    with store.session() as s:
+        run = s.exec(select(BuildRun.status).where(BuildRun.workspace_id == ws_id)
+                     .order_by(BuildRun.id.desc())).first()  # type: ignore[union-attr]
+    return run in ("queued", "running")
+
+
+def bump_version(store, ws_id: int) -> int:
+    """The workspace's build_version + 1 (the graph changed; the app's cached views reload). Returns the new one."""
+    with store.session() as s:
+        s.execute(update(Workspace).where(Workspace.id == ws_id)  # type: ignore[arg-type]
+                  .values(build_version=Workspace.build_version + 1))
+        s.commit()
+        return s.get(Workspace, ws_id).build_version
+
+
+def communities_of(store, ws_id: int, entity_ids: list[str]) -> list[str]:
+    with store.session() as s:
+        return sorted(set(s.exec(select(Edge.dst).where(Edge.workspace_id == ws_id, Edge.kind == "in_community",
+                                                        Edge.src.in_(entity_ids)))))  # type: ignore[attr-defined]
+
+
+def _guard(store, ws_id: int) -> None:
+    if build_running(store, ws_id):
+        raise MergeError("a build of this workspace is running; decide once it has finished")
+
+
+def accept(store, ws_id: int, merge_id: int, index, embedder) -> tuple[str, list[str]]:
+    """Merge one candidate (re-embedding the kept entity), bump the version. Returns (kept id, stale community ids)."""
+    _guard(store, ws_id)
+    merge(store, ws_id, merge_id, index, embedder=embedder)
+    bump_version(store, ws_id)
+    with store.session() as s:
+        kept = s.get(EntityMerge, merge_id).kept_id
+    return kept, communities_of(store, ws_id, [kept])
+
+
+def accept_all(store, ws_id: int, rows: list[MergeRow], index, embedder) -> tuple[int, list[tuple[MergeRow, str]]]:
+    """Merge `rows` best score first, skipping (with the reason) those the earlier ones made impossible (an entity
+    merged away meanwhile); one re-embedding and one version bump at the end. Returns (merged, skipped)."""
+    from core.resolution.merge import reembed
+
+    _guard(store, ws_id)
+    done, skipped, kept = 0, [], set()
+    for r in sorted(rows, key=lambda r: (-r.score, r.id)):
+        try:
+            merge(store, ws_id, r.id, index)
+        except MergeError as exc:
+            skipped.append((r, str(exc)))
+            continue
+        done += 1
+        kept.add(r.kept_id)
+    if done:
+        with store.session() as s:
+            alive = list(s.exec(select(Node.id).where(Node.id.in_(sorted(kept)))))  # type: ignore[union-attr]
+        reembed(store, index, embedder, alive)
+        bump_version(store, ws_id)
+    return done, skipped
+
+
+def decline(store, ws_id: int, merge_id: int) -> None:
+    """Reject a candidate (remembered: no build proposes it again)."""
+    _guard(store, ws_id)
+    reject(store, ws_id, merge_id)
+
+
+def revert(store, ws_id: int, merge_id: int, index, embedder) -> str:
+    """Undo the decision on a record: a merge is undone (graph, vectors, stale marks; version bumped), a rejection
+    returns the pair to the candidates. Returns the record's new status."""
+    _guard(store, ws_id)
+    with store.session() as s:
+        row = s.get(EntityMerge, merge_id)
+        status = row.status if row is not None and row.workspace_id == ws_id else None
+    if status == "rejected":
+        unreject(store, ws_id, merge_id)
+        return "candidate"
+    undo(store, ws_id, merge_id, index, embedder=embedder)
+    bump_version(store, ws_id)
+    return "undone"
+
+
+def stale_reasons(store, ws_id: int, community_id: str) -> list[str]:
+    """Why a community's report is stale, one line per merge or undo since it was written (empty: not stale)."""
+    with store.session() as s:
+        c = s.get(Community, community_id)
+    data = (c.data or {}) if c is not None and c.workspace_id == ws_id else {}
+    if not data.get("stale"):
+        return []
+    out = []
+    for r in data.get("stale_reasons") or [{}]:
+        if r.get("action") == "merge":
+            out.append(f"“{r.get('merged', '?')}” merged into “{r.get('kept', '?')}”")
+        elif r.get("action") == "undo":
+            out.append(f"merge of “{r.get('merged', '?')}” into “{r.get('kept', '?')}” undone")
+        else:
+            out.append("its members changed")
+    return out

@@ -1,0 +1,148 @@
+"""ArchRAG hierarchical search (archrag.txt §3.2.1): what Algorithm 2 retrieves on each C-HNSW layer, as R_i.
+
+"we propose a hierarchical search approach, which retrieves the top k relevant elements in each layer using the
+method outlined in Algorithm 2. Once the query at a given layer is complete, we use the inter-layer link of the
+nearest neighbor in that layer to traverse to the next layer, repeating the process until reaching the bottom
+layer. At the bottom layer, we extract the relationships between connected retrieved entities, forming the text
+information R_0 for this subgraph." (§3.2.1)
+
+So on every layer i, from the top one down, SearchLayer(G_i, q, s, k) (Algorithm 2 lines 8-21, candidate list
+`ef`, k in the paper) gives the k nearest nodes, and s for the layer below is the inter-layer link of the nearest
+one (`CHNSW.search_layers`). Layer 0 holds the entities (§3.1.3: "each node of the simple graph corresponds to an
+attributed community or entity"), layer i >= 1 the attributed communities of ArchRAG layer i. R_0 is the k
+entities (name and description) and the relationships whose two ends are both among them; R_i (i >= 1) is the k
+communities (title and report). No chunk text is retrieved: the published code's context is the same tables
+(entities id/name/description, relationships id/source/target/description, communities id/title/summary).
+Chunks and documents only record where an item came from (its sources).
+
+The C-HNSW, the statement table and the sentence-vector cache live on the Resources
+(`res.__dict__["archrag_cache"]`), the index reloaded when its file's mtime changes; no module-level state.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from core.retrieval.base import Resources
+from core.text import split_sentences
+
+CACHE_KEY = "archrag_cache"
+
+
+@dataclass
+class ChnswCache:
+    path: Path
+    mtime: float | None
+    index: object | None  # CHNSW
+    row: dict[str, int]  # C-HNSW node id -> global index
+    sentence_vecs: dict[str, np.ndarray] = field(default_factory=dict)
+    statements: object | None = None  # archrag_filter.Statements, loaded on first use
+
+
+def chnsw_cache(res: Resources) -> ChnswCache:
+    """The workspace's C-HNSW (index None when the build made none), loaded once per Resources and index file."""
+    from core.algorithms.chnsw import CHNSW
+    from core.build.stages.attributed import CHNSW_FILE
+
+    path = res.settings.storage.vector_dir(res.ws.name) / CHNSW_FILE
+    mtime = path.stat().st_mtime if path.exists() else None
+    c = res.__dict__.get(CACHE_KEY)
+    if c is None or c.path != path or c.mtime != mtime:
+        index = CHNSW.load(path) if mtime is not None else None
+        row = {str(i): g for g, i in enumerate(index.ids.tolist())} if index is not None else {}
+        c = ChnswCache(path, mtime, index, row)
+        res.__dict__[CACHE_KEY] = c
+    return c
+
+
+def hierarchical_search(cache: ChnswCache, q: np.ndarray, k: int, ef: int | None,
+                        visited: list[set[int]] | None = None):
+    """(found, descents): found[i] = the k nearest (id, similarity) of layer i, each layer entered through the
+    inter-layer link of the nearest node of the layer above; descents = (layer, from id, to id) of those links.
+    `ef` None runs SearchLayer with candidate list k, as Algorithm 2 does."""
+    index = cache.index
+    found = index.search_layers(q, k, ef or k, visited)
+    descents = []
+    for layer in range(index.top, 0, -1):
+        if found[layer]:
+            best = found[layer][0][0]
+            to = int(index.inter[cache.row[best]])
+            if to >= 0:
+                descents.append((layer, best, str(index.ids[to])))
+    return found, descents
+
+
+@dataclass
+class Item:
+    """One element of R_i as the analysis reads it."""
+
+    id: str
+    kind: str  # entity, relationship, community
+    title: str
+    section: str
+    layer: int
+    sentences: list[str]
+    chunks: list[str] = field(default_factory=list)  # the chunks behind the item (communities: filled on use)
+    ends: tuple[str, str] | None = None  # relationships: (subject, object)
+    vecs: np.ndarray | None = None  # offline: one row per sentence
+    backing: list[list[str]] = field(default_factory=list)  # offline: per sentence, the chunks it was taken from
+
+    def content(self) -> str:
+        return " ".join(self.sentences)
+
+
+def split_text(text: str) -> list[str]:
+    """Sentences, also cut after a "…" that ends a truncated quote inside a sentence; each once."""
+    return list(dict.fromkeys(x for s in split_sentences(text or "") for x in re.split(r"(?<=…)\s+", s) if x))
+
+
+def report_sentences(c) -> list[str]:
+    """A community's attributes as sentences: its summary, then its findings."""
+    rep = c.report or {}
+    out = split_text(c.summary or rep.get("summary", ""))
+    for f in rep.get("findings", []) or []:
+        out.extend(split_text(f.get("explanation") or f.get("summary") or ""))
+    return list(dict.fromkeys(out)) or [c.title or c.id]
+
+
+def community_chunks(view, cid: str) -> list[str]:
+    """The chunks behind a community: those that mention its member entities."""
+    return list(dict.fromkeys(c for e in view.members.get(cid, []) for c, _ in view.entity_chunks.get(e, [])))
+
+
+def layer_content(view, found: list[list[tuple[str, float]]]) -> list[list[Item]]:
+    """R_i for every layer: layer 0 the retrieved entities, then the relationships between two of them; layer i
+    the retrieved communities. Sections: local = entities; bridge = relationships and, when there are two or more
+    community layers, layer 1; global = the higher layers (layer 1 too when it is the only one)."""
+    top = len(found) - 1
+    out: list[list[Item]] = [[] for _ in found]
+    if not found:
+        return out
+    entities = [e for e, _ in found[0] if e in view.entities]
+    for eid in entities:
+        n = view.entities[eid]
+        out[0].append(Item(eid, "entity", n.title, "local", 0, split_text(n.text) or [n.title],
+                           chunks=[c for c, _ in view.entity_chunks.get(eid, [])]))
+    seen: set[str] = set()
+    for i, a in enumerate(entities):
+        for b in entities[i + 1 :]:
+            for rid in view.relationships_between(a, b):
+                rel = view.relationships.get(rid)
+                if rel is None or rid in seen:
+                    continue
+                seen.add(rid)
+                src, dst = (rel.data or {}).get("source"), (rel.data or {}).get("target")
+                out[0].append(Item(rid, "relationship", rel.title, "bridge", 0, split_text(rel.text) or [rel.title],
+                                   chunks=list(view.rel_chunks.get(rid, [])),
+                                   ends=(src, dst) if {src, dst} == {a, b} else None))
+    for layer in range(1, top + 1):
+        section = "bridge" if layer == 1 and top >= 2 else "global"
+        for cid, _ in found[layer]:
+            c = view.communities.get(cid)
+            if c is not None:
+                out[layer].append(Item(cid, "community", c.title or cid, section, layer, report_sentences(c)))
+    return out

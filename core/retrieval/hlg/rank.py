@@ -1,0 +1,155 @@
+"""HLG reranking, context selection and sources (hierarchical-lexical-graph.txt §4.1 Step 4, §4.3.1, §6.3-6.4).
+
+Rerank (Eq. 9-10): Score_rank(s) = sim(Rerank(Q), Rerank(s)) over S_final = S_init ∪ S_beam. The paper's reranker is
+a cross-encoder (bge-reranker-v2-minicpm-layerwise), not bundled here. Offline, rerank="context" embeds a statement
+together with the chunk it was extracted from (Rerank(s) = e_s + e_chunk, the statement enhancement of §4.3.2:
+offline statements are plain sentences, often without the name they are about: "He was inducted ..."), and
+rerank="similarity" is the plain cosine. Asked with Ollama, the model is the reranker (the backend task `rerank`,
+one listwise call scoring each statement 0-10) over the candidates the offline order would put in the context
+window (statements filling `context_tokens`), so the model's order decides the whole context.
+
+Context (§6.3: "the context window is fixed at 10 chunks, which corresponds to approximately 3,000 tokens"):
+statement variants keep the reranked statements that pass the diversity filter (§4.3.1), best first, while they fit
+in `context_tokens`; chunk variants (§6.4: "the top-ranked statements are traced back to their source chunks. We
+select up to 10 unique chunks and apply a diversity filter") trace the reranked statements to their chunks, first
+seen first, and keep the first `top_k` that pass the diversity filter.
+
+Sources: the documents of the context, in its rank order (a document first seen at its best statement or chunk).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import pairwise
+
+import numpy as np
+
+from core.retrieval.base import Source
+from core.retrieval.diversity import iter_diverse
+from core.retrieval.hlg.beam import Beam
+from core.retrieval.hlg.graph import Lexicon
+
+
+def rerank_scores(lx: Lexicon, sims: np.ndarray, csims: np.ndarray, mode: str) -> np.ndarray:
+    """Score_rank (Eq. 9) of every statement: "context" = cos(e_Q, e_s + e_chunk), else cos(e_Q, e_s)."""
+    if mode != "context":
+        return sims
+    out = sims.copy()
+    has = lx.srow_chunk >= 0
+    out[has] = (sims[has] + csims[lx.srow_chunk[has]]) / np.sqrt(2.0 + 2.0 * lx.esc[has])
+    return out
+
+
+def ranked_pool(beam: Beam, sims: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """S_final = S_init ∪ S_beam (every statement on a kept path; depth 0 is S_init) ordered by Score_rank (Eq. 10),
+    ties by cosine to the question, then by row."""
+    final = np.unique(np.concatenate([p.ravel() for p in beam.paths]))
+    return final[np.lexsort((final, -sims[final], -score[final]))]
+
+
+def budget_head(lx: Lexicon, ranked: np.ndarray, tokens: int) -> int:
+    """How many of the ranked statements fit in `tokens` (at least one, when there is one)."""
+    used = 0
+    for n, s in enumerate(ranked):
+        used += lx.statement_tokens(int(s))
+        if used > tokens:
+            return max(n, 1)
+    return len(ranked)
+
+
+def llm_rerank(llm, question: str, lx: Lexicon, ranked: np.ndarray, k: int) -> np.ndarray:
+    """The model as the reranker (Eq. 9-10): the first `k` candidates reordered by its 0-10 scores (stable: ties
+    keep the offline order), the rest after them."""
+    head = ranked[:k]
+    if len(head) < 2:
+        return ranked
+    scores = np.asarray(llm.rerank(question, [lx.stext[s] for s in head]), dtype=np.float64)
+    order = np.argsort(-scores, kind="stable")
+    return np.concatenate([head[order], ranked[k:]])
+
+
+def select_statements(lx: Lexicon, ranked: np.ndarray, cut: float, tokens: int) -> tuple[list[int], int]:
+    """(statement rows kept, their tokens): the ranked statements passing the diversity filter (cosine cut), best
+    first, while they fit in `tokens`; the first always."""
+    m = lx.statement_tfidf()
+    kept: list[int] = []
+    used = 0
+    for i in range(len(ranked)) if m is None else iter_diverse(m[ranked], cut):
+        n = lx.statement_tokens(int(ranked[i]))
+        if kept and used + n > tokens:
+            break
+        kept.append(int(ranked[i]))
+        used += n
+    return kept, used
+
+
+def select_chunks(lx: Lexicon, ranked: np.ndarray, cut: float, k: int) -> list[tuple[str, int]]:
+    """[(chunk, its best statement row)]: the ranked statements traced back to their chunks, first seen first, the
+    first k passing the diversity filter (cosine cut)."""
+    row, m = lx.chunk_tfidf()
+    best: dict[str, int] = {}
+    for s in ranked:
+        for c in lx.schunks[s]:
+            if c in row:
+                best.setdefault(c, int(s))
+    cids = list(best)
+    out: list[tuple[str, int]] = []
+    if k <= 0:
+        return out
+    for i in range(len(cids)) if m is None else iter_diverse(m[[row[c] for c in cids]], cut):
+        out.append((cids[i], best[cids[i]]))
+        if len(out) >= k:
+            break
+    return out
+
+
+def sources_in_order(lx: Lexicon, units: list[tuple[str | None, list[str], float]], limit: int) -> list[Source]:
+    """The documents of the context units (document, chunks, score), in the units' order: a document is ranked where
+    its first unit is and scores that unit; its chunks are those of all its units, first seen first."""
+    chunks_of: dict[str, list[str]] = {}
+    score_of: dict[str, float] = {}
+    for doc, chunks, sc in units:
+        if doc is None:
+            continue
+        score_of.setdefault(doc, sc)
+        have = chunks_of.setdefault(doc, [])
+        have += [c for c in chunks if c not in have and lx.cdoc.get(c) == doc]
+    out: list[Source] = []
+    for doc in list(score_of)[:limit]:
+        ext, title = lx.docs.get(doc, (None, doc))
+        out.append(Source(doc, ext, title, round(score_of[doc], 4), chunks_of[doc]))
+    return out
+
+
+# -- the hops shown (bridge section and path) ----------------------------------------------------------------------
+@dataclass
+class Hop:
+    src: int  # statement rows sharing an entity: a one-hop path <src, dst>
+    dst: int
+    score: float  # Score_beam(<src, dst>)
+    entities: list[str]  # shared entities, most specific first
+
+
+def make_hop(lx: Lexicon, w: np.ndarray, sims: np.ndarray, x: int, y: int) -> Hop:
+    shared = np.intersect1d(lx.M[x].indices, lx.M[y].indices)
+    shared = shared[np.lexsort((shared, lx.edeg[shared]))]
+    u = w[x] * lx.E[x].astype(np.float64) + w[y] * lx.E[y]
+    sc = (w[x] * sims[x] + w[y] * sims[y]) / max(float(np.linalg.norm(u)), 1e-12)
+    return Hop(x, y, float(sc), [lx.eids[e] for e in shared])
+
+
+def kept_hops(lx: Lexicon, beam: Beam, sims: np.ndarray, kept: list[int], k: int) -> list[Hop]:
+    """The hops of the k best beam paths (Eq. 7) through a kept statement."""
+    best: list[tuple[float, tuple[int, ...]]] = []
+    for paths, scores in zip(beam.paths[1:], beam.scores[1:]):
+        hit = np.isin(paths, kept).any(axis=1)
+        best += [(float(sc), tuple(int(x) for x in p)) for p, sc in zip(paths[hit], scores[hit])]
+    w = np.exp(sims)
+    seen: set[tuple[int, int]] = set()
+    out: list[Hop] = []
+    for _, p in sorted(set(best), key=lambda b: (-b[0], b[1]))[:k]:
+        for x, y in pairwise(p):
+            if (x, y) not in seen:
+                seen.add((x, y))
+                out.append(make_hop(lx, w, sims, x, y))
+    return out
