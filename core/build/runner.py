@@ -1,9 +1,8 @@
 """Ordered build stages, the runner that records them in the database, and the background worker launcher.
 
-A stage is a plain function `stage(ctx) -> Iterator[Progress]`. It is re-runnable: each one skips the units a
-previous run finished (checkpoints, existing vectors, existing reports), so a stopped or killed build resumes at
-the first unfinished unit. The runner writes every stage's progress to `StageRun` rows and a heartbeat to
-`BuildRun`, which is what the app polls, so a reload or a second tab sees the same run.
+A stage is `stage(ctx: BuildContext) -> Iterator[Progress]` (core/build/context.py). The runner writes every
+stage's progress to `StageRun` rows and a heartbeat to `BuildRun`, which is what the app polls, so a reload or a
+second tab sees the same run.
 """
 
 from __future__ import annotations
@@ -14,52 +13,15 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 
 from core.backends.base import BackendError, Embedder, LanguageBackend
+from core.build.context import BuildContext, Cancelled, Event, Progress, Stage
 from core.config import Settings
 from core.index.vectors import VectorIndex
 from core.models import BuildRun, StageRun, Workspace, utcnow
 from core.store import Store
-
-
-@dataclass
-class Progress:
-    done: int
-    total: int
-    message: str = ""
-    counts: dict = field(default_factory=dict)
-
-
-@dataclass
-class BuildContext:
-    store: Store
-    ws: Workspace
-    settings: Settings
-    backend: LanguageBackend
-    embedder: Embedder
-    index: VectorIndex
-    should_stop: Callable[[], bool] = lambda: False
-
-
-class Cancelled(Exception):
-    pass
-
-
-@dataclass
-class Event:
-    run_id: int
-    stage: str
-    status: str  # running, done, failed, cancelled
-    done: int
-    total: int
-    message: str
-    counts: dict
-
-
-Stage = Callable[[BuildContext], Iterator[Progress]]
 
 
 def stages() -> list[tuple[str, str, Stage]]:

@@ -42,7 +42,7 @@ def settle(title: str, typ: str, data: dict | None) -> tuple[str, str, str]:
 
 
 def resolve_stage(ctx) -> Iterator:
-    from core.build.runner import Progress
+    from core.build.context import Progress
 
     store, ws = ctx.store, ctx.ws
     t = Node.__table__  # type: ignore[attr-defined]

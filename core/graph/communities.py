@@ -158,7 +158,7 @@ def _level_counts(h: Hierarchy) -> dict[str, int]:
 def communities_stage(ctx) -> Iterator:
     """Two hierarchical Leiden runs, each on the graph its paper clusters (module doc): `leiden` (with the `wcc`
     components it starts from) on the extracted entity graph, `hirag` on HiRAG's layered graph."""
-    from core.build.runner import Progress
+    from core.build.context import Progress
 
     store, ws, cfg = ctx.store, ctx.ws, ctx.settings.community
     yield Progress(0, 4, "loading the entity graph")

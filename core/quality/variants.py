@@ -39,7 +39,7 @@ from sqlmodel import select
 
 from core.algorithms.attributed import canonical_pairs, edge_weights, knn_links
 from core.algorithms.chnsw import knn_blocks
-from core.build.runner import Progress
+from core.build.context import Progress
 from core.config import CommunitySettings, Settings
 from core.graph.communities import Hierarchy, community_id, hierarchical_leiden, write_communities
 from core.models import Community, CommunityVariant, Workspace

@@ -363,7 +363,7 @@ def record_candidates(store, ws_id: int, cands: list[Candidate]) -> list[int]:
 
 
 def merge_stage(ctx) -> Iterator:
-    from core.build.runner import Progress
+    from core.build.context import Progress
 
     store, ws, cfg = ctx.store, ctx.ws, ctx.settings.resolve
     if not cfg.enabled:

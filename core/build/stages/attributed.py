@@ -160,7 +160,7 @@ def _material(c: Comm, base: Base, below: list[Comm], rels: dict[str, Element],
 
 
 def attributed_stage(ctx) -> Iterator:
-    from core.build.runner import Progress
+    from core.build.context import Progress
 
     cfg, ws = ctx.settings.archrag, ctx.ws
     path = ctx.settings.storage.vector_dir(ws.name) / CHNSW_FILE
@@ -262,7 +262,7 @@ def _inner_relationships(ctx, base: Base, level: Level, comms: list[Comm], store
 
 def _embed_layer(ctx, comms: list[Comm], layer: int, provisional: int, node_vecs: np.ndarray, level: Level):
     """Embed the layer's communities into "community"; returns their vectors in order (None when stopped)."""
-    from core.build.runner import Progress
+    from core.build.context import Progress
 
     rows = [(c.id, node_text_for_embedding("community", c.title, c.summary),
              {"method": METHOD, "level": provisional, "layer": layer}) for c in comms]

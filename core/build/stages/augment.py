@@ -154,7 +154,7 @@ def _attributes(ctx, dec: Decomposed, important: list[str]) -> Iterator[tuple[in
 
 # ---------------------------------------------------------------------------------------------- the stage
 def augment_stage(ctx) -> Iterator:
-    from core.build.runner import Progress
+    from core.build.context import Progress
 
     cfg = ctx.settings.noderag
     if not cfg.enabled:

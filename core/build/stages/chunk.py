@@ -19,7 +19,7 @@ _BATCH_CHARS = 400_000  # text chunked per transaction
 
 
 def chunk_stage(ctx) -> Iterator:
-    from core.build.runner import Progress
+    from core.build.context import Progress
     from core.ingest.chunking import chunk_text
 
     store, ws = ctx.store, ctx.ws

@@ -51,7 +51,7 @@ def embed_missing(ctx, kind: str, rows: list[tuple[str, str, dict]]) -> Iterator
 
 
 def embed_stage(ctx) -> Iterator:
-    from core.build.runner import Progress
+    from core.build.context import Progress
 
     ws = ctx.ws
     with ctx.store.session() as s:
@@ -81,7 +81,7 @@ def embed_stage(ctx) -> Iterator:
 
 
 def index_stage(ctx) -> Iterator:
-    from core.build.runner import Progress
+    from core.build.context import Progress
 
     with ctx.store.session() as s:
         comms = s.exec(select(Community).where(Community.workspace_id == ctx.ws.id)).all()

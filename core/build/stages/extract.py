@@ -37,7 +37,7 @@ def entity_id(ws_id: int, key: str) -> str:
 
 
 def extract_stage(ctx) -> Iterator:
-    from core.build.runner import Progress
+    from core.build.context import Progress
 
     store, ws = ctx.store, ctx.ws
     done = store.done_units(ws.id, STAGE)

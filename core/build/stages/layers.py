@@ -59,7 +59,7 @@ def _row(layer: int, n: int) -> dict:
 
 
 def layers_stage(ctx) -> Iterator:
-    from core.build.runner import Progress
+    from core.build.context import Progress
 
     cfg: LayerSettings = ctx.settings.layers
     _clear_summary_layers(ctx)

@@ -218,7 +218,7 @@ def _topic_rows(store, ws_id: int, lx: _Lexicon) -> list[tuple[str, str, dict]]:
 
 
 def lexical_stage(ctx) -> Iterator:
-    from core.build.runner import Progress
+    from core.build.context import Progress
     from core.build.stages.embed import embed_missing
 
     store, ws, cfg = ctx.store, ctx.ws, ctx.settings.lexical

@@ -77,7 +77,7 @@ class CommunityElements:
 
 
 def reports_stage(ctx) -> Iterator:
-    from core.build.runner import Progress
+    from core.build.context import Progress
 
     store, ws = ctx.store, ctx.ws
     with store.session() as s:  # no report yet, or a report written before entity merges changed its members

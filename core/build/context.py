@@ -1,0 +1,66 @@
+"""What a build stage receives and yields: the leaf of the build layer (it imports no stage and no runner).
+
+A stage is a plain function `stage(ctx: BuildContext) -> Iterator[Progress]` (the `Stage` protocol). It is
+re-runnable: each one skips the units a previous run finished (checkpoints, existing vectors, existing reports), so
+a stopped or killed build resumes at the first unfinished unit. `core/build/runner.py` runs the stages in order and
+records every `Progress` in the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from core.backends.base import Embedder, LanguageBackend
+from core.config import Settings
+from core.index.vectors import VectorIndex
+from core.models import Workspace
+from core.store import Store
+
+
+@dataclass
+class Progress:
+    """One update of a running stage: `done` of `total` units, what it is doing, and its counts so far."""
+
+    done: int
+    total: int
+    message: str = ""
+    counts: dict = field(default_factory=dict)
+
+
+@dataclass
+class BuildContext:
+    """Everything a stage works with: the store and workspace, the settings, the language backend, the embedder and
+    the workspace's vector index; `should_stop` turns true when the user cancels the run."""
+
+    store: Store
+    ws: Workspace
+    settings: Settings
+    backend: LanguageBackend
+    embedder: Embedder
+    index: VectorIndex
+    should_stop: Callable[[], bool] = lambda: False
+
+
+class Stage(Protocol):
+    """A build stage: yields Progress while it works, resumable after a stop (see the module docstring)."""
+
+    def __call__(self, ctx: BuildContext) -> Iterator[Progress]: ...
+
+
+class Cancelled(Exception):
+    """Raised by the runner when the user stopped the run."""
+
+
+@dataclass
+class Event:
+    """What the runner yields per update of a run (the CLI prints these; the app reads the rows instead)."""
+
+    run_id: int
+    stage: str
+    status: str  # running, done, failed, cancelled
+    done: int
+    total: int
+    message: str
+    counts: dict
