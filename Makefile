@@ -34,7 +34,10 @@ chromium:
 run: install
 	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.port $(PORT)
 
+# Lint (ruff.toml) and type checks (mypy.ini) run first: either one failing stops the target before pytest.
 test: install chromium
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 test-fast: install
@@ -46,4 +49,4 @@ bench: install
 	$(BIN)/python -m bench.run_all
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache

@@ -46,11 +46,13 @@ def main() -> None:
 
 
 def _measure(home: Path, name: str, do_promote: bool) -> dict:
-    from core.build.runner import open_index
+    from core.build.factory import open_index
     from core.config import Settings
     from core.quality import variants as V
+    from core.quality.compare import compare
     from core.quality.data import build_settings, load_base, load_levels
     from core.quality.metrics import level_metrics
+    from core.quality.promote import promote, promote_context
     from core.store import Store
 
     settings = Settings()
@@ -82,17 +84,17 @@ def _measure(home: Path, name: str, do_promote: bool) -> dict:
                                   "communities_per_level": last.counts["communities_per_level"],
                                   "steps_s": last.counts["steps_s"]}
     t = time.perf_counter()
-    rows = V.compare(store, index, ws, list(out["variants"]), settings, base=base)
+    rows = compare(store, index, ws, list(out["variants"]), settings, base=base)
     out["compare_s"] = round(time.perf_counter() - t, 2)
     out["nmi"] = {f"{r['partition']}@{r['level']}": round(r["nmi"], 4) for r in rows if r["partition"] != V.CURRENT}
     if do_promote:
         from core.backends.embedders import MiniLMEmbedder
 
-        ctx = V.promote_context(store, ws, settings, MiniLMEmbedder())
+        ctx = promote_context(store, ws, settings, MiniLMEmbedder())
         steps: dict[str, float] = {}
         t = last_t = time.perf_counter()
         phase = "start"
-        for p in V.promote(ctx, "resolution-2"):
+        for p in promote(ctx, "resolution-2"):
             now = time.perf_counter()
             head = p.message.split(":")[0] if ":" in p.message else "promote"
             steps[phase] = round(steps.get(phase, 0.0) + now - last_t, 2)

@@ -11,11 +11,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
-from core.backends.base import BackendError
 from core.config import Settings
+from core.protocols import BackendError
 from core.store import Store, StoreError, check_workspace_name
 
 
@@ -117,15 +118,21 @@ def _non_negative(v: str) -> int:
 
 
 def cmd_build(args, settings: Settings, store: Store) -> int:
-    from core.build.runner import create_run, make_context, run_build
+    from core.build.factory import make_context
+    from core.build.runner import create_run, run_build
+    from core.build.runs import active_run, busy_message
     from core.workspace import ingest_paths
 
     check_workspace_name(args.workspace)
     if settings.backend.kind == "ollama":  # fail fast (exit 1), before anything is created
-        from core.backends.ollama_backend import require_ready
+        from core.backends.ollama_client import require_ready
 
         require_ready(settings.backend)
     ws = store.create_workspace(args.workspace)
+    assert ws.id is not None  # a row read from or written to the store has its key
+    busy = active_run(store, ws)
+    if busy is not None:  # one build or job (core/worker.py) of a workspace at a time
+        raise UsageError(busy_message(busy))
     ctx = make_context(store, ws, settings)
     if args.paths:
         rep = ingest_paths(store, ws, args.paths, settings)
@@ -135,7 +142,8 @@ def cmd_build(args, settings: Settings, store: Store) -> int:
     if not store.documents(ws.id):
         raise UsageError(f"workspace {ws.name!r} has no documents; pass files or folders to add")
     run = create_run(store, ws, settings)
-    bars: dict[str, object] = {}
+    assert run.id is not None  # a row read from or written to the store has its key
+    bars: dict[str, Any] = {}  # tqdm bars (tqdm ships no types)
     try:
         from tqdm import tqdm
     except ImportError:  # pragma: no cover
@@ -179,7 +187,7 @@ def _resources(args, settings: Settings, store: Store):
 
 
 def cmd_ask(args, settings: Settings, store: Store) -> int:
-    from core.build.runner import make_backend
+    from core.build.factory import make_backend
     from core.retrieval.base import get_strategy
     from core.workspace import ask
 
@@ -188,7 +196,7 @@ def cmd_ask(args, settings: Settings, store: Store) -> int:
     if not args.backend:
         settings.backend.kind = "ollama" if res.ws.backend == "ollama" else "offline"
     if settings.backend.kind == "ollama":
-        from core.backends.ollama_backend import require_ready
+        from core.backends.ollama_client import require_ready
 
         require_ready(settings.backend)
     r, a = ask(res, make_backend(settings, store), args.question, args.strategy)
@@ -253,6 +261,7 @@ def cmd_history(args, settings: Settings, store: Store) -> int:
     from core.history import export_json, list_queries
 
     ws = store.require_workspace(args.workspace)
+    assert ws.id is not None  # a row read from or written to the store has its key
     if args.json:
         print(export_json(store, ws.id))
         return 0
@@ -274,6 +283,7 @@ def cmd_export(args, settings: Settings, store: Store) -> int:
     if (fmt == "md") != bool(args.community):
         raise UsageError("--format md needs --community ID" if fmt == "md" else "--community goes with --format md")
     ws = store.require_workspace(args.workspace)
+    assert ws.id is not None  # a row read from or written to the store has its key
     if ws.build_version == 0 and fmt != "traces":
         raise UsageError(f"workspace {ws.name!r} has not been built yet (python -m core build --workspace {ws.name})")
     if fmt == "md":
@@ -304,6 +314,7 @@ def cmd_export(args, settings: Settings, store: Store) -> int:
             out.write(traces_json(store, ws.id))
         out.flush()
         if tmp:
+            assert path is not None  # a temporary file is made only for a target path
             out.close()
             os.replace(tmp, path)
     except BaseException:
@@ -319,6 +330,7 @@ def cmd_export(args, settings: Settings, store: Store) -> int:
 
 def cmd_workspaces(args, settings: Settings, store: Store) -> int:
     for ws in store.workspaces():
+        assert ws.id is not None  # a row read from or written to the store has its key
         c = store.counts(ws.id)
         print(f"{ws.name}\tbuild {ws.build_version}\t{ws.backend}\t{c.get('document', 0)} documents\t"
               f"{c.get('entity', 0)} entities\t{c.get('community', 0)} communities")
@@ -326,7 +338,7 @@ def cmd_workspaces(args, settings: Settings, store: Store) -> int:
 
 
 def cmd_worker(args, settings: Settings, store: Store) -> int:
-    from core.build.runner import run_worker
+    from core.worker import run_worker
 
     return run_worker(store, args.run)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.backends.base import ContextBlock, LanguageBackend
+from core.protocols import ContextBlock, LanguageBackend
 from core.retrieval.base import Retrieval
 from core.text import truncate
 

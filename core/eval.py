@@ -67,10 +67,11 @@ def evaluate(res: Resources, queries: list[Query], strategies: list[str], ks: li
     loading of what the strategy reads (graph view, heterograph, BM25 index, C-HNSW), which the app caches per
     build version; its time is reported as `warmup_ms`."""
     out: dict[str, dict] = {}
+    assert res.ws.id is not None  # a stored row has its key
     ids_of = document_ids(res.store, res.ws.id)
     for name in strategies:
         strat = get_strategy(name)
-        recalls = {k: [] for k in ks}
+        recalls: dict[int, list[float]] = {k: [] for k in ks}
         lat: list[float] = []
         t0 = time.perf_counter()
         strat.retrieve(res, queries[0].question)

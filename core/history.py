@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlmodel import select
+from sqlmodel import col, select
 
 from core.models import QueryLog
 from core.retrieval.base import Retrieval
@@ -32,10 +32,14 @@ def utc(dt: datetime) -> datetime:
 def list_queries(store: Store, ws_id: int, limit: int = 50) -> list[QueryEntry]:
     """The workspace's latest `limit` questions, newest first."""
     with store.session() as s:
-        newest = (QueryLog.created_at.desc(), QueryLog.id.desc())  # type: ignore[union-attr]
+        newest = (col(QueryLog.created_at).desc(), col(QueryLog.id).desc())
         rows = s.exec(select(QueryLog).where(QueryLog.workspace_id == ws_id).order_by(*newest).limit(limit)).all()
-        return [QueryEntry(q.id, utc(q.created_at), q.strategy, q.question, q.ms,
-                           len((q.result or {}).get("sources", []))) for q in rows]
+        entries: list[QueryEntry] = []
+        for q in rows:
+            assert q.id is not None  # a row read from the store has its key
+            entries.append(QueryEntry(q.id, utc(q.created_at), q.strategy, q.question, q.ms,
+                                      len((q.result or {}).get("sources", []))))
+        return entries
 
 
 def count_queries(store: Store, ws_id: int) -> int:
@@ -62,7 +66,7 @@ def export_rows(store: Store, ws_id: int) -> list[dict]:
     retrieval ms and time asked (ISO 8601, UTC)."""
     with store.session() as s:
         rows = s.exec(select(QueryLog).where(QueryLog.workspace_id == ws_id)
-                      .order_by(QueryLog.created_at, QueryLog.id)).all()
+                      .order_by(col(QueryLog.created_at), col(QueryLog.id))).all()
         return [{"id": q.id, "created_at": utc(q.created_at).isoformat(), "question": q.question,
                  "strategy": q.strategy, "answer": q.answer, "ms": q.ms, "result": q.result} for q in rows]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from sqlalchemy import JSON, Column, Index, UniqueConstraint
+from sqlalchemy import JSON, Column, Index, Table, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
@@ -121,6 +121,8 @@ class BuildRun(SQLModel, table=True):
     id: Optional[int] = Field(default=None, primary_key=True)
     workspace_id: int = Field(index=True, foreign_key="workspace.id")
     status: str = "queued"  # queued, running, done, failed, cancelled
+    kind: str = "build"  # build, or a job of core/worker.py: promote, whatif, reembed
+    params: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))  # a job's parameters
     backend: str = "offline"
     settings: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
     stage: str = ""
@@ -197,3 +199,9 @@ class CommunityVariant(SQLModel, table=True):
     build_version: int = 0  # of the workspace when it ran
     seconds: float = 0.0
     created_at: datetime = Field(default_factory=utcnow)
+
+
+def sql_table(model: type[SQLModel]) -> Table:
+    """The SQLAlchemy table behind a table model, for bulk inserts and updates (`insert(sql_table(Node))`)."""
+    t: Table = model.__table__  # type: ignore[attr-defined]  # set by SQLModel's metaclass, absent from its stubs
+    return t

@@ -5,7 +5,7 @@ build."""
 from __future__ import annotations
 
 from sqlalchemy import func
-from sqlmodel import select
+from sqlmodel import col, select
 
 from core.models import BuildRun, Community, Document, Edge, EntityMerge, Node, StageRun, Workspace
 
@@ -16,16 +16,17 @@ def communities_per_level(store, ws_id: int) -> dict[str, dict[str, int]]:
     with store.session() as s:
         for method, level, n in s.exec(select(Community.method, Community.level, func.count())
                                        .where(Community.workspace_id == ws_id)
-                                       .group_by(Community.method, Community.level)):
+                                       .group_by(Community.method, col(Community.level))):
             out.setdefault(method, {})[str(level)] = n
     return out
 
 
 def workspace_stats(store, ws: Workspace) -> dict:
+    assert ws.id is not None  # a row read from or written to the store has its key
     with store.session() as s:
         nodes: dict[str, dict[str, int]] = {}
         for kind, layer, n in s.exec(select(Node.kind, Node.layer, func.count()).where(Node.workspace_id == ws.id)
-                                     .group_by(Node.kind, Node.layer)):
+                                     .group_by(Node.kind, col(Node.layer))):
             nodes.setdefault(kind, {})[str(layer)] = n
         nodes["document"] = {"0": s.exec(select(func.count()).select_from(Document)
                                          .where(Document.workspace_id == ws.id)).one()}
@@ -33,15 +34,16 @@ def workspace_stats(store, ws: Workspace) -> dict:
                             .group_by(Edge.kind)).all())
         merges = dict(s.exec(select(EntityMerge.status, func.count()).where(EntityMerge.workspace_id == ws.id)
                              .group_by(EntityMerge.status)).all())
-        run = s.exec(select(BuildRun).where(BuildRun.workspace_id == ws.id, BuildRun.status == "done")
-                     .order_by(BuildRun.id.desc())).first()  # type: ignore[union-attr]
+        run = s.exec(select(BuildRun).where(BuildRun.workspace_id == ws.id, BuildRun.status == "done",
+                                            BuildRun.kind == "build")
+                     .order_by(col(BuildRun.id).desc())).first()
         stages: dict[str, float] = {}
         modularity: dict[str, float] = {}
         hirag_modularity: dict[str, float] = {}
         layers: list[dict] = []
         stop_reason = None
         if run is not None:
-            for sr in s.exec(select(StageRun).where(StageRun.run_id == run.id).order_by(StageRun.ordinal)):
+            for sr in s.exec(select(StageRun).where(StageRun.run_id == run.id).order_by(col(StageRun.ordinal))):
                 stages[sr.stage] = round(sr.seconds, 3)
                 if sr.stage == "communities":
                     modularity = dict((sr.counts or {}).get("modularity", {}))

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import JSON, event, func
-from sqlmodel import Session, SQLModel, create_engine, delete, select
+from sqlmodel import Session, SQLModel, col, create_engine, delete, select
 
 from core.models import (
     BuildRun,
@@ -90,6 +90,7 @@ class Store:
         self.engine = create_engine(f"sqlite:///{db_path}", connect_args={"check_same_thread": False, "timeout": 60})
         event.listen(self.engine, "connect", _sqlite_pragmas)
         SQLModel.metadata.create_all(self.engine)
+        _add_new_columns(self.engine)
 
     def analyze(self) -> None:
         """Refresh the query planner's statistics (after a build): without them SQLite may scan every edge instead
@@ -134,11 +135,11 @@ class Store:
         with self.session() as s:
             runs = [r.id for r in s.exec(select(BuildRun).where(BuildRun.workspace_id == ws.id))]
             if runs:
-                s.exec(delete(StageRun).where(StageRun.run_id.in_(runs)))  # type: ignore[union-attr]
+                s.exec(delete(StageRun).where(col(StageRun.run_id).in_(runs)))
             for table in (BuildRun, Checkpoint, Edge, Node, Community, Document, QueryLog, EntityMerge,
                           CommunityVariant):
-                s.exec(delete(table).where(table.workspace_id == ws.id))  # type: ignore[attr-defined]
-            s.exec(delete(Workspace).where(Workspace.id == ws.id))
+                s.exec(delete(table).where(col(table.workspace_id) == ws.id))
+            s.exec(delete(Workspace).where(col(Workspace.id) == ws.id))
             s.commit()
 
     # -- reads used by several layers -------------------------------------------------------------------------
@@ -160,7 +161,7 @@ class Store:
 
     def documents(self, ws_id: int) -> list[Document]:
         with self.session() as s:
-            return list(s.exec(select(Document).where(Document.workspace_id == ws_id).order_by(Document.created_at)))
+            return list(s.exec(select(Document).where(Document.workspace_id == ws_id).order_by(col(Document.created_at))))
 
     def nodes_by_id(self, ws_id: int, ids: Iterable[str]) -> dict[str, Node]:
         ids = list(dict.fromkeys(ids))
@@ -168,25 +169,25 @@ class Store:
         with self.session() as s:
             for i in range(0, len(ids), 500):
                 part = ids[i : i + 500]
-                for n in s.exec(select(Node).where(Node.workspace_id == ws_id, Node.id.in_(part))):  # type: ignore[union-attr]
+                for n in s.exec(select(Node).where(Node.workspace_id == ws_id, col(Node.id).in_(part))):
                     out[n.id] = n
         return out
 
     def documents_by_id(self, ws_id: int, ids: Iterable[str]) -> dict[str, Document]:
         ids = list(dict.fromkeys(ids))
         with self.session() as s:
-            rows = s.exec(select(Document).where(Document.workspace_id == ws_id, Document.id.in_(ids)))  # type: ignore[union-attr]
+            rows = s.exec(select(Document).where(Document.workspace_id == ws_id, col(Document.id).in_(ids)))
             return {d.id: d for d in rows}
 
     def latest_run(self, ws_id: int) -> BuildRun | None:
         with self.session() as s:
             return s.exec(
-                select(BuildRun).where(BuildRun.workspace_id == ws_id).order_by(BuildRun.id.desc())  # type: ignore[union-attr]
+                select(BuildRun).where(BuildRun.workspace_id == ws_id).order_by(col(BuildRun.id).desc())
             ).first()
 
     def stage_runs(self, run_id: int) -> list[StageRun]:
         with self.session() as s:
-            return list(s.exec(select(StageRun).where(StageRun.run_id == run_id).order_by(StageRun.ordinal)))
+            return list(s.exec(select(StageRun).where(StageRun.run_id == run_id).order_by(col(StageRun.ordinal))))
 
     def done_units(self, ws_id: int, stage: str) -> set[str]:
         with self.session() as s:
@@ -201,6 +202,21 @@ class Store:
         with self.session() as s:
             s.merge(call)
             s.commit()
+
+
+# columns added to a table after its first release: create_all makes missing tables, never missing columns, so a
+# database from before them gains them here (table -> column -> SQLite column definition)
+NEW_COLUMNS = {"buildrun": {"kind": "VARCHAR NOT NULL DEFAULT 'build'", "params": "JSON"}}
+
+
+def _add_new_columns(engine) -> None:
+    with engine.connect() as conn:
+        for table, columns in NEW_COLUMNS.items():
+            have = {row[1] for row in conn.exec_driver_sql(f'PRAGMA table_info("{table}")')}
+            for name, ddl in columns.items():
+                if have and name not in have:
+                    conn.exec_driver_sql(f'ALTER TABLE "{table}" ADD COLUMN "{name}" {ddl}')
+        conn.commit()
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - exercised by every test

@@ -8,12 +8,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.answer import Answer, answer
-from core.backends.base import Embedder, LanguageBackend, RetrievalLLM
-from core.build.runner import create_run, launch_worker, open_index
+from core.build.factory import open_index
+from core.build.runner import create_run
+from core.build.runs import launch_worker
 from core.config import Settings
 from core.ingest import LoadedDoc, Refusal, load_bytes, load_path
 from core.ingest.add import add_documents
 from core.models import BuildRun, QueryLog, Workspace
+from core.protocols import Embedder, LanguageBackend, RetrievalLLM
 from core.retrieval.base import Resources, Retrieval, get_strategy
 from core.store import Store
 
@@ -88,6 +90,7 @@ def ask(res: Resources, backend: LanguageBackend, question: str, strategy: str,
     r.trace["timings_ms"]["retrieval_total"] = round(retrieval_ms, 2)
     r.trace["context_tokens"] = _context_tokens(a)
     if log:
+        assert res.ws.id is not None  # a stored row has its key
         with res.store.session() as s:
             s.add(QueryLog(workspace_id=res.ws.id, question=question, strategy=strategy, answer=a.text,
                            result=r.to_dict(), ms=round(retrieval_ms, 2)))
@@ -116,7 +119,7 @@ def ensure_sample(store: Store, settings: Settings) -> tuple[Workspace | None, B
 
 def start_build(store: Store, ws: Workspace, settings: Settings, backend: str | None = None) -> BuildRun:
     """Start a background build of `ws` unless one is already running; checks Ollama first when asked for."""
-    from core.build.runner import active_run
+    from core.build.runs import active_run
 
     run = active_run(store, ws)
     if run is not None:
@@ -125,10 +128,11 @@ def start_build(store: Store, ws: Workspace, settings: Settings, backend: str | 
     if backend:
         s.backend.kind = backend  # type: ignore[assignment]
     if s.backend.kind == "ollama":
-        from core.backends.ollama_backend import require_ready
+        from core.backends.ollama_client import require_ready
 
         require_ready(s.backend, need_embed=s.embed.embedder == "ollama")
     run = create_run(store, ws, s)
+    assert run.id is not None  # a stored row has its key
     launch_worker(s, run.id)
     return run
 

@@ -74,7 +74,8 @@ def _settings(home: Path):
 
 def build_workspace(home: Path, paths: list[Path], embedder, name: str = "w", settings=None) -> Built:
     """Ingest `paths` into a fresh workspace under `home` and run a full build in this process."""
-    from core.build.runner import create_run, make_context, run_build
+    from core.build.factory import make_context
+    from core.build.runner import create_run, run_build
     from core.store import Store
     from core.workspace import ingest_paths
 

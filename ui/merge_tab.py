@@ -1,6 +1,8 @@
 """The Quality page's "Entity resolution" tab: merge candidates ranked by their evidence, each with both entities
 and its evidence as bars, accepted or rejected one by one or many at once, and every decision undoable. The work is
-done by core/resolution/review.py; this module only draws and calls it."""
+done by core/resolution/review.py; this module only draws and calls it. An accept or an undo (graph rows, vectors,
+the kept entities' re-embedding) is a merge-decision job of the background worker (core/worker.py), followed by
+the page's job panel (ui/job_panel.py); a reject or an un-reject (one record's status) is done at once."""
 
 from __future__ import annotations
 
@@ -8,10 +10,15 @@ import math
 
 import streamlit as st
 
-from core.models import Workspace
+from core.build.factory import job_settings
+from core.build.runs import JobBusy, active_run, result, run_label
+from core.models import BuildRun, Workspace
+from core.quality.data import build_settings
 from core.resolution import review as rv
 from core.resolution.merge import MergeError
 from core.text import truncate
+from core.worker import start_job
+from ui import job_panel
 from ui import resources as R
 from ui.text import md_escape, md_label
 
@@ -32,30 +39,59 @@ def _sides(ws_id: int, build_version: int, stamp: tuple, ids: tuple[int, ...]) -
     return rv.sides(R.store(), ws_id, [r for r in _table(ws_id, build_version, stamp) if r.id in want])
 
 
-def _handles(ws: Workspace):
-    emb = R.embedder(ws.embedder)
-    return R.vector_index(ws.name, emb.name), emb
-
-
 def _say(kind: str, text: str) -> None:
     st.session_state[MSG] = (kind, text)
 
 
 # -- decisions (button callbacks: they run before the rerun that draws the result) --------------------------------
-def _accept(ws: Workspace, row: rv.MergeRow) -> None:
-    index, emb = _handles(ws)
+def _start(ws: Workspace, action: str, rows: list[rv.MergeRow], failed: str) -> None:
+    """Start the merge-decision job (the job panel follows it; `outcome` says how it ended)."""
+    assert ws.id is not None  # a row read from or written to the store has its key
+    store = R.store()
+    label = (f"Merge “{rows[0].titles[1]}” into “{rows[0].titles[0]}”" if action == "accept" and len(rows) == 1
+             else f"Accept {len(rows)} merge candidate(s)" if action == "accept"
+             else f"Undo the merge of “{rows[0].titles[1]}” into “{rows[0].titles[0]}”")
+    st.session_state.pop(MSG, None)  # a new decision: the last one's outcome no longer applies
     try:
-        _, comms = rv.accept(R.store(), ws.id, row.id, index, emb)
-    except MergeError as exc:
-        _say("error", f"Not merged: {md_escape(str(exc))}")
-        return
-    kept, gone = row.titles
-    _say("success", f"Merged “{md_label(gone, 80)}” into “{md_label(kept, 80)}”. "
-                    f"{len(comms)} community report(s) marked stale (see the Hierarchy page); the next build "
-                    "(Build / resume on the Build page) rewrites them.")
+        job_panel.watch(start_job(store, ws, job_settings(build_settings(store, ws.id, R.settings()), ws), "reembed",
+                                  {"action": action, "merge_ids": [r.id for r in rows], "label": label}))
+    except (JobBusy, ValueError) as exc:
+        _say("error", f"{failed}: {md_escape(str(exc))}")
+
+
+def outcome(store, ws: Workspace, run: BuildRun) -> None:
+    """Say how a merge decision this session started ended (shown once, above the table)."""
+    assert ws.id is not None and run.id is not None  # a row read from or written to the store has its key
+    counts = result(store, run.id).get("decide", {})
+    titles = {r.id: r.titles for r in rv.merge_table(store, ws.id) if r.id in set(counts.get("merge_ids") or [])}
+    if run.status != "done":
+        what = "stopped" if run.status == "cancelled" else f"failed: {md_escape(run.message or run.status)}"
+        _say("error" if run.status == "failed" else "info", f"{md_escape(run_label(run))} {what}.")
+    elif counts.get("action") == "undo":
+        kept, gone = titles.get(counts["merge_ids"][0], ["", ""])
+        _say("success", f"“{md_label(gone, 80)}” ~ “{md_label(kept, 80)}”: merge undone: both entities are back.")
+    elif len(counts.get("merge_ids") or []) == 1 and counts.get("merged") == 1:
+        kept, gone = titles.get(counts["merge_ids"][0], ["", ""])
+        comms = rv.communities_of(store, ws.id, counts.get("kept") or [])
+        _say("success", f"Merged “{md_label(gone, 80)}” into “{md_label(kept, 80)}”. "
+                        f"{len(comms)} community report(s) marked stale (see the Hierarchy page); the next build "
+                        "(Build / resume on the Build page) rewrites them.")
+    else:
+        skipped = counts.get("skipped") or []
+        text = f"Merged {counts.get('merged', 0)} candidate(s)."
+        if skipped:
+            text += f" Skipped {len(skipped)}: " + "; ".join(
+                f"“{md_label(titles.get(mid, ['', ''])[1], 40)}” ({md_escape(why)})" for mid, why in skipped[:5]) + (
+                " …" if len(skipped) > 5 else "")
+        _say("success" if counts.get("merged") else "warning", text)
+
+
+def _accept(ws: Workspace, row: rv.MergeRow) -> None:
+    _start(ws, "accept", [row], "Not merged")
 
 
 def _reject(ws: Workspace, row: rv.MergeRow) -> None:
+    assert ws.id is not None  # a row read from or written to the store has its key
     try:
         rv.decline(R.store(), ws.id, row.id)
     except MergeError as exc:
@@ -66,29 +102,21 @@ def _reject(ws: Workspace, row: rv.MergeRow) -> None:
 
 
 def _revert(ws: Workspace, row: rv.MergeRow) -> None:
-    index, emb = _handles(ws)
-    try:
-        status = rv.revert(R.store(), ws.id, row.id, index, emb)
+    if row.status == "merged":  # graph rows and vectors: a job
+        _start(ws, "undo", [row], "Not undone")
+        return
+    assert ws.id is not None  # a row read from or written to the store has its key
+    try:  # a rejection: one record's status, at once
+        rv.revert(R.store(), ws.id, row.id, None, None)
     except MergeError as exc:
         _say("error", f"Not undone: {md_escape(str(exc))}")
         return
-    what = "merge undone: both entities are back" if status == "undone" else "rejection undone: a candidate again"
-    _say("success", f"“{md_label(row.titles[1], 80)}” ~ “{md_label(row.titles[0], 80)}”: {what}.")
+    _say("success", f"“{md_label(row.titles[1], 80)}” ~ “{md_label(row.titles[0], 80)}”: rejection undone: a "
+                    "candidate again.")
 
 
 def _accept_many(ws: Workspace, rows: list[rv.MergeRow]) -> None:
-    index, emb = _handles(ws)
-    try:
-        done, skipped = rv.accept_all(R.store(), ws.id, rows, index, emb)
-    except MergeError as exc:
-        _say("error", md_escape(str(exc)))
-        return
-    text = f"Merged {done} candidate(s)."
-    if skipped:
-        text += f" Skipped {len(skipped)}: " + "; ".join(
-            f"“{md_label(r.titles[1], 40)}” ({md_escape(why)})" for r, why in skipped[:5]) + (
-            " …" if len(skipped) > 5 else "")
-    _say("success" if done else "warning", text)
+    _start(ws, "accept", rows, "Not merged")
 
 
 # -- drawing --------------------------------------------------------------------------------------------------------
@@ -143,10 +171,12 @@ def _row(ws: Workspace, row: rv.MergeRow, sides: dict[str, rv.Side], busy: bool)
 def draw(ws: Workspace) -> None:
     store = R.store()
     ws = store.get_workspace(ws.name) or ws  # the version may have moved since the page started
-    stamp = rv.review_stamp(store, ws.id)
-    rows = _table(ws.id, ws.build_version, stamp)
-    msg = st.session_state.pop(MSG, None)
-    if msg:
+    assert ws.id is not None  # a row read from or written to the store has its key
+    ws_id: int = ws.id
+    stamp = rv.review_stamp(store, ws_id)
+    rows = _table(ws_id, ws.build_version, stamp)
+    msg = st.session_state.get(MSG)  # the last decision's outcome stays until the next decision (a job's end reruns
+    if msg:                            # the page more than once: a message shown only once would flash and vanish)
         getattr(st, msg[0])(msg[1])
     if not rows:
         st.info("No merge candidates: the build found no two entities that look like one (or entity resolution "
@@ -156,9 +186,9 @@ def draw(ws: Workspace) -> None:
     st.caption("Pairs of entities that may name the same thing, found by name, type, embedding and shared "
                "neighbours. Accepting merges the right entity into the left one (its mentions, relationships and "
                "communities move; the reports of those communities are marked stale); every decision can be undone.")
-    busy = rv.build_running(store, ws.id)
+    busy = active_run(store, ws) is not None or rv.build_running(store, ws_id)
     if busy:
-        st.info("A build of this workspace is running: decisions wait until it has finished.")
+        st.info("A build or job of this workspace is running: decisions wait until it has finished.")
 
     c1, c2, c3 = st.columns([5, 3, 2])
     status = c1.radio("Show", list(STATUS_LABELS), horizontal=True, key="mr_status",
@@ -191,6 +221,6 @@ def draw(ws: Workspace) -> None:
         page = 1
         st.caption(f"{len(shown):,} shown, ranked by {rank}.")
     part = shown[(page - 1) * PAGE : page * PAGE]
-    sides = _sides(ws.id, ws.build_version, stamp, tuple(r.id for r in part))
+    sides = _sides(ws_id, ws.build_version, stamp, tuple(r.id for r in part))
     for row in part:
         _row(ws, row, sides, busy)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.backends.base import Embedder
 from core.config import Settings
 from core.index.vectors import VectorIndex
 from core.models import Workspace
+from core.protocols import Embedder
 from core.retrieval.base import Resources
 from core.store import Store
 
@@ -37,14 +37,16 @@ def embedder(kind: str) -> Embedder:
 @st.cache_resource(show_spinner=False, max_entries=8)
 def vector_index(ws_name: str, embedder_name: str) -> VectorIndex:
     """The workspace's chromadb collections for one embedder: one handle per process, shared by every page."""
-    from core.build.runner import open_index
+    from core.build.factory import open_index
 
     return open_index(settings(), ws_name, embedder_name)
 
 
 @st.cache_resource(show_spinner="Loading the graph…", max_entries=4)
 def resources(ws_name: str, build_version: int) -> Resources:
-    """Query resources for one build of a workspace; a new build version loads afresh."""
+    """Query resources for one build of a workspace, shared by every session; a new build version loads afresh.
+    What strategies derive from it (walks, lexicons, the C-HNSW) is built once, under a lock, in its cache
+    (core/retrieval/cache.py), so sessions asking at once wait for one build instead of each making its own."""
     from core.workspace import open_resources
 
     ws = store().require_workspace(ws_name)
@@ -55,7 +57,7 @@ def resources(ws_name: str, build_version: int) -> Resources:
 
 @st.cache_data(ttl=20, show_spinner=False)
 def ollama_status(host: str, chat_model: str, embed_model: str) -> dict:
-    from core.backends.ollama_backend import check
+    from core.backends.ollama_client import check
 
     cfg = settings().backend.model_copy(update={"ollama_host": host, "chat_model": chat_model,
                                                 "embed_model": embed_model, "timeout_s": 3.0})

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.build.runner import active_run
+from core.build import runs
+from core.build.runs import active_run
+from core.index import vectors
 from ui import resources as R
 
 STATUS_EVERY_S = 2.0
@@ -32,12 +34,21 @@ def _status(ws_name: str) -> None:
         st.session_state[_DRAWN] = now
         st.rerun()
     if run is not None:
-        st.info(f"Building… {run.stage or 'queued'}", icon=":material/construction:")
+        what = "Building" if (run.kind or "build") == "build" else runs.run_label(run)
+        st.info(f"{what}… {run.stage or 'queued'}", icon=":material/construction:")
     elif ws.build_version:
         st.caption(f"Built with the **{ws.backend}** backend ({ws.chat_model or 'heuristic'}), "
                    f"embedder **{ws.embedder}** · build {ws.build_version}")
     else:
         st.caption("Not built yet.")
+
+
+def _reopen_vectors(ws) -> None:
+    """After a build or job of the workspace finished in the background worker, this process's chromadb handles
+    no longer see what it wrote: the next ones open afresh (core/worker.py, `finished_since_seen`)."""
+    if runs.finished_since_seen(R.store(), ws.id):
+        vectors.reopen_vector_stores()
+        R.vector_index.clear()
 
 
 def _backend() -> None:
@@ -63,6 +74,7 @@ def sidebar() -> None:
             st.selectbox("Workspace", names, key=PICKER,
                          on_change=lambda: R.select_workspace(st.session_state.get(PICKER)))
         if ws is not None:
+            _reopen_vectors(ws)
             st.session_state[_DRAWN] = _state(ws)[1]
             _status(ws.name)
         _backend()

@@ -1,6 +1,8 @@
-"""The Quality page's What-if tab: re-run community detection with other settings into a named variant (progress
-shown while it runs), compare variants with the current partition (metrics per level, NMI and ARI), and promote
-one to be the partition retrieval uses (reversible: the partition it replaces is kept as a variant)."""
+"""The Quality page's What-if tab: re-run community detection with other settings into a named variant, compare
+variants with the current partition (metrics per level, NMI and ARI), and promote one to be the partition retrieval
+uses (reversible: the partition it replaces is kept as a variant). A variant run and a promote are jobs of the
+background worker (core/worker.py): the page's job panel (ui/job_panel.py) shows their progress and stops them,
+and `outcome` says how the one this session started ended."""
 
 from __future__ import annotations
 
@@ -9,20 +11,19 @@ import math
 
 import streamlit as st
 
+from core.build.runs import JobBusy, result, run_label
+from core.models import BuildRun
+from core.quality.compare import compare
 from core.quality.variants import (
     CURRENT,
     VariantError,
     VariantSettings,
-    check_name,
-    compare,
     defaults,
     delete_variant,
     list_variants,
-    promote,
-    promote_context,
-    run_variant,
 )
-from ui import quality_tab
+from core.worker import start_promote, start_variant
+from ui import job_panel, quality_tab
 from ui import resources as R
 from ui.text import md_escape
 
@@ -37,10 +38,6 @@ COLUMNS = [  # (row key, column title, format)
 MSG = "wi_message"
 
 
-def _base(ws):
-    return quality_tab.entity_base(ws.id, ws.build_version, ws.name, ws.embedder)
-
-
 @st.cache_data(show_spinner="Comparing partitions…", max_entries=16)
 def comparison(ws_id: int, build_version: int, ws_name: str, embedder: str, names: tuple[str, ...],
                signature: tuple) -> list[dict]:
@@ -52,21 +49,31 @@ def comparison(ws_id: int, build_version: int, ws_name: str, embedder: str, name
                    base=quality_tab.entity_base(ws_id, build_version, ws_name, embedder), current_figures=current)
 
 
-def _progress(events, label: str) -> dict:
-    """Draw a generator's Progress events as a bar under a status box; returns the last event's counts."""
-    bar = st.progress(0.0, text=label)
-    last = {}
-    with st.status(label, expanded=True) as status:
-        line = st.empty()
-        for p in events:
-            frac = min(max(p.done / p.total, 0.0), 1.0) if p.total else None
-            if frac is not None:
-                bar.progress(frac, text=md_escape(p.message))
-            line.write(md_escape(p.message))
-            last = p.counts or last
-        status.update(label=f"{label} done", state="complete", expanded=False)
-    bar.empty()
-    return last
+def outcome(store, ws, run: BuildRun) -> None:
+    """Say how a what-if run or promote this session started ended (shown once, above the variants)."""
+    assert run.id is not None  # a row read from the store has its key
+    steps = result(store, run.id)
+    label = run_label(run)
+    if run.status == "done" and run.kind == "whatif":
+        counts = steps.get("variant", {})
+        name = counts.get("variant", "")
+        per_level = ", ".join(f"level {k}: {v:,}" for k, v in counts.get("communities_per_level", {}).items())
+        st.session_state[MSG] = ("success", f"Variant **{md_escape(name)}** made in {counts.get('seconds', 0):.1f} s "
+                                            f"({per_level}).")
+        chosen = [n for n in st.session_state.get("wi_compare", []) if n != name]
+        st.session_state["wi_compare"] = [name] + chosen[:5]
+    elif run.status == "done":
+        counts = steps.get("replace", {})
+        st.session_state[MSG] = ("success", f"Promoted **{md_escape(counts.get('variant', ''))}**: "
+                                            f"{counts.get('communities', 0):,} communities; the previous partition is "
+                                            f"saved as **{md_escape(counts.get('snapshot') or '—')}**.")
+    elif run.status == "cancelled":
+        replaced = run.kind == "promote" and "snapshot" in steps.get("replace", {})
+        st.session_state[MSG] = ("info", f"{md_escape(label)} stopped." + (
+            " The partition was already replaced: its missing reports and community vectors are made by the next "
+            "build (Build / resume) or by promoting again." if replaced else ""))
+    else:
+        st.session_state[MSG] = ("error", f"{md_escape(label)} failed: {md_escape(run.message or run.status)}")
 
 
 def _form(ws) -> None:
@@ -98,16 +105,12 @@ def _form(ws) -> None:
         vs = VariantSettings.from_dict(dict(resolution=resolution, max_cluster_size=max_size, max_levels=max_levels,
                                             seed=seed, use_weights=weights, knn=knn, knn_k=knn_k,
                                             min_similarity=min_sim, min_component_size=d.min_component_size))
-        name = check_name(store, ws, name)
-    except VariantError as exc:
+        st.session_state.pop(MSG, None)
+        job_panel.watch(start_variant(store, ws, name, vs, settings))
+    except (VariantError, JobBusy) as exc:
         st.error(str(exc), icon=":material/error:")
         return
-    counts = _progress(run_variant(store, R.vector_index(ws.name, ws.embedder), ws, name, vs, settings,
-                                   base=_base(ws)), f"Running variant {name}")
-    per_level = ", ".join(f"level {k}: {v:,}" for k, v in counts.get("communities_per_level", {}).items())
-    st.session_state[MSG] = f"Variant **{md_escape(name)}** made in {counts.get('seconds', 0):.1f} s ({per_level})."
-    chosen = [n for n in st.session_state.get("wi_compare", []) if n != name]
-    st.session_state["wi_compare"] = [name] + chosen[:5]
+    st.rerun()  # the job panel follows the run
 
 
 def _cell(v, fmt: str) -> str:
@@ -177,13 +180,11 @@ def _manage(ws, variants) -> None:
     sure = b.checkbox("Yes, replace the current partition", key="wi_promote_sure")
     if c.button("Promote", key="wi_promote", icon=":material/upgrade:", disabled=not (pick and sure)):
         try:
-            ctx = promote_context(store, ws, R.settings(), R.embedder(ws.embedder))
-            counts = _progress(promote(ctx, pick), f"Promoting {pick}")
-        except VariantError as exc:
+            st.session_state.pop(MSG, None)
+            job_panel.watch(start_promote(store, ws, R.settings(), pick))
+        except (VariantError, JobBusy) as exc:
             st.error(str(exc), icon=":material/error:")
             return
-        st.session_state[MSG] = (f"Promoted **{md_escape(pick)}**: {counts.get('communities', 0):,} communities; "
-                                 f"the previous partition is saved as **{md_escape(counts.get('snapshot') or '—')}**.")
         st.session_state.pop("wi_promote_sure", None)
         st.rerun()
 
@@ -191,9 +192,10 @@ def _manage(ws, variants) -> None:
 def draw(ws) -> None:
     st.caption("Re-run community detection with other settings, compare, and promote the partition you prefer.")
     _form(ws)
-    msg = st.session_state.pop(MSG, None)  # shown once, also across the rerun that follows a promote
+    msg = st.session_state.get(MSG)  # how the last job this session started ended, until the next one starts (a job's
+    # end reruns the page more than once: a message shown only once would flash and vanish)
     if msg:
-        st.success(msg, icon=":material/check_circle:")
+        getattr(st, msg[0])(msg[1])
     variants = list_variants(R.store(), ws)
     with st.container(key="wi_compare_box"):
         _compare(ws, variants)

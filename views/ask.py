@@ -11,10 +11,10 @@ from collections import Counter
 
 import streamlit as st
 
-from core.backends.base import BackendError
-from core.build.runner import make_backend
+from core.build.factory import make_backend
 from core.explore.route import legend_html, route_graph, route_payload
 from core.history import count_queries, export_json, list_queries, open_query
+from core.protocols import BackendError
 from core.retrieval.base import SECTIONS, Retrieval, get_strategy, strategy_names
 from core.text import truncate
 from core.workspace import ask
@@ -28,6 +28,9 @@ st.title("Ask")
 if ws is None or ws.build_version == 0:
     st.info("This workspace has not finished a build yet; watch it on the Build page.")
     st.stop()
+assert ws.id is not None  # a row read from or written to the store has its key
+ws_id: int = ws.id
+build_version: int = ws.build_version
 
 SECTION_HELP = {"local": "Detail", "bridge": "Connection", "global": "Overview"}
 MAX_ITEMS = 12
@@ -80,8 +83,8 @@ def _sources(i: int, r: Retrieval, width: int) -> None:
     st.markdown("#### Sources")
     if not r.sources:
         st.caption("No sources.")
-    docs = store.documents_by_id(ws.id, [s.document_id for s in r.sources])
-    chunks = store.nodes_by_id(ws.id, [s.chunk_ids[0] for s in r.sources if s.chunk_ids])
+    docs = store.documents_by_id(ws_id, [s.document_id for s in r.sources])
+    chunks = store.nodes_by_id(ws_id, [s.chunk_ids[0] for s in r.sources if s.chunk_ids])
     for k, s in enumerate(r.sources, 1):
         d = docs.get(s.document_id)
         with st.expander(f"[{k}] {md_label(s.title, width)} · {s.score:.2f}"):
@@ -107,7 +110,7 @@ def _path(i: int, r: Retrieval, height: int) -> None:
     if not r.path_nodes and not r.sources:
         st.caption("This strategy visited no graph nodes.")
         return
-    drawing, legend, note = _route(ws.id, ws.build_version, json.dumps(r.to_dict()), height)
+    drawing, legend, note = _route(ws_id, build_version, json.dumps(r.to_dict()), height)
     with st.container(key=f"route_{i}"):
         clicked = graph_canvas(drawing, key=f"route_canvas_{i}")
     st.markdown(legend, unsafe_allow_html=True)  # Strata's own role / kind names and colours only
@@ -207,7 +210,8 @@ if shown is not None and shown[0] == ws.name:  # the last answers of this worksp
     results = shown[1]
     st.markdown(f"**Question:** {md_escape(results[0][0].question)}")
     if len(results) == 1:
-        _answer(0, *results[0], wide=True)
+        r, text = results[0]
+        _answer(0, r, text, wide=True)
     else:
         for i, (col, (r, text)) in enumerate(zip(st.columns(len(results), gap="medium"), results)):
             with col, st.container(key=f"answer_{i}"):
@@ -220,26 +224,26 @@ if shown is not None and shown[0] == ws.name:  # the last answers of this worksp
 
 st.divider()
 st.subheader("History")
-entries = list_queries(store, ws.id, 50)
+entries = list_queries(store, ws_id, 50)
 if not entries:
     st.caption("No question asked in this workspace yet.")
 else:
-    total = count_queries(store, ws.id)
+    total = count_queries(store, ws_id)
     st.dataframe([{"asked (UTC)": e.created_at.strftime("%Y-%m-%d %H:%M:%S"), "strategy": e.strategy,
                    "question": e.question, "retrieval ms": round(e.ms, 1), "sources": e.n_sources}
                   for e in entries], hide_index=True, width="stretch", key="history_table")
     st.caption(f"{total:,} question(s) asked in this workspace" + (", the latest 50 shown." if total > 50 else "."))
     by_id = {e.id: e for e in entries}
-    a, b, c = st.columns([6, 1, 2], vertical_alignment="bottom")
-    picked = a.multiselect("Re-open past results (up to three, side by side)", list(by_id), max_selections=3,
+    pick_col, open_col, save_col = st.columns([6, 1, 2], vertical_alignment="bottom")
+    picked = pick_col.multiselect("Re-open past results (up to three, side by side)", list(by_id), max_selections=3,
                            key="history_pick", format_func=lambda i: f"#{i} · {by_id[i].strategy} · "
                            f"{truncate(by_id[i].question, 80)}")
-    if b.button("Re-open", key="history_open", disabled=not picked, icon=":material/history:"):
-        opened = [x for x in (open_query(store, ws.id, i) for i in picked) if x is not None]
+    if open_col.button("Re-open", key="history_open", disabled=not picked, icon=":material/history:"):
+        opened = [x for x in (open_query(store, ws_id, i) for i in picked) if x is not None]
         if opened:
             st.session_state[RESULTS] = (ws.name, opened)
             st.rerun()
         st.warning("Those results can no longer be read.")
-    c.download_button("Download JSON", data=lambda: export_json(store, ws.id), on_click="ignore",
+    save_col.download_button("Download JSON", data=lambda: export_json(store, ws_id), on_click="ignore",
                       file_name=f"strata-{ws.name}-queries.json", mime="application/json",
                       icon=":material/download:", key="history_download")

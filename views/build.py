@@ -5,18 +5,23 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from core.backends.base import BackendError
-from core.build.runner import active_run, request_cancel
+from core.build import runs
+from core.build.runs import active_run, request_cancel
 from core.explore.hierarchy import METHODS, frame_signature, hierarchy_figure, hierarchy_frame
+from core.models import Workspace
+from core.protocols import BackendError
 from core.workspace import start_build
 from ui import resources as R
 
 store, settings = R.store(), R.settings()
-ws = R.current_workspace()
+current = R.current_workspace()
 st.title("Build")
-if ws is None:
+if current is None:
     st.info("No workspace yet: create one on the Workspaces page.")
     st.stop()
+ws: Workspace = current
+assert ws.id is not None  # a row read from or written to the store has its key
+ws_id: int = ws.id
 
 PLURAL = {"document": "Documents", "chunk": "Chunks", "entity": "Entities", "relationship": "Relationships",
           "statement": "Statements", "community": "Communities", "edge": "Edges"}
@@ -31,7 +36,11 @@ if c1.button("Build / resume", type="primary", disabled=running is not None, ico
         st.rerun()
     except BackendError as exc:
         st.error(str(exc))
+if running is not None and (running.kind or "build") != "build":  # a job (core/worker.py) holds the workspace
+    st.info(f"{runs.run_label(running)} is running (see the Quality page): a build can start once it has finished.",
+            icon=":material/hourglass_top:")
 if c2.button("Stop", disabled=running is None, icon=":material/stop:"):
+    assert running is not None and running.id is not None  # the button is enabled only while a run is active
     request_cancel(store, running.id)
     st.toast("Stopping after the current unit… the next build resumes from there.")
 
@@ -131,7 +140,7 @@ def _frame_so_far(ws_id: int, method: str, signature: tuple):
 
 def _hierarchy_so_far() -> None:
     """A sunburst of the communities stored right now: it grows as the stages write level after level."""
-    sigs = {m: frame_signature(store, ws.id, m) for m in ("leiden", "hirag", "noderag", "attributed")}
+    sigs = {m: frame_signature(store, ws_id, m) for m in ("leiden", "hirag", "noderag", "attributed")}
     present = [m for m, sig in sigs.items() if sig]
     if not present:
         return
@@ -140,7 +149,7 @@ def _hierarchy_so_far() -> None:
         if len(present) > 1:
             method = st.radio("Hierarchy so far", present, format_func=METHODS.get, horizontal=True,
                               key="build_hier_method", label_visibility="collapsed")
-        fr = _frame_so_far(ws.id, method, sigs[method])
+        fr = _frame_so_far(ws_id, method, sigs[method])
         levels = ", ".join(f"{n:,} at level {lv}" for lv, n in sorted(fr.per_level.items()))
         st.caption(f"Hierarchy so far: {METHODS[method]}, {levels}. Open the Hierarchy page to explore them.")
         st.plotly_chart(hierarchy_figure(fr, "sunburst", height=420), width="stretch", key="hierarchy_sunburst")
@@ -176,13 +185,14 @@ def _graph_extras(by_stage: dict) -> None:
 
 @st.fragment(run_every=1.0 if running is not None else None)
 def live() -> None:
-    run = store.latest_run(ws.id)
+    run = runs.latest_run(store, ws_id, ("build",))  # a job's steps are shown on the Quality page
     if run is None:
         st.info("This workspace has not been built yet. Add documents on the Workspaces page, or press Build.")
         return
+    assert run.id is not None  # a row read from or written to the store has its key
     stages = store.stage_runs(run.id)
     active = active_run(store, ws)
-    stalled = run.status in ("running", "queued", "cancelling") and active is None
+    stalled = run.status in ("running", "queued", "cancelling") and (active is None or active.id != run.id)
     label = {"done": "Build finished", "failed": "Build failed", "cancelled": "Build stopped"}.get(run.status, "")
     if stalled:
         st.warning("The last build stopped without finishing (its worker is gone). Press **Build / resume** "
@@ -198,7 +208,7 @@ def live() -> None:
         frac += (cur.done / cur.total) / max(1, len(stages))
     st.progress(min(1.0, frac), text=(f"Stage {finished + 1}/{len(stages)}: {cur.message}" if cur
                                       else f"{finished}/{len(stages)} stages done"))
-    counts = store.counts(ws.id)
+    counts = store.counts(ws_id)
     cols = st.columns(7)
     for col, key in zip(cols, ["document", "chunk", "entity", "relationship", "statement", "community", "edge"]):
         col.metric(PLURAL[key], f"{counts.get(key, 0):,}")

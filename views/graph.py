@@ -6,6 +6,9 @@ Algorithms live in core/explore/explorer.py; this page only draws."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import cast
+
 import streamlit as st
 
 from core.explore import explorer as X
@@ -17,6 +20,9 @@ from ui import resources as R
 from ui.graph_canvas import graph_canvas
 from ui.text import md_escape, md_label
 
+# A selectbox's format_func is `dict.get` of a dict keyed by the options: Streamlit formats the options (every one a
+# key, so never None) and a stale session value (None there makes Streamlit reset the widget, as it always has).
+Label = Callable[[str], str]
 MODES = ["Communities", "Nodes"]
 HEIGHT = 680
 S = st.session_state
@@ -28,6 +34,8 @@ st.title("Graph")
 if ws is None or ws.build_version == 0:
     st.info("Nothing to draw yet: this workspace has not finished a build.")
     st.stop()
+assert ws.id is not None  # a row read from or written to the store has its key
+ws_id: int = ws.id
 
 
 @st.cache_resource(show_spinner="Indexing the graph for exploring…", max_entries=4)
@@ -73,8 +81,8 @@ def search(ws_id: int, key: str, q: str) -> list[tuple[str, str, str]]:
     return search_nodes(store, ws_id, q)
 
 
-key = fingerprint(store, ws.id)
-ix = explore_index(ws.id, key)
+key = fingerprint(store, ws_id)
+ix = explore_index(ws_id, key)
 
 # -- UI state: reset when the workspace changes; a node sent from the Ask page opens the Nodes view on it --------
 if S.get("graph_ws") != ws.name:
@@ -169,10 +177,10 @@ if mode == "Communities":
     for i, (_cid, title) in enumerate(crumbs):
         row.button(("› " if i else "") + md_label(title, 40), key=f"graph_crumb_{i}", type="tertiary",
                    disabled=i == len(crumbs) - 1, on_click=go_to, args=(path[:i],))
-    payload, note, choices, drawn = community_view(ws.id, key, path[-1] if path else None, f, cap, extra,
+    payload, note, choices, drawn = community_view(ws_id, key, path[-1] if path else None, f, cap, extra,
                                                    physics, hier)
     labels = dict(choices)
-    st.selectbox("Open community", list(labels), format_func=labels.get, index=None, key="graph_open",
+    st.selectbox("Open community", list(labels), format_func=cast(Label, labels.get), index=None, key="graph_open",
                  placeholder="Click a super-node, or pick a drawn community here", on_change=on_open_select)
     shown = sorted({int(lv) for c in labels for lv in [ix.comm_level[ix.comm_index[c]]]})
     legend = ([chip(method_color(m), f"{m} communities") for m in methods_present if m in set(methods)]
@@ -183,7 +191,7 @@ if mode == "Communities":
     st.caption(note)
     graph_canvas(payload, key="graph_canvas", on_event=on_canvas)
 else:
-    payload, note, avail, drawn = node_view(ws.id, key, tuple(kinds), cap, focus, f, extra, physics, hier)
+    payload, note, avail, drawn = node_view(ws_id, key, tuple(kinds), cap, focus, f, extra, physics, hier)
     st.markdown(" ".join(chip(color, f"{kind} ({avail.get(kind, 0):,})") for kind, color in KIND_COLORS.items()
                          if kind in kinds and avail.get(kind)), unsafe_allow_html=True)
     if note:
@@ -203,7 +211,7 @@ if extra:
 
 # -- find a node, and its details ----------------------------------------------------------------------------------
 def on_query() -> None:
-    found = search(ws.id, key, (S.get("graph_query") or "").strip())
+    found = search(ws_id, key, (S.get("graph_query") or "").strip())
     if found:
         S["graph_pick"] = found[0][0]
 
@@ -214,18 +222,20 @@ def finder(drawn: list[tuple[str, str, str]]) -> None:
     a, b = st.columns(2)
     query = a.text_input("Search entities and communities by name", placeholder="e.g. Okafor", key="graph_query",
                          live=True, on_change=on_query)
-    matches = search(ws.id, key, query.strip()) if query and query.strip() else []
+    matches = search(ws_id, key, query.strip()) if query and query.strip() else []
     options = {nid: f"{title} · {kind}" for nid, kind, title in matches}
     if options:
-        a.selectbox("Matches", list(options), format_func=options.get, key="graph_match",
+        a.selectbox("Matches", list(options), format_func=cast(Label, options.get), key="graph_match",
                     on_change=lambda: S.update(graph_pick=S.get("graph_match")))
     elif query and query.strip():
         a.caption("No entity, community or document with that name.")
     on_view = {nid: f"{label} · {kind}" for nid, kind, label in drawn}
-    b.selectbox("…or pick a drawn node", list(on_view), format_func=on_view.get, index=None, key="graph_drawn",
+    b.selectbox("…or pick a drawn node", list(on_view), format_func=cast(Label, on_view.get), index=None, key="graph_drawn",
                 placeholder="—", on_change=lambda: S.update(graph_pick=S.get("graph_drawn")))
-    nid = S.get("graph_pick")
-    det = details(ws.id, key, nid) if nid else None
+    nid: str | None = S.get("graph_pick")
+    if not nid:
+        return
+    det = details(ws_id, key, nid)
     if det is None:
         return
     with st.container(border=True, key="graph_details"):
@@ -246,7 +256,7 @@ def finder(drawn: list[tuple[str, str, str]]) -> None:
             have = {i for i, _, _ in drawn}
             room = max(0, cap - len(have))
             S["graph_extra"] = list(S.get("graph_extra", [])) + ([nid] if nid not in have else []) + X.expand(
-                store, ws.id, ix, have | {nid}, nid, f, limit=max(room, 1))
+                store, ws_id, ix, have | {nid}, nid, f, limit=max(room, 1))
             st.rerun()
         if x2.button("Draw its neighbourhood", icon=":material/hub:", key="graph_focus_btn"):
             S["graph_focus"] = nid
@@ -270,9 +280,9 @@ with st.expander("Export", icon=":material/download:"):
     fmt = e2.selectbox("Format", ["graphml", "gexf", "json"], key="graph_export_fmt")
     ids = {i for i, _, _ in drawn} if scope == "Current view" else None
     name = f"{ws.name}-{'view' if ids is not None else 'graph'}.{fmt}"
-    st.download_button(f"Download {name}", data=lambda: graph_export(store, ws.id, fmt, ids), file_name=name,
+    st.download_button(f"Download {name}", data=lambda: graph_export(store, ws_id, fmt, ids), file_name=name,
                        on_click="ignore",  # a download leaves the page as it is (no rerun, no redraw)
                        mime="application/json" if fmt == "json" else "application/xml", icon=":material/download:",
                        help="Made when you click: the whole graph of a big workspace takes a while.")
-    st.download_button("Download the communities (CSV)", data=lambda: communities_csv(store, ws.id), on_click="ignore",
+    st.download_button("Download the communities (CSV)", data=lambda: communities_csv(store, ws_id), on_click="ignore",
                        file_name=f"{ws.name}-communities.csv", mime="text/csv", icon=":material/table:")

@@ -3,9 +3,13 @@ sector (or a pick in the list) opens that community: its report, members by kind
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, cast
+
 import streamlit as st
 
-from core.explore.hierarchy import METHODS, community_detail, find, hierarchy_figure, hierarchy_frame
+from core.explore.community_detail import community_detail
+from core.explore.hierarchy import METHODS, find, hierarchy_figure, hierarchy_frame
 from core.text import truncate
 from ui import resources as R
 from ui.graph_canvas import graph_canvas
@@ -18,41 +22,50 @@ if ws is None or ws.build_version == 0:
     st.info("Nothing to show yet: this workspace has not finished a build; watch it on the Build page.")
     st.stop()
 
+# A selectbox's format_func is `dict.get` of a dict keyed by the options: Streamlit formats the options (every one a
+# key, so never None) and a stale session value (None there makes Streamlit reset the widget, as it always has).
+Label = Callable[[str], str]
 VIEWS = ["sunburst", "treemap", "icicle"]
+
+
+def _ws_id(ws_name: str) -> int:
+    ws_id = store.require_workspace(ws_name).id
+    assert ws_id is not None  # a row read from or written to the store has its key
+    return ws_id
 
 
 @st.cache_data(show_spinner="Reading the hierarchy…", max_entries=32)
 def frame(ws_name: str, build_version: int, method: str, cap: int):
-    return hierarchy_frame(store, store.require_workspace(ws_name).id, method, max_sectors=cap)
+    return hierarchy_frame(store, _ws_id(ws_name), method, max_sectors=cap)
 
 
 @st.cache_data(show_spinner="Opening…", max_entries=64)
 def detail(ws_name: str, build_version: int, cid: str):
-    return community_detail(store, store.require_workspace(ws_name).id, cid)
+    return community_detail(store, _ws_id(ws_name), cid)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def found_by_title(ws_name: str, build_version: int, method: str, query: str):
-    return find(store, store.require_workspace(ws_name).id, method, query)
+    return find(store, _ws_id(ws_name), method, query)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def stale_reasons(ws_name: str, build_version: int, cid: str) -> list[str]:
     from core.resolution.review import stale_reasons as reasons
 
-    return reasons(store, store.require_workspace(ws_name).id, cid)
+    return reasons(store, _ws_id(ws_name), cid)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def report_markdown(ws_name: str, build_version: int, cid: str) -> str:
     from core.export import community_markdown
 
-    return community_markdown(store, store.require_workspace(ws_name).id, cid)
+    return community_markdown(store, _ws_id(ws_name), cid)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def document_text(ws_name: str, build_version: int, doc_id: str) -> tuple[str, str]:
-    d = store.documents_by_id(store.require_workspace(ws_name).id, [doc_id]).get(doc_id)
+    d = store.documents_by_id(_ws_id(ws_name), [doc_id]).get(doc_id)
     return (d.filename, d.text) if d else ("", "")
 
 
@@ -88,7 +101,8 @@ event = st.plotly_chart(hierarchy_figure(fr, view), on_select="rerun", selection
 
 # a click opens the sector's community; the list below is the same choice by name (and the only one in AppTest)
 pick_key = f"hier_pick_{method}"
-points = ((event or {}).get("selection") or {}).get("points") or []
+state: dict[str, Any] = event or {}  # the chart's selection event (a dict)
+points = (state.get("selection") or {}).get("points") or []
 clicked = fr.target(points[0].get("id")) if points else None
 if clicked and clicked != st.session_state.get(f"{pick_key}_click"):
     st.session_state[f"{pick_key}_click"] = clicked
@@ -104,7 +118,7 @@ labels = {s.id: f"{truncate(s.title, 80) or 'untitled'} · "
 if st.session_state.get(pick_key) not in labels:
     st.session_state[pick_key] = None  # nothing open (or no longer offered)
 pick = left.selectbox("Open a summary entity" if layers else "Open a community", list(labels),
-                      format_func=labels.get, key=pick_key, placeholder="Click a sector, or pick one here")
+                      format_func=cast(Label, labels.get), key=pick_key, placeholder="Click a sector, or pick one here")
 if pick is None:
     st.stop()
 
@@ -168,7 +182,7 @@ with st.container(border=True, key="hier_detail"):
             st.dataframe([{"document": d.title, "file": d.filename, "mentions": d.mentions, "members": d.members}
                           for d in det.documents], hide_index=True, width="stretch")
             doc_titles = {d.id: f"{truncate(d.title, 80)} · {d.mentions} mentions" for d in det.documents}
-            read = st.selectbox("Read a source document", list(doc_titles), format_func=doc_titles.get,
+            read = st.selectbox("Read a source document", list(doc_titles), format_func=cast(Label, doc_titles.get),
                                 key=f"hier_read_{pick}")
             filename, body = document_text(ws.name, ws.build_version, read)
             st.caption(md_escape(filename) + (f" · first 20,000 of {len(body):,} characters" if len(body) > 20000

@@ -1,11 +1,12 @@
 """Quality: community metrics per method and level, entity-merge review, and what-if re-runs of community
-detection compared side by side. Each tab is drawn by its own module in ui/."""
+detection compared side by side. Each tab is drawn by its own module in ui/; the job panel above them
+(ui/job_panel.py) follows a running promote, what-if run or merge decision."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from ui import merge_tab, quality_tab, whatif_tab
+from ui import job_panel, merge_tab, quality_tab, whatif_tab
 from ui import resources as R
 
 ws = R.current_workspace()
@@ -13,6 +14,12 @@ st.title("Quality")
 if ws is None or ws.build_version == 0:
     st.info("Nothing to measure yet: this workspace has not finished a build; watch it on the Build page.")
     st.stop()
+
+ended = job_panel.finished_watched(R.store())  # the job this session started (ui/job_panel.py) has ended
+if ended is not None:
+    (merge_tab if ended.kind == "reembed" else whatif_tab).outcome(R.store(), ws, ended)
+with st.container(key="job_slot"):  # always there, empty or not: the tabs below keep their place, and so the tab
+    job_panel.draw(ws)               # the user is on, when a job's panel appears or goes
 
 tabs = st.tabs(["Metrics", "Entity resolution", "What-if"])
 with tabs[0]:

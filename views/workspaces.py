@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.backends.base import BackendError
-from core.build.runner import active_run
+from core.build.runs import active_run
 from core.ingest import SUPPORTED_EXTENSIONS
+from core.protocols import BackendError
 from core.store import StoreError
 from core.workspace import delete_workspace, ingest_uploads, start_build
 from ui import resources as R
@@ -48,6 +48,7 @@ ws = R.current_workspace()
 with left:
     rows = []
     for w in store.workspaces():
+        assert w.id is not None  # a row read from or written to the store has its key
         c = store.counts(w.id)
         run = active_run(store, w)
         rows.append({"workspace": w.name, "documents": c.get("document", 0), "chunks": c.get("chunk", 0),
@@ -59,6 +60,7 @@ with left:
 if ws is None:
     st.info("Create a workspace to start.")
     st.stop()
+assert ws.id is not None  # a row read from or written to the store has its key
 
 st.subheader(f"Add documents to “{ws.name}”")
 st.caption("txt, md, html, pdf, docx, csv and jsonl (one document per row, a text field and optional title/id), "
@@ -81,12 +83,12 @@ if st.button("Add and build", type="primary", disabled=not files, icon=":materia
     st.rerun()
 
 last = st.session_state.get("last_ingest")
-report = last[1] if last is not None and last[0] == ws.name else None
-if report is not None:
-    (st.success if report.added else st.info)(report.summary())
-    for r in report.refusals:
+shown = last[1] if last is not None and last[0] == ws.name else None
+if shown is not None:
+    (st.success if shown.added else st.info)(shown.summary())
+    for r in shown.refusals:
         st.warning(f"**{md_escape(r.filename)}** refused: {md_escape(r.reason)}", icon=":material/block:")
-    if report.added:
+    if shown.added:
         st.page_link("views/build.py", label="Watch the build", icon=":material/construction:")
 if st.session_state.get("build_error"):
     st.error(st.session_state.pop("build_error"))

@@ -157,6 +157,7 @@ class Hierarchy:
         if self.pairs is None:
             for _ in self.augment():
                 pass
+        assert self.pairs is not None and self.weights is not None  # augment() has set both
         membership = cluster(self.n, self.pairs, self.weights, self.cfg.resolution, self.cfg.seed)
         n_comm = int(membership.max()) + 1 if len(membership) else 0
         if n_comm >= self.n:
@@ -170,6 +171,7 @@ class Hierarchy:
         """Line 12: the graph of communities, with their summary vectors as attributes; then the stop test."""
         level = self.levels[-1]
         assert len(vecs) == len(level.groups), "one vector per community"
+        assert self.pairs is not None  # cluster() augmented this level
         self.edges = community_links(level.membership, self.pairs)
         self.vecs = unit_rows(vecs)
         self.pairs = self.weights = None

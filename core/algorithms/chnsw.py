@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+CHNSW_FILE = "chnsw.npz"  # the saved index, in the workspace's vector directory (the `attributed` stage writes it)
 EF_CONSTRUCTION = 40  # SearchLayer candidate list while inserting (>= M)
 EF_SEARCH = 64  # default SearchLayer candidate list of queries (>= k)
 EXACT_ABOVE = 2000  # layers with more nodes get exact-kNN intra-layer links instead of greedy insertion

@@ -38,8 +38,12 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from sklearn.mixture import GaussianMixture
 
 _FIT_SAMPLE = 20000  # rows used to fit PCA and the GMMs (all rows are still assigned)
 _DENSE_K = 12  # try every k up to this; above, a stepped grid refined around the best
@@ -79,7 +83,7 @@ def candidates(k_max: int) -> list[int]:
     return ks
 
 
-def _fit(z: np.ndarray, k: int, seed: int):
+def _fit(z: np.ndarray, k: int, seed: int) -> GaussianMixture:
     from sklearn.mixture import GaussianMixture
 
     floor = float(z.var(axis=0).mean()) or 1.0
@@ -103,7 +107,7 @@ def gmm_soft_clusters(x: np.ndarray, *, dims: int, max_components: int, threshol
     zs = z[sample]
     k_max = max(1, min(max_components, len(sample) // (z.shape[1] + 1)))
     tried: dict[int, float] = {}
-    models: dict[int, object] = {}
+    models: dict[int, GaussianMixture] = {}
 
     def bic_of(k: int) -> float:
         if k not in tried:

@@ -22,6 +22,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -132,9 +133,9 @@ def cluster_layer(vectors: np.ndarray, cfg: LayerSettings, layer: int, previous_
 def _cluster_layer(x: np.ndarray, cfg: LayerSettings, layer: int, previous_sparsity: float | None
                    ) -> LayerClustering:
     n = x.shape[0]
-    opts = dict(dims=cfg.reduce_dim, max_components=cfg.max_components, threshold=cfg.membership_threshold,
-                seed=cfg.seed)
-    glob = gmm_soft_clusters(x, **opts)
+    soft = partial(gmm_soft_clusters, dims=cfg.reduce_dim, max_components=cfg.max_components,
+                   threshold=cfg.membership_threshold, seed=cfg.seed)
+    glob = soft(x)
     clusters: list[list[int]] = []
     seen: set[tuple[int, ...]] = set()
     local_k: list[int] = []
@@ -144,7 +145,7 @@ def _cluster_layer(x: np.ndarray, cfg: LayerSettings, layer: int, previous_spars
         elif len(g) <= cfg.reduce_dim + 1:  # RAPTOR keeps a small global cluster whole
             parts, k = [g], 1
         else:
-            loc = gmm_soft_clusters(x[g], **opts)
+            loc = soft(x[g])
             parts, k = [[g[i] for i in c] for c in loc.clusters], loc.k
         local_k.append(k)
         for c in parts:
@@ -191,13 +192,13 @@ def meta_summary_concepts(texts: list[str], k: int = 8) -> list[str]:
         return []
     idf = idf_table(docs)
     df: Counter[str] = Counter()
-    score: Counter[str] = Counter()
+    score: dict[str, float] = {}
     for d in docs:
         tf = Counter(d)
         norm = math.sqrt(sum(c * c for c in tf.values())) or 1.0
         df.update(tf.keys())
         for w, c in tf.items():
-            score[w] += c / norm * idf[w] * (2.0 if " " in w else 1.0)  # phrases over their words
+            score[w] = score.get(w, 0) + c / norm * idf[w] * (2.0 if " " in w else 1.0)  # phrases over their words
     min_df = 2 if len(docs) >= 3 else 1
     ranked = sorted((w for w in score if df[w] >= min_df), key=lambda w: (-score[w], w))
     if not ranked:
@@ -255,8 +256,7 @@ def summary_entity_offline(member_titles: list[str], member_texts: list[str], co
     sentences: list[str] = []
     for x in texts:
         sentences.extend(split_sentences(x))
-    seen: set[str] = set()
-    sentences = [s for s in sentences if not (s in seen or seen.add(s))]
+    sentences = list(dict.fromkeys(sentences))  # each sentence once, in first-seen order
     picked = sorted(i for i, _ in central_sentences(sentences, 3)) if sentences else []
     body = " ".join(sentences[i] for i in picked)
     shown = [t for t in titles if t.strip()]

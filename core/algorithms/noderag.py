@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import igraph as ig
 import leidenalg
@@ -182,10 +183,12 @@ def hnsw_base_pairs(vecs: np.ndarray, m: int, seed: int) -> np.ndarray:
     if n < 2:
         return np.zeros((0, 2), dtype=np.int64)
     index = faiss.IndexHNSWFlat(x.shape[1], max(2, int(m)), faiss.METRIC_INNER_PRODUCT)
-    index.hnsw.rng = faiss.RandomGenerator(int(seed))
+    # faiss's stub (faiss/__init__.pyi) leaves out HNSW's rng, neighbors and offsets and the RandomGenerator class,
+    # all of which the SWIG module has: the HNSW struct is used untyped here
+    h: Any = index.hnsw
+    h.rng = faiss.RandomGenerator(int(seed))  # type: ignore[attr-defined]  # missing from the stub (see above)
     with faiss_threads(1):
         index.add(x)
-    h = index.hnsw
     neighbors = faiss.vector_to_array(h.neighbors)
     offsets = faiss.vector_to_array(h.offsets).astype(np.int64)
     cum = faiss.vector_to_array(h.cum_nneighbor_per_level)

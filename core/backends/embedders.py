@@ -26,7 +26,6 @@ from pathlib import Path
 
 import numpy as np
 
-from core.backends.base import BackendError, Embedder
 from core.backends.minilm_runtime import (
     RUNTIMES,
     OnnxRuntime,
@@ -36,6 +35,7 @@ from core.backends.minilm_runtime import (
     native_bf16,
 )
 from core.config import BackendSettings, EmbedSettings
+from core.protocols import BackendError, Embedder
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class MiniLMEmbedder:
         self.requested = runtime or "auto"
         self.runtime: str | None = None  # the runtime in use, once loaded
         self.load_s = 0.0
-        self._rt = None
+        self._rt: TorchRuntime | OnnxRuntime | SentenceTransformersRuntime | None = None
         self._lock = threading.Lock()
         self._run_lock = threading.Lock()
 
@@ -86,6 +86,7 @@ class MiniLMEmbedder:
                 mdir = bundled_model_dir()
                 problems = []
                 for name in self._candidates():
+                    rt: TorchRuntime | OnnxRuntime | SentenceTransformersRuntime
                     try:
                         if name == "torch-bf16":
                             rt = TorchRuntime(mdir)
@@ -118,7 +119,7 @@ class MiniLMEmbedder:
 def make_embedder(embed: EmbedSettings, backend: BackendSettings, cache_dir: Path | None = None) -> Embedder:
     """The configured embedder; `cache_dir` holds MiniLM's ONNX export (default STRATA_HOME/models)."""
     if embed.embedder == "ollama":
-        from core.backends.ollama_backend import OllamaEmbedder
+        from core.backends.ollama_embedder import OllamaEmbedder
 
         return OllamaEmbedder(backend)
     return MiniLMEmbedder(batch_size=embed.batch_size, cache_dir=cache_dir)

@@ -13,10 +13,14 @@ import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from core.backends.base import BackendError
+from core.protocols import BackendError
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +134,8 @@ def _build_bert(model_dir: Path):
                 bias = (1.0 - attention_mask[:, None, None, :].to(torch.float32)) * -10000.0
             else:
                 keep = attention_mask[:, None, None, :].to(torch.bool)
-            for L in self.layers:
+            # a ModuleList is typed as holding Modules (whose attributes read as Tensor | Module): these are the Layers
+            for L in cast("list[Layer]", self.layers):
                 qkv = F.linear(x.to(mm), L.qkv_w, L.qkv_b).view(b, s, 3, h, d).permute(2, 0, 3, 1, 4)
                 q, k, v = qkv[0], qkv[1], qkv[2]
                 if self.export_mode:
@@ -182,7 +187,7 @@ class _Runtime:
         tok.no_padding()
         self._tok = tok
         self.workers = _cores()
-        self._pool = None
+        self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
 
     def _executor(self):
@@ -357,7 +362,7 @@ def _legacy_onnx_export():
 
     with _export_patch_lock:
         saved = onnx_proto_utils._add_onnxscript_fn
-        onnx_proto_utils._add_onnxscript_fn = lambda proto, custom_opsets: proto
+        onnx_proto_utils._add_onnxscript_fn = lambda model_bytes, custom_opsets: model_bytes
         try:
             yield
         finally:

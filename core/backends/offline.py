@@ -13,9 +13,9 @@ import re
 from collections import Counter
 from typing import NamedTuple
 
-from core.backends.base import ContextBlock, Extraction, Finding, Report, Summary, SummaryEntities
 from core.extract import spacy_extract, spacy_nlp
 from core.extract.offline import extract_offline, heading_subject, title_names_entity
+from core.protocols import ContextBlock, Extraction, Finding, Report, Summary, SummaryEntities
 from core.text import (
     central_sentences,
     content_words,
@@ -136,7 +136,8 @@ class OfflineBackend:
         if not q or not any(found):
             return NO_ANSWER
         idf = idf_table(content_words(c.text) for level in found for c in level)
-        lines, said = [], []
+        lines: list[str] = []
+        said: list[str] = []
         for name, items, level in zip(("Local", "Bridge", "Global"), (context.local, context.bridge,
                                                                       context.global_), found):
             ranked = sorted(((overlap_score(q, c.text, idf) - 0.01 * c.item, k) for k, c in enumerate(level)),
@@ -166,7 +167,7 @@ class _Sentence(NamedTuple):
 
 
 def _sentences(items: list[str]) -> list[_Sentence]:
-    out = []
+    out: list[_Sentence] = []
     for j, item in enumerate(items):
         m = _CITE.match(item)
         cite = f"[{m.group(1)}]" if m else ""

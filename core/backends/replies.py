@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from core.backends.base import Extraction, QueryTerms, RatedPoint, RatedPoints, Report, Summary
+from core.protocols import Extraction, QueryTerms, RatedPoint, RatedPoints, Report, Summary
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from core.backends.base import SummaryEntities, SummaryEntity, SummaryRelation
 from core.backends.replies import MalformedReply
+from core.protocols import SummaryEntities, SummaryEntity, SummaryRelation
 
 
 def _flat(text: str) -> str:

@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from core.backends.base import Embedder, LanguageBackend
 from core.config import Settings
 from core.index.vectors import VectorIndex
 from core.models import Workspace
+from core.protocols import Embedder, LanguageBackend
 from core.store import Store
 
 
@@ -42,11 +42,27 @@ class BuildContext:
     index: VectorIndex
     should_stop: Callable[[], bool] = lambda: False
 
+    @property
+    def ws_id(self) -> int:
+        """The workspace's row id (a stage works on a stored workspace, which always has one)."""
+        assert self.ws.id is not None
+        return self.ws.id
+
 
 class Stage(Protocol):
     """A build stage: yields Progress while it works, resumable after a stop (see the module docstring)."""
 
     def __call__(self, ctx: BuildContext) -> Iterator[Progress]: ...
+
+
+@dataclass
+class JobPlan:
+    """A job's steps (promote, what-if run, merge decision; planned in core/quality, run by core/worker.py)."""
+
+    steps: list[tuple[str, str, Stage]]  # (name, label, stage) in order, as runner.stages()
+    changes: frozenset[str] = frozenset()  # steps that change the graph (see the module doc)
+    label: str = ""  # what the page says is running, e.g. "Promote variant 'res-2'"
+    done_message: str = "Job finished"
 
 
 class Cancelled(Exception):

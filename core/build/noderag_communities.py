@@ -22,6 +22,7 @@ reports are made only for new (or merge-staled) communities, before any row is w
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -29,11 +30,13 @@ from concurrent.futures import ThreadPoolExecutor
 import igraph as ig
 import numpy as np
 from sqlalchemy import bindparam, delete, insert, or_, update
-from sqlmodel import select
+from sqlmodel import col, select
 
 from core.algorithms import noderag
-from core.graph.communities import community_id, write_communities
-from core.models import Community, Edge, Node
+from core.build.community_rows import community_id, write_communities
+from core.build.context import BuildContext
+from core.models import Community, Edge, Node, sql_table
+from core.protocols import Report
 from core.store import content_id
 from core.text import STOPWORDS, truncate
 
@@ -55,14 +58,13 @@ def delete_nodes(s, ws_id: int, ids: list[str]) -> None:
     """Delete nodes and every edge touching them."""
     for i in range(0, len(ids), 500):
         part = ids[i : i + 500]
-        s.exec(delete(Edge).where(Edge.workspace_id == ws_id, or_(Edge.src.in_(part), Edge.dst.in_(part))))
-        s.exec(delete(Node).where(Node.workspace_id == ws_id, Node.id.in_(part)))
+        s.exec(delete(Edge).where(col(Edge.workspace_id) == ws_id,
+                                  or_(col(Edge.src).in_(part), col(Edge.dst).in_(part))))
+        s.exec(delete(Node).where(col(Node.workspace_id) == ws_id, col(Node.id).in_(part)))
 
 
 def keyword_title(headline: str, max_words: int = 6) -> str:
     """A short keyword title from a headline: its first content words, original case kept."""
-    import re
-
     seen: set[str] = set()
     out: list[str] = []
     for w in re.findall(r"[A-Za-z0-9](?:[A-Za-z0-9'\-]|[.,](?=\d))*", headline):  # "1,000" and "2.5" stay whole
@@ -84,10 +86,10 @@ class HeteroPartition:
         kinds = noderag.COMMUNITY_KINDS
         with store.session() as s:
             rows = s.exec(select(Node.id, Node.kind, Node.title, Node.text).where(
-                Node.workspace_id == ws_id, Node.kind.in_(kinds),
-                or_(Node.kind != "entity", Node.layer == 0)).order_by(Node.id)).all()
+                Node.workspace_id == ws_id, col(Node.kind).in_(kinds),
+                or_(col(Node.kind) != "entity", col(Node.layer) == 0)).order_by(Node.id)).all()
             edges = s.exec(select(Edge.src, Edge.dst, Edge.kind).where(
-                Edge.workspace_id == ws_id, Edge.kind.in_({k for k, _, _ in noderag.COMMUNITY_EDGES}))).all()
+                Edge.workspace_id == ws_id, col(Edge.kind).in_({k for k, _, _ in noderag.COMMUNITY_EDGES}))).all()
         self.ids = [r[0] for r in rows]
         self.kind = [r[1] for r in rows]
         self.text = [(r[3] or r[2] or "") for r in rows]
@@ -113,9 +115,9 @@ class HeteroPartition:
         return "; ".join(names), lines[:MAX_MATERIAL]
 
 
-def communities(ctx, part: HeteroPartition) -> Iterator[tuple[int, int]]:
+def communities(ctx: BuildContext, part: HeteroPartition) -> Iterator[tuple[int, int]]:
     """Store `part`'s communities as `noderag` rows with their reports; yields (done, total) reports."""
-    store, ws_id = ctx.store, ctx.ws.id
+    store, ws_id = ctx.store, ctx.ws_id
     with store.session() as s:
         have = {cid: (summary, data) for cid, summary, data in s.exec(select(
             Community.id, Community.summary, Community.data).where(
@@ -124,9 +126,9 @@ def communities(ctx, part: HeteroPartition) -> Iterator[tuple[int, int]]:
             if cid not in have or not have[cid][0] or (have[cid][1] or {}).get("stale")]
     workers = ctx.settings.backend.concurrency if ctx.backend.name == "ollama" else 1
     batch = max(32, workers * 4)
-    reports: dict[str, object] = {}
+    reports: dict[str, Report] = {}
 
-    def build(k: int):
+    def build(k: int) -> tuple[str, Report]:
         return part.cids[k], ctx.backend.report(*part.material(k))
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -138,7 +140,7 @@ def communities(ctx, part: HeteroPartition) -> Iterator[tuple[int, int]]:
                 return
     rows, members_of = [], {}
     for k, cid in enumerate(part.cids):
-        kinds = defaultdict(int)
+        kinds: defaultdict[str, int] = defaultdict(int)
         for v in part.communities[k]:
             kinds[part.kind[v]] += 1
         rows.append(Community(id=cid, workspace_id=ws_id, method=METHOD, level=0, size=len(part.communities[k]),
@@ -152,11 +154,11 @@ def communities(ctx, part: HeteroPartition) -> Iterator[tuple[int, int]]:
         missing = [edge_row(ws_id, m, cid, "in_community") for cid, ms in members_of.items() for m in ms
                    if (m, cid) not in have_edges]
         if missing:
-            s.connection().execute(insert(Edge.__table__), missing)
+            s.connection().execute(insert(sql_table(Edge)), missing)
             s.commit()
     if reports:
         data = {r.id: r.data for r in rows}
-        t = Community.__table__  # type: ignore[attr-defined]
+        t = sql_table(Community)
         with store.session() as s:
             s.connection().execute(update(t).where(t.c.id == bindparam("_id")), [
                 {"_id": cid, "title": rep.title[:300], "summary": rep.summary, "report": rep.model_dump(),
@@ -164,10 +166,10 @@ def communities(ctx, part: HeteroPartition) -> Iterator[tuple[int, int]]:
             s.commit()
 
 
-def high_level(ctx) -> tuple[int, int]:
+def high_level(ctx: BuildContext) -> tuple[int, int]:
     """Sync high-level element and overview nodes (and their edges) with the noderag communities' reports:
     (added, removed)."""
-    ws_id = ctx.ws.id
+    ws_id = ctx.ws_id
     with ctx.store.session() as s:
         comms = s.exec(select(Community).where(Community.workspace_id == ws_id, Community.method == METHOD)
                        .order_by(Community.id)).all()
@@ -189,7 +191,7 @@ def high_level(ctx) -> tuple[int, int]:
                                                                              "community_id": c.id})
     with ctx.store.session() as s:
         have = {i: (t, x) for i, t, x in s.exec(select(Node.id, Node.title, Node.text).where(
-            Node.workspace_id == ws_id, Node.kind.in_(("high_level", "overview"))))}
+            Node.workspace_id == ws_id, col(Node.kind).in_(("high_level", "overview"))))}
         have_high = set(s.exec(select(Node.id).where(Node.workspace_id == ws_id, Node.kind == "high_level")))
         stale = sorted(set(have) - set(want))
         delete_nodes(s, ws_id, stale)
@@ -201,21 +203,21 @@ def high_level(ctx) -> tuple[int, int]:
                 edges.append(edge_row(ws_id, r["id"], r["data"]["community_id"], "derived_from"))
         conn = s.connection()
         if new:
-            conn.execute(insert(Node.__table__), new)
+            conn.execute(insert(sql_table(Node)), new)
         if edges:
-            conn.execute(insert(Edge.__table__), edges)
+            conn.execute(insert(sql_table(Edge)), edges)
         for i, r in want.items():
             if i in have and have[i] != (r["title"], r["text"]):
-                s.exec(update(Node).where(Node.id == i).values(title=r["title"], text=r["text"], data=r["data"]))
+                s.exec(update(Node).where(col(Node.id) == i).values(title=r["title"], text=r["text"], data=r["data"]))
         s.commit()
     ctx.index.delete("high_level", [i for i in stale if i in have_high])
     return len(new), len(stale)
 
 
-def node_communities(ctx, ids: list[str], kinds: list[str]) -> np.ndarray:
+def node_communities(ctx: BuildContext, ids: list[str], kinds: list[str]) -> np.ndarray:
     """The noderag community (as an int code, -1 for none) of each semantic unit, attribute and high-level node:
     the one it is a member of (a high-level element: the one it was made for)."""
-    ws_id = ctx.ws.id
+    ws_id = ctx.ws_id
     with ctx.store.session() as s:
         cids = sorted(s.exec(select(Community.id).where(Community.workspace_id == ws_id,
                                                          Community.method == METHOD)))

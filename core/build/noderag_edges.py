@@ -14,17 +14,18 @@ from __future__ import annotations
 import numpy as np
 from sqlalchemy import delete, func, insert, literal_column, update
 from sqlalchemy import text as sql_text
-from sqlmodel import select
+from sqlmodel import col, select
 
 from core.algorithms import noderag
+from core.build.context import BuildContext
 from core.build.noderag_communities import edge_row
-from core.build.stages.embed import node_text_for_embedding
-from core.models import Edge, Node
+from core.index.embedding import node_text_for_embedding
+from core.models import Edge, Node, sql_table
 
 EMBEDDED = noderag.SEMANTIC_KINDS  # NodeRAG's retrievable, vector-searched kinds
 
 
-def embed_rows(ctx, kind: str) -> list[tuple[str, str, dict]]:
+def embed_rows(ctx: BuildContext, kind: str) -> list[tuple[str, str, dict]]:
     with ctx.store.session() as s:
         rows = s.exec(select(Node.id, Node.title, Node.text, Node.data).where(
             Node.workspace_id == ctx.ws.id, Node.kind == kind).order_by(Node.id)).all()
@@ -32,7 +33,7 @@ def embed_rows(ctx, kind: str) -> list[tuple[str, str, dict]]:
     return [(i, node_text_for_embedding(kind, t, x), {key: (d or {}).get(key, "")}) for i, t, x, d in rows]
 
 
-def load_vectors(ctx) -> tuple[list[str], list[str], np.ndarray]:
+def load_vectors(ctx: BuildContext) -> tuple[list[str], list[str], np.ndarray]:
     """(ids, kinds, unit vectors) of every node of the embedded kinds that has a vector, in a stable order."""
     ids: list[str] = []
     kinds: list[str] = []
@@ -73,7 +74,7 @@ LINKED = sql_text(f"""
 
 def delete_ids(s, ids: list[int]) -> None:
     for k in range(0, len(ids), 500):
-        s.exec(delete(Edge).where(Edge.id.in_(ids[k : k + 500])))
+        s.exec(delete(Edge).where(col(Edge.id).in_(ids[k : k + 500])))
 
 
 def write_edges(ctx, ids: list[str], matches: list[tuple[int, int]], pairs: np.ndarray,
@@ -93,7 +94,7 @@ def write_edges(ctx, ids: list[str], matches: list[tuple[int, int]], pairs: np.n
         linked = s.exec(LINKED, params={"ws": ws_id}).all()
         old_boost = {eid for eid, _, _, _, boost, _ in linked if boost is not None}
         # pair -> the one edge that takes the boost: a heterograph edge (owner), else a match
-        owner: dict[tuple[int, int], tuple] = {}
+        owner: dict[tuple[int, ...], tuple] = {}
         for eid, src, dst, _kind, _, can_own in sorted(linked, key=lambda r: (r[3], r[0])):
             if can_own and src in index and dst in index:
                 owner.setdefault(tuple(sorted((index[src], index[dst]))), ("db", eid))
@@ -111,11 +112,11 @@ def write_edges(ctx, ids: list[str], matches: list[tuple[int, int]], pairs: np.n
         delete_ids(s, [eid for k, (eid, w) in old_match.items() if want_match.get(k) != w])
         gone = sorted(old_boost - boost_db)
         for k in range(0, len(gone), 500):
-            s.exec(update(Edge).where(Edge.id.in_(gone[k : k + 500])).values(
+            s.exec(update(Edge).where(col(Edge.id).in_(gone[k : k + 500])).values(
                 weight=Edge.weight - hnsw, data=func.json_remove(Edge.data, "$.hnsw")))
         fresh = sorted(boost_db - old_boost)
         for k in range(0, len(fresh), 500):
-            s.exec(update(Edge).where(Edge.id.in_(fresh[k : k + 500])).values(
+            s.exec(update(Edge).where(col(Edge.id).in_(fresh[k : k + 500])).values(
                 weight=Edge.weight + 1,
                 data=func.json_set(func.coalesce(Edge.data, literal_column("'{}'")), "$.hnsw", 1)))
         rows = [edge_row(ws_id, src, dst, "matches", w, {"hnsw": 1} if w > 1 else {})
@@ -124,6 +125,6 @@ def write_edges(ctx, ids: list[str], matches: list[tuple[int, int]], pairs: np.n
                  for (src, dst), sc in want_sem.items() if old_sem.get((src, dst), (0, None))[1] != sc]
         conn = s.connection()
         for k in range(0, len(rows), 20_000):
-            conn.execute(insert(Edge.__table__), rows[k : k + 20_000])
+            conn.execute(insert(sql_table(Edge)), rows[k : k + 20_000])
         s.commit()
     return len(want_sem), len(boost_db) + len(boost_match)

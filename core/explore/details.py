@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sqlalchemy import bindparam, text
-from sqlmodel import select
+from sqlmodel import col, select
 
 from core.explore.display import materialize
 from core.models import Community, Document, Edge, Node
@@ -40,15 +40,15 @@ def search_nodes(store, ws_id: int, text_: str, limit: int = 25) -> list[tuple[s
     with store.session() as s:
         rows = [(i, k, t) for i, k, t in s.exec(
             select(Node.id, Node.kind, Node.title).where(Node.workspace_id == ws_id, Node.kind == "entity",
-                                                         Node.title.like(like))  # type: ignore[attr-defined]
-            .order_by(Node.title.like(prefix).desc(), Node.weight.desc()).limit(limit))]  # type: ignore[attr-defined]
+                                                         col(Node.title).like(like))
+            .order_by(col(Node.title).like(prefix).desc(), col(Node.weight).desc()).limit(limit))]
         rows += [(i, "community", t) for i, t in s.exec(
             select(Community.id, Community.title).where(Community.workspace_id == ws_id, Community.method != "wcc",
-                                                        Community.title.like(like))  # type: ignore[attr-defined]
-            .order_by(Community.title.like(prefix).desc(), Community.level).limit(limit))]  # type: ignore[attr-defined]
+                                                        col(Community.title).like(like))
+            .order_by(col(Community.title).like(prefix).desc(), col(Community.level)).limit(limit))]
         rows += [(i, "document", t) for i, t in s.exec(
             select(Document.id, Document.title).where(Document.workspace_id == ws_id,
-                                                      Document.title.like(like)).limit(limit))]  # type: ignore[attr-defined]
+                                                      col(Document.title).like(like)).limit(limit))]
     starts = [r for r in rows if r[2].lower().startswith(q.lower())]
     return (starts + [r for r in rows if r not in starts])[:limit]
 

@@ -12,7 +12,7 @@ import html
 from dataclasses import dataclass, field
 
 from sqlalchemy import func
-from sqlmodel import select
+from sqlmodel import col, select
 
 from core.models import Community, Document, Edge, Node
 from core.text import truncate
@@ -167,20 +167,20 @@ def _important(store, ws_id: int, kinds: list[str], limit: int, taken: set[str],
             if kind == "community":
                 q = select(Community.id).where(Community.workspace_id == ws_id, Community.method != "wcc")
                 if flt.methods:
-                    q = q.where(Community.method.in_(flt.methods))  # type: ignore[attr-defined]
+                    q = q.where(col(Community.method).in_(flt.methods))
                 if flt.levels:
-                    q = q.where(Community.level.in_(flt.levels))  # type: ignore[attr-defined]
-                rows = s.exec(q.order_by(Community.level, Community.size.desc())).all()  # type: ignore[union-attr]
+                    q = q.where(col(Community.level).in_(flt.levels))
+                rows = s.exec(q.order_by(col(Community.level), col(Community.size).desc())).all()
             elif kind == "document":
                 rows = s.exec(select(Document.id).where(Document.workspace_id == ws_id)).all()
             else:
                 q = select(Node.id).where(Node.workspace_id == ws_id, Node.kind == kind)
                 if kind == "entity" and flt.layers:
-                    q = q.where(Node.layer.in_(flt.layers))  # type: ignore[attr-defined]
+                    q = q.where(col(Node.layer).in_(flt.layers))
                 if kind != "entity" or flt.entities is None:
                     total += s.exec(select(func.count()).select_from(q.subquery())).one()
                     q = q.limit(n)
-                rows = s.exec(q.order_by(Node.weight.desc(), Node.id)).all()  # type: ignore[union-attr]
+                rows = s.exec(q.order_by(col(Node.weight).desc(), Node.id)).all()
                 if kind == "entity" and flt.entities is not None:
                     rows = [r for r in rows if r in flt.entities]
                     total += len(rows)
@@ -208,18 +208,18 @@ def materialize(store, ws_id: int, ids: list[str]) -> list[DisplayNode]:
     with store.session() as s:
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
-            for n in s.exec(select(Node).where(Node.id.in_(part))):  # type: ignore[union-attr]
+            for n in s.exec(select(Node).where(col(Node.id).in_(part))):
                 label = n.title if n.kind in ("entity", "relationship") else truncate(n.title or n.text, 40)
                 extra = f"{n.type} · layer {n.layer} · weight {n.weight:g}" if n.kind == "entity" else ""
                 out[n.id] = DisplayNode(n.id, n.kind, truncate(label, 40), tooltip(n.kind, n.title, n.text, extra),
                                         size=min(40.0, 10 + 2 * (n.weight or 1) ** 0.5),
                                         level=n.layer if n.kind == "entity" else None)
-            for c in s.exec(select(Community).where(Community.id.in_(part))):  # type: ignore[union-attr]
+            for c in s.exec(select(Community).where(col(Community.id).in_(part))):
                 out[c.id] = DisplayNode(c.id, "community", truncate(c.title or "community", 40),
                                         tooltip("community", c.title, c.summary,
                                                  f"{c.method} level {c.level} · {c.size} members"),
                                         size=min(50.0, 14 + 3 * c.size ** 0.5), level=c.level, members=c.size)
-            for d in s.exec(select(Document).where(Document.id.in_(part))):  # type: ignore[union-attr]
+            for d in s.exec(select(Document).where(col(Document.id).in_(part))):
                 out[d.id] = DisplayNode(d.id, "document", truncate(d.title, 40),
                                         tooltip("document", d.title, d.text[:400], d.filename), size=22)
     return [out[i] for i in ids if i in out]
@@ -235,32 +235,32 @@ def edges_between(store, ws_id: int, ids: set[str], collapse_relationships: bool
         for i in range(0, len(lst), 400):
             part = lst[i : i + 400]
             for src, dst, kind in s.exec(select(Edge.src, Edge.dst, Edge.kind).where(
-                    Edge.workspace_id == ws_id, Edge.src.in_(part))):  # type: ignore[attr-defined]
+                    Edge.workspace_id == ws_id, col(Edge.src).in_(part))):
                 if dst in ids:
                     out.append(DisplayEdge(src, dst, kind))
-        for c in s.exec(select(Community.id, Community.parent_id).where(Community.id.in_(lst))):  # type: ignore[union-attr]
+        for c in s.exec(select(Community.id, Community.parent_id).where(col(Community.id).in_(lst))):
             if c[1] in ids:
                 out.append(DisplayEdge(c[0], c[1], "child_of"))
         if collapse_relationships:
             ends: dict[str, list[str]] = {}
             for i in range(0, len(lst), 400):
                 for src, dst in s.exec(select(Edge.src, Edge.dst).where(
-                        Edge.workspace_id == ws_id, Edge.kind.in_(("subject", "object")),  # type: ignore[attr-defined]
-                        Edge.dst.in_(lst[i : i + 400]))):  # type: ignore[attr-defined]
+                        Edge.workspace_id == ws_id, col(Edge.kind).in_(("subject", "object")),
+                        col(Edge.dst).in_(lst[i : i + 400]))):
                     ends.setdefault(src, []).append(dst)
             full = [r for r, e in ends.items() if len(e) == 2]
             preds = {}
             for i in range(0, len(full), 400):
-                preds.update(dict(s.exec(select(Node.id, Node.type).where(Node.id.in_(full[i : i + 400]))).all()))  # type: ignore[union-attr]
+                preds.update(dict(s.exec(select(Node.id, Node.type).where(col(Node.id).in_(full[i : i + 400]))).all()))
             for r in full:
                 a, b = ends[r]
                 out.append(DisplayEdge(a, b, "relationship", preds.get(r, "")))
         if collapse_chunks:
             pairs: set[tuple[str, str]] = set()
             for i in range(0, len(lst), 400):
-                for doc, ent in s.exec(select(Node.document_id, Edge.dst).join(Node, Node.id == Edge.src).where(
+                for doc, ent in s.exec(select(Node.document_id, Edge.dst).join(Node, col(Node.id) == Edge.src).where(
                         Edge.workspace_id == ws_id, Edge.kind == "mentions", Node.kind == "chunk",
-                        Edge.dst.in_(lst[i : i + 400]))):  # type: ignore[attr-defined]
+                        col(Edge.dst).in_(lst[i : i + 400]))):
                     if doc in ids:
                         pairs.add((doc, ent))
             out += [DisplayEdge(d, e, "mentions") for d, e in sorted(pairs)]

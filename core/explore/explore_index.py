@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy import sparse
@@ -263,7 +264,7 @@ def read_index(path: Path, key: str) -> ExploreIndex:
     with np.load(path, allow_pickle=False) as z:
         arrays = {k: z[k] for k in _ARRAYS}
         counts = z["n_strings"].tolist()
-        strings = {}
+        strings: dict[str, Any] = {}  # the list[str] fields of ExploreIndex, by name
         for k, n in zip(_STRINGS, counts):
             raw = z[k].tobytes().decode("utf-8")
             strings[k] = raw.split(_SEP) if n else []

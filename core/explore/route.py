@@ -22,7 +22,7 @@ import html
 from collections import Counter
 from dataclasses import dataclass, field
 
-from sqlmodel import select
+from sqlmodel import col, select
 
 from core.explore.display import KIND_COLORS, tooltip
 from core.models import Community, Document, Edge, Node
@@ -166,7 +166,7 @@ def _add_sources(r: Retrieval, store, ws_id: int, nodes: dict[str, RouteNode],
     ent = set(entities)
     with store.session() as s:
         rows = s.exec(select(Edge.src, Edge.dst).where(Edge.workspace_id == ws_id, Edge.kind == "mentions",
-                                                       Edge.src.in_(chunks))).all()  # type: ignore[attr-defined]
+                                                       col(Edge.src).in_(chunks))).all()
     for src, dst in rows:
         if dst in ent:
             edges.setdefault((src, dst, "chunk"), RouteEdge(src, dst, "mentions", "chunk"))
@@ -181,14 +181,14 @@ def _describe(store, ws_id: int, nodes: list[RouteNode]) -> None:
         for i in range(0, len(ids), 400):
             part = ids[i: i + 400]
             for n in s.exec(select(Node).where(Node.workspace_id == ws_id,
-                                               Node.id.in_(part))):  # type: ignore[union-attr]
+                                               col(Node.id).in_(part))):
                 extra = f"{n.type} · layer {n.layer}" if n.kind == "entity" else ""
                 found[n.id] = (n.title or truncate(n.text, 60), n.text, extra)
             for c in s.exec(select(Community).where(Community.workspace_id == ws_id,
-                                                    Community.id.in_(part))):  # type: ignore[union-attr]
+                                                    col(Community.id).in_(part))):
                 found[c.id] = (c.title or "community", c.summary, f"{c.method} level {c.level} · {c.size} members")
             for d in s.exec(select(Document).where(Document.workspace_id == ws_id,
-                                                   Document.id.in_(part))):  # type: ignore[union-attr]
+                                                   col(Document.id).in_(part))):
                 found[d.id] = (d.title, d.text[:400], d.filename)
     for n in nodes:
         title, text, extra = found.get(n.id, (n.label or n.id, "", "not found in the store"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from core.backends.base import ExtractedEntity, ExtractedRelationship, Extraction
+from core.protocols import ExtractedEntity, ExtractedRelationship, Extraction
 from core.text import STOPWORDS, split_sentences
 
 # Punctuation that ends a name is kept as a token of its own, so "Ada Finnegan, Tomas Brandt" is two names.

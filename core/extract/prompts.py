@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 
-from core.backends.base import ContextBlock
+from core.protocols import ContextBlock
 
 OPEN = "<<<BEGIN {label}>>>"
 CLOSE = "<<<END {label}>>>"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import igraph as ig
-from sqlmodel import select
+from sqlmodel import col, select
 
 from core.models import Edge, Node
 
@@ -59,7 +59,7 @@ def load_entity_graph(store, ws_id: int) -> EntityGraph:
                       .order_by(Node.id)).all()
         rels = s.exec(select(Node.id, Node.weight).where(Node.workspace_id == ws_id, Node.kind == "relationship")).all()
         ends = s.exec(select(Edge.src, Edge.dst, Edge.kind).where(
-            Edge.workspace_id == ws_id, Edge.kind.in_(("subject", "object")))).all()  # type: ignore[attr-defined]
+            Edge.workspace_id == ws_id, col(Edge.kind).in_(("subject", "object")))).all()
         ups = s.exec(select(Edge.src, Edge.dst, Edge.weight).where(Edge.workspace_id == ws_id,
                                                                    Edge.kind == "summarizes")).all()
     ent_ids = [e for e, _ in ents]

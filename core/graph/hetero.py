@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from sqlmodel import select
+from sqlmodel import col, select
 
 from core.models import Edge, Node
 
@@ -34,7 +34,7 @@ class HeteroGraph:
         with store.session() as s:
             rows = s.exec(select(Node.id, Node.kind).where(Node.workspace_id == ws_id).order_by(Node.id)).all()
             edges = s.exec(select(Edge.src, Edge.dst, Edge.kind, Edge.weight).where(Edge.workspace_id == ws_id)
-                           .order_by(Edge.id)).all()
+                           .order_by(col(Edge.id))).all()
         ids = [r[0] for r in rows]
         index = {n: i for i, n in enumerate(ids)}
         kind_names = sorted({k for _, k in rows})
@@ -117,9 +117,9 @@ class EdgeList:
         from sqlalchemy import func
 
         with store.session() as s:
-            edges = s.exec(select(Edge.src, Edge.dst, Edge.kind, Edge.weight,
-                                  func.json_extract(Edge.data, "$.hnsw")).where(Edge.workspace_id == ws_id)
-                           .order_by(Edge.id)).all()
+            edges = s.exec(select(Edge.src, Edge.dst, Edge.kind, Edge.weight)
+                           .add_columns(func.json_extract(Edge.data, "$.hnsw")).where(col(Edge.workspace_id) == ws_id)
+                           .order_by(col(Edge.id))).all()
         ecode = {k: i for i, k in enumerate(graph.edge_kind_names)}
         rows = [(graph.index[a], graph.index[b], ecode.get(k, -1), float(w or 0.0), float(hb or 0.0))
                 for a, b, k, w, hb in edges if a in graph.index and b in graph.index and a != b]

@@ -138,3 +138,10 @@ class VectorIndex:
             vecs.extend(np.asarray(e, dtype=np.float32) for e in got["embeddings"])
         return ids, (np.vstack(vecs) if vecs else np.zeros((0, 0), dtype=np.float32))
 
+
+def reopen_vector_stores() -> None:
+    """Make the next chromadb client of this process read its directory afresh (clients opened before keep working
+    on what they had read); see `finished_since_seen`."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    SharedSystemClient.clear_system_cache()

@@ -24,6 +24,7 @@ def text_hash(text: str) -> str:
 def add_documents(store: Store, ws: Workspace, docs) -> AddResult:
     """Store each LoadedDoc whose text is new to the workspace; documents already present are reported."""
     out = AddResult()
+    assert ws.id is not None  # a stored row has its key
     with store.session() as s:
         seen = dict(s.exec(select(Document.content_hash, Document.id).where(Document.workspace_id == ws.id)).all())
         pending: dict[str, Document] = {}
@@ -32,6 +33,7 @@ def add_documents(store: Store, ws: Workspace, docs) -> AddResult:
             if h in seen:
                 out.duplicates.append(d.title)
                 doc = pending.get(h) or s.get(Document, seen[h])
+                assert doc is not None  # `seen` was read from this workspace's Document rows
                 _alias(doc, d.external_id)
                 s.add(doc)
                 continue

@@ -172,8 +172,8 @@ def parse_html(data: bytes, stem: str) -> ParseResult:
     if not title:
         h1 = soup.find("h1")
         title = " ".join(h1.get_text(" ").split()) if h1 is not None else ""
-    for el in soup.find_all(string=lambda s: isinstance(s, Comment)):
-        el.extract()
+    for comment in soup.find_all(string=lambda s: isinstance(s, Comment)):
+        comment.extract()
     for el in soup.find_all(_DROP_TAGS):
         el.decompose()
     for br in soup.find_all("br"):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from sqlmodel import select
+from sqlmodel import col, select
 
 from core.config import Settings
 from core.graph.entity_graph import load_entity_graph
@@ -46,8 +46,9 @@ def build_settings(store, ws_id: int, current: Settings | None = None) -> Settin
     copied elsewhere keeps the paths of the machine that built it in its run."""
     current = current or Settings()
     with store.session() as s:
-        run = s.exec(select(BuildRun).where(BuildRun.workspace_id == ws_id, BuildRun.status == "done")
-                     .order_by(BuildRun.id.desc())).first()  # type: ignore[union-attr]
+        run = s.exec(select(BuildRun).where(BuildRun.workspace_id == ws_id, BuildRun.status == "done",
+                                            BuildRun.kind == "build")
+                     .order_by(col(BuildRun.id).desc())).first()
     try:
         out = Settings.model_validate(run.settings) if run is not None and run.settings else current
     except ValueError:
@@ -139,8 +140,9 @@ def stored_groups(store, ws_id: int, method: str, index_of: dict[str, int]) -> l
     """The stored communities of `method` with their member vertices (members outside `index_of` dropped)."""
     with store.session() as s:
         rows = s.exec(select(Community.id, Community.title, Community.level, Community.parent_id).where(
-            Community.workspace_id == ws_id, Community.method == method).order_by(Community.level, Community.id)).all()
-        links = s.exec(select(Edge.src, Edge.dst).join(Community, Community.id == Edge.dst).where(
+            Community.workspace_id == ws_id, Community.method == method)
+            .order_by(col(Community.level), col(Community.id))).all()
+        links = s.exec(select(Edge.src, Edge.dst).join(Community, col(Community.id) == Edge.dst).where(
             Edge.workspace_id == ws_id, Edge.kind == "in_community", Community.method == method)).all()
     members: dict[str, list[int]] = {}
     for src, dst in links:
@@ -299,10 +301,10 @@ def describe(store, ws_id: int, ids: list[str]) -> dict[str, tuple[str, list[str
         return {}
     with store.session() as s:
         nodes = s.exec(select(Node.id, Node.text).where(Node.workspace_id == ws_id,
-                                                        Node.id.in_(ids))).all()  # type: ignore[union-attr]
+                                                        col(Node.id).in_(ids))).all()
         comms = s.exec(select(Community.id, Community.summary, Community.report).where(
-            Community.workspace_id == ws_id, Community.id.in_(ids))).all()  # type: ignore[union-attr]
-    out = {i: (t or "", []) for i, t in nodes}
+            Community.workspace_id == ws_id, col(Community.id).in_(ids))).all()
+    out: dict[str, tuple[str, list[str]]] = {i: (t or "", []) for i, t in nodes}
     for cid, summary, report in comms:
         heads = [f.get("summary", "") for f in (report or {}).get("findings", []) if isinstance(f, dict)]
         out[cid] = (summary or "", [h for h in heads if h])

@@ -17,34 +17,31 @@ variants compare on one footing; `own_modularity` is each level's modularity on 
 NMI and ARI (core/quality/metrics.py) compare level views: each entity's community at that level or its deepest
 one above, so past a partition's last level they compare its finest partition.
 
-Promote: the current leiden partition is saved first as a variant "before-<UTC time>" with its reports; the
-variant's communities then replace the leiden rows (communities.write_communities: ids hash the members, so an
-unchanged community keeps its row and report, and promoting a "before-" variant back restores ids and reports
-exactly); reports are made for the new ones (reports.reports_stage with the workspace's backend), NodeRAG's
-high-level elements are re-synced (augment_stage), the "community" vectors are rewritten (index.stage
-.index_stage drops the old ids' vectors, embeds the new) and the workspace's build_version is bumped.
+Comparing variants: core/quality/compare.py. Promoting one: core/quality/promote.py. The app runs a variant as a
+what-if job in the background worker (core/worker.py, kind "whatif": `start_variant`, planned by `variant_plan`),
+with the runner's progress rows and cancel; the job changes no graph row, so it bumps no version.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 
 import igraph as ig
 import numpy as np
-from sqlmodel import select
+from sqlmodel import col, select
 
 from core.algorithms.attributed import canonical_pairs, edge_weights, knn_links
 from core.algorithms.chnsw import knn_blocks
-from core.build.context import Progress
+from core.algorithms.leiden import Hierarchy, hierarchical_leiden
+from core.build.context import BuildContext, JobPlan, Progress
 from core.config import CommunitySettings, Settings
-from core.graph.communities import Hierarchy, community_id, hierarchical_leiden, write_communities
-from core.models import Community, CommunityVariant, Workspace
-from core.quality.data import EntityBase, Group, build_settings, leiden_levels, load_base, stored_groups
-from core.quality.metrics import LevelData, ari, level_labels, level_metrics, nmi
+from core.models import CommunityVariant, Workspace
+from core.quality.data import EntityBase, Group, build_settings, leiden_levels, load_base
+from core.quality.metrics import LevelData, level_metrics
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,47}$")
 CURRENT = "current"
@@ -133,12 +130,15 @@ def _mine(v: CommunityVariant, ws: Workspace) -> bool:
 
 def list_variants(store, ws: Workspace) -> list[CommunityVariant]:
     """The workspace's variants, newest first, without their partitions (loaded by `get_variant`)."""
-    cols = (CommunityVariant.id, CommunityVariant.name, CommunityVariant.settings, CommunityVariant.metrics,
-            CommunityVariant.build_version, CommunityVariant.seconds, CommunityVariant.created_at)
+    assert ws.id is not None  # a row read from or written to the store has its key
+    ws_id: int = ws.id
     with store.session() as s:
-        rows = s.exec(select(*cols).where(CommunityVariant.workspace_id == ws.id)
-                      .order_by(CommunityVariant.created_at.desc(), CommunityVariant.id.desc())).all()
-    out = [CommunityVariant(id=i, workspace_id=ws.id, name=n, settings=st or {}, metrics=m or {}, build_version=b,
+        rows = s.exec(select(CommunityVariant.id, CommunityVariant.name, CommunityVariant.settings,
+                             CommunityVariant.metrics).where(CommunityVariant.workspace_id == ws_id)
+                      .add_columns(col(CommunityVariant.build_version), col(CommunityVariant.seconds),
+                                   col(CommunityVariant.created_at))
+                      .order_by(col(CommunityVariant.created_at).desc(), col(CommunityVariant.id).desc())).all()
+    out = [CommunityVariant(id=i, workspace_id=ws_id, name=n, settings=st or {}, metrics=m or {}, build_version=b,
                             seconds=sec, created_at=c) for i, n, st, m, b, sec, c in rows]
     return [v for v in out if _mine(v, ws)]
 
@@ -176,7 +176,7 @@ def check_name(store, ws: Workspace, name: str) -> str:
 # ------------------------------------------------------------------------------------------------------ running
 
 
-def variant_graph(base: EntityBase, vs: VariantSettings) -> Iterator[Progress]:
+def variant_graph(base: EntityBase, vs: VariantSettings) -> Generator[Progress, None, ig.Graph]:
     """The graph a variant clusters (module doc); yields KNN progress, returns the igraph Graph."""
     n = len(base.ids)
     pairs, w = base.pairs, np.maximum(base.weights, 1e-6)
@@ -221,12 +221,14 @@ def figures_by_level(base: EntityBase, groups: list[Group], settings: Settings) 
 def run_variant(store, index, ws: Workspace, name: str, vs: VariantSettings, settings: Settings,
                 base: EntityBase | None = None) -> Iterator[Progress]:
     """Cluster into a new named variant and store it; yields progress, the last event's counts name the variant."""
+    assert ws.id is not None  # a row read from or written to the store has its key
+    ws_id: int = ws.id
     name = check_name(store, ws, name)
     vs = vs.check()
     t0 = time.perf_counter()
-    settings = build_settings(store, ws.id, settings)
+    settings = build_settings(store, ws_id, settings)
     yield Progress(0, 4, "loading the entity graph and its vectors")
-    base = (base or load_base(store, index, ws.id)).extracted()
+    base = (base or load_base(store, index, ws_id)).extracted()
     steps = {"load": time.perf_counter() - t0}
     g = yield from variant_graph(base, vs)
     steps["graph"] = time.perf_counter() - t0 - sum(steps.values())
@@ -241,7 +243,7 @@ def run_variant(store, index, ws: Workspace, name: str, vs: VariantSettings, set
     steps["metrics"] = time.perf_counter() - t0 - sum(steps.values())
     part = {"entities": base.ids, "clusters": [[g_.level, g_.parent, g_.members.tolist()] for g_ in groups]}
     with store.session() as s:
-        s.add(CommunityVariant(workspace_id=ws.id, name=name, settings=asdict(vs), metrics=metrics, partition=part,
+        s.add(CommunityVariant(workspace_id=ws_id, name=name, settings=asdict(vs), metrics=metrics, partition=part,
                                build_version=ws.build_version, seconds=round(time.perf_counter() - t0, 3)))
         s.commit()
     steps["store"] = time.perf_counter() - t0 - sum(steps.values())
@@ -264,148 +266,16 @@ def variant_groups(base: EntityBase, v: CommunityVariant) -> list[Group]:
     return out
 
 
-# ----------------------------------------------------------------------------------------------------- comparing
+# ------------------------------------------------------------------------------------------------------ as a job
 
 
-def compare(store, index, ws: Workspace, names: list[str], settings: Settings, base: EntityBase | None = None,
-            current_figures: dict[str, dict] | None = None) -> list[dict]:
-    """One row per (partition, level): the level's figures and NMI / ARI against the current partition."""
-    settings = build_settings(store, ws.id, settings)
-    base = (base or load_base(store, index, ws.id)).extracted()
-    n = len(base.ids)
-    parts: dict[str, tuple[list[Group], dict]] = {}
-    cur = stored_groups(store, ws.id, "leiden", {e: i for i, e in enumerate(base.ids)})
-    parts[CURRENT] = (cur, current_figures if current_figures is not None else figures_by_level(base, cur, settings))
-    for name in names:
-        v = get_variant(store, ws, name)
-        parts[name] = (variant_groups(base, v), v.metrics or {})
-    levels = sorted({g.level for gs, _ in parts.values() for g in gs})
+def variant_plan(params: dict) -> JobPlan:
+    """A what-if job: one step that runs and stores the variant (params: name, settings)."""
+    name = str(params.get("name") or "")
+    vs = VariantSettings.from_dict(params.get("settings") or {})
 
-    def view(gs: list[Group], level: int) -> np.ndarray:
-        return level_labels(n, np.array([g.level for g in gs], dtype=np.int64), [g.members for g in gs], level)
+    def run(ctx: BuildContext) -> Iterator[Progress]:
+        return run_variant(ctx.store, ctx.index, ctx.ws, name, vs, ctx.settings)
 
-    ref = {lv: view(cur, lv) for lv in levels}
-    with store.session() as s:  # the stage (or the promoted variant) recorded its modularity on its own graph
-        own = {int(lv): (d or {}).get("modularity_level") for lv, d in s.exec(select(Community.level, Community.data)
-               .where(Community.workspace_id == ws.id, Community.method == "leiden"))}
-    rows = []
-    for name, (gs, figs) in parts.items():
-        for lv in levels:
-            lab = ref[lv] if name == CURRENT else view(gs, lv)
-            f = dict(figs.get(str(lv)) or {})
-            if name == CURRENT and f:
-                f["own_modularity"] = own.get(lv)
-            rows.append({"partition": name, "level": lv, "communities": int(f.get("communities", 0)),
-                         **{k: f.get(k) for k in ("modularity", "own_modularity", "coverage", "conductance_mean",
-                                                  "coherence_mean", "calinski_harabasz", "cluster_sparsity",
-                                                  "singleton_share", "tiny_share")},
-                         "nmi": nmi(ref[lv], lab), "ari": ari(ref[lv], lab)})
-    return rows
-
-
-# ----------------------------------------------------------------------------------------------------- promoting
-
-
-def promote_context(store, ws: Workspace, settings: Settings, embedder):
-    """A build context with the workspace's own backend (the one that wrote its reports) and the caller's storage."""
-    from core.build.runner import make_context
-
-    s = build_settings(store, ws.id, settings)
-    if ws.backend in ("offline", "ollama"):
-        s.backend.kind = ws.backend  # type: ignore[assignment]
-    return make_context(store, ws, s, embedder=embedder)
-
-
-def _snapshot(store, ws: Workspace, base: EntityBase, settings: Settings) -> str | None:
-    """Save the stored leiden partition (with its reports) as a variant "before-<UTC time>"; returns its name."""
-    cur = stored_groups(store, ws.id, "leiden", {e: i for i, e in enumerate(base.ids)})
-    if not cur:
-        return None
-    with store.session() as s:
-        rows = s.exec(select(Community.id, Community.title, Community.summary, Community.report, Community.data)
-                      .where(Community.workspace_id == ws.id, Community.method == "leiden")).all()
-    reports = {cid: [t, x, r or {}] for cid, t, x, r, _ in rows if x}
-    made_by = next((d.get("variant_settings") for *_, d in rows if (d or {}).get("variant_settings")), None)
-    vs = VariantSettings.from_dict(made_by) if made_by else defaults(store, ws.id, settings)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    taken = {v.name for v in list_variants(store, ws)}
-    name, k = f"before-{stamp}", 2
-    while name in taken:
-        name, k = f"before-{stamp}-{k}", k + 1
-    metrics = figures_by_level(base, cur, settings)
-    part = {"entities": base.ids, "clusters": [[g.level, g.parent, g.members.tolist()] for g in cur],
-            "reports": reports}
-    with store.session() as s:
-        s.add(CommunityVariant(workspace_id=ws.id, name=name, settings=asdict(vs) | {"snapshot": True},
-                               metrics=metrics, partition=part, build_version=ws.build_version))
-        s.commit()
-    return name
-
-
-def _non_empty(groups: list[Group]) -> list[Group]:
-    """Drop communities left without members (their entities merged away since the variant ran); a child of a
-    dropped one hangs from its nearest kept ancestor."""
-    keep = [i for i, g in enumerate(groups) if len(g.members)]
-    if len(keep) == len(groups):
-        return groups
-    new_index = {old: new for new, old in enumerate(keep)}
-
-    def up(p: int) -> int:
-        while p >= 0 and p not in new_index:
-            p = groups[p].parent
-        return new_index.get(p, -1)
-
-    return [Group(g.id, g.title, g.level, g.members, up(g.parent)) for g in (groups[i] for i in keep)]
-
-
-def promote(ctx, name: str) -> Iterator[Progress]:
-    """Make variant `name` the leiden partition (module doc); yields progress, the last counts name the snapshot."""
-    from core.build.runner import active_run
-    from core.build.stages.augment import augment_stage
-    from core.build.stages.embed import index_stage
-    from core.build.stages.reports import reports_stage
-
-    store, ws = ctx.store, ctx.ws
-    v = get_variant(store, ws, name)
-    if active_run(store, ws) is not None:
-        raise VariantError("a build of this workspace is running; promote once it has finished")
-    yield Progress(0, 5, "loading the entity graph")
-    base = load_base(store, ctx.index, ws.id).extracted()
-    groups = _non_empty(variant_groups(base, v))
-    if not groups:
-        raise VariantError(f"variant {name!r} holds no communities over the current entities")
-    snap = _snapshot(store, ws, base, ctx.settings)
-    yield Progress(1, 5, f"saved the current partition as {snap!r}" if snap else "no current partition to save")
-    restored = (v.partition or {}).get("reports", {})
-    vs = {k: val for k, val in (v.settings or {}).items() if k != "snapshot"}
-    ids, rows, members_of = [], [], {}
-    for g in groups:
-        member_ids = [base.ids[i] for i in g.members.tolist()]
-        ids.append(community_id(ws.id, "leiden", g.level, member_ids))
-        members_of[ids[-1]] = member_ids
-    children = np.bincount([g.parent for g in groups if g.parent >= 0], minlength=len(groups))
-    for i, g in enumerate(groups):
-        title, summary, report = restored.get(ids[i], ["", "", {}])
-        mod = (v.metrics or {}).get(str(g.level), {})
-        rows.append(Community(id=ids[i], workspace_id=ws.id, method="leiden", level=g.level,
-                              parent_id=ids[g.parent] if g.parent >= 0 else None, size=len(members_of[ids[i]]),
-                              title=title, summary=summary, report=report,
-                              data={"children": int(children[i]), "variant": name, "variant_settings": vs,
-                                    "modularity_level": round(float(mod.get("own_modularity", mod.get(
-                                        "modularity", 0.0)) or 0.0), 4)}))
-    write_communities(store, ws.id, rows, members_of, ("leiden",))
-    yield Progress(2, 5, f"{len(rows):,} communities written; writing reports for the new ones")
-    for p in reports_stage(ctx):
-        yield Progress(p.done, p.total, f"reports: {p.message}")
-    for p in augment_stage(ctx):
-        yield Progress(p.done, p.total, f"NodeRAG high-level elements: {p.message}")
-    for p in index_stage(ctx):
-        yield Progress(p.done, p.total, f"community vectors: {p.message}")
-    with store.session() as s:
-        row = s.get(Workspace, ws.id)
-        row.build_version += 1
-        s.add(row)
-        s.commit()
-        version = row.build_version
-    yield Progress(5, 5, f"variant {name!r} promoted; build version {version}",
-                   {"snapshot": snap, "communities": len(rows), "build_version": version})
+    return JobPlan([("variant", f"What-if run {name!r}", run)], label=f"What-if run {name!r}",
+                   done_message=f"variant {name!r} made")

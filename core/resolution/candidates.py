@@ -30,11 +30,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 import numpy as np
-from sqlmodel import select
+from sqlmodel import col, select
 
-from core.extract.resolve import norm_key
 from core.models import Edge, Node
 from core.resolution.names import combined_score, name_similarity, name_tokens
+from core.text import norm_key
 
 _GENERIC = frozenset({"", "CONCEPT", "UNKNOWN", "OTHER"})
 _TOKEN_DF_CAP = 50  # a token shared by more names than this blocks nothing (it is a common word, not a name)
@@ -57,14 +57,16 @@ def _knn_pairs(vecs: np.ndarray, k: int) -> list[tuple[int, int, float]]:
     if n < 2 or k <= 0:
         return []
     x = np.ascontiguousarray(vecs, dtype=np.float32)
+    index: faiss.Index
     if n <= _EXACT_KNN:
         index = faiss.IndexFlatIP(x.shape[1])
     else:  # near-duplicates are what matters here, and they share a cell: a few probes find them
-        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(x.shape[1]), x.shape[1], int(np.sqrt(n)),
-                                   faiss.METRIC_INNER_PRODUCT)
-        index.cp.max_points_per_centroid, index.cp.niter = 64, 10  # faiss's fixed k-means seed: deterministic
-        index.train(x)
-        index.nprobe = 4
+        ivf = faiss.IndexIVFFlat(faiss.IndexFlatIP(x.shape[1]), x.shape[1], int(np.sqrt(n)),
+                                 faiss.METRIC_INNER_PRODUCT)
+        ivf.cp.max_points_per_centroid, ivf.cp.niter = 64, 10  # faiss's fixed k-means seed: deterministic
+        ivf.train(x)
+        ivf.nprobe = 4
+        index = ivf
     index.add(x)
     sims, nbrs = index.search(x, min(n, k + 1))
     return [(i, int(j), float(s)) for i in range(n) for j, s in zip(nbrs[i], sims[i]) if j >= 0 and j != i]
@@ -74,7 +76,7 @@ def _neighbours(store, ws_id: int) -> dict[str, set[str]]:
     """Entity -> the entities it is related to through relationship nodes."""
     with store.session() as s:
         ends = s.exec(select(Edge.src, Edge.dst, Edge.kind).where(
-            Edge.workspace_id == ws_id, Edge.kind.in_(("subject", "object")))).all()  # type: ignore[attr-defined]
+            Edge.workspace_id == ws_id, col(Edge.kind).in_(("subject", "object")))).all()
     sub: dict[str, str] = {}
     obj: dict[str, str] = {}
     for src, dst, kind in ends:
@@ -94,16 +96,17 @@ def find_candidates(store, ws_id: int, index, settings, vectors: dict | None = N
     `vectors` (id -> vector) spares reading the entity vectors from the index again."""
     cfg = getattr(settings, "resolve", settings)
     with store.session() as s:
-        rows = s.exec(select(Node.id, Node.key, Node.title, Node.type, Node.weight).where(
+        # sqlmodel's select() stubs type at most four columns; this one reads five
+        rows = s.exec(select(Node.id, Node.key, Node.title, Node.type, Node.weight).where(  # type: ignore[call-overload]
             Node.workspace_id == ws_id, Node.kind == "entity", Node.layer == 0).order_by(Node.id)).all()
     ids = [r[0] for r in rows]
     toks = [name_tokens(r[1] or norm_key(r[2])) for r in rows]
     pairs: set[tuple[int, int]] = set()
     by_core: dict[str, list[int]] = defaultdict(list)
     by_tok: dict[str, list[int]] = defaultdict(list)
-    for i, t in enumerate(toks):
-        by_core["".join(t)].append(i)
-        for tok in set(t):
+    for i, tk in enumerate(toks):
+        by_core["".join(tk)].append(i)
+        for tok in set(tk):
             if len(tok) >= 2:
                 by_tok[tok].append(i)
 
@@ -129,12 +132,12 @@ def find_candidates(store, ws_id: int, index, settings, vectors: dict | None = N
             mat = np.vstack([got[ids[i]] for i in have])
             vec_row = {i: mat[r] for r, i in enumerate(have)}
             initials = ["".join(t[0] for t in tk) for tk in toks]
-            for a, b, c in _knn_pairs(mat, cfg.neighbours):
+            for a, b, sim in _knn_pairs(mat, cfg.neighbours):
                 i, j = min(have[a], have[b]), max(have[a], have[b])
-                cos[(i, j)] = c
+                cos[(i, j)] = sim
                 same_type = rows[i][3] == rows[j][3] and rows[i][3] not in _GENERIC
                 # beyond the blocks above, a neighbour adds only spelling variants: same count and initials
-                if (same_type and c >= cfg.embedding_similarity) or initials[i] == initials[j]:
+                if (same_type and sim >= cfg.embedding_similarity) or initials[i] == initials[j]:
                     pairs.add((i, j))
     nb = _neighbours(store, ws_id)
     found: list[tuple[int, int, float, str, float | None, float, float]] = []

@@ -1,4 +1,5 @@
-"""Entity resolution beyond same-name merging: the `merge` stage, and reviewable, undoable merges.
+"""Entity resolution beyond same-name merging: the rules of the `merge` stage (core/build/stages/merge.py), and
+reviewable, undoable merges.
 
 Candidates and their evidence (name similarity, type agreement, embedding cosine, shared neighbours, combined
 score) come from core/resolution/candidates.py. The build merges a candidate itself only when its score >= auto_merge
@@ -24,17 +25,15 @@ rebuild gives changed communities new ids and fresh reports) has no merge reason
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
-from sqlalchemy import func
-from sqlmodel import select
+from sqlmodel import col, select
 
-from core.extract.resolve import settle
-from core.models import Community, Edge, EntityMerge, Node, utcnow
+from core.index.embedding import node_text_for_embedding
+from core.models import Community, Edge, EntityMerge, Node, sql_table, utcnow
 from core.resolution.candidates import Candidate, find_candidates  # noqa: F401  (re-exported: merge's public API)
+from core.resolution.names import settle
+from core.store import content_id
 
-_MAX_ROUNDS = 5  # auto-merge rounds of one stage run (a merge changes the kept entity's vector and neighbours)
 _DESC_CAP = 1200
 
 
@@ -44,7 +43,7 @@ class MergeError(ValueError):
 
 # -- merge, undo, reject --------------------------------------------------------------------------------------------
 def _row(obj) -> dict:
-    return {c.name: getattr(obj, c.name) for c in type(obj).__table__.columns}  # type: ignore[attr-defined]
+    return {c.name: getattr(obj, c.name) for c in sql_table(type(obj)).columns}
 
 
 def _settle(node: Node) -> None:
@@ -89,10 +88,11 @@ def _edges_of(s, ws_id: int, node_id: str) -> list[Edge]:
     return [out[i] for i in sorted(out)]
 
 
-def _vectors_of(index, ids: list[str]) -> dict[str, tuple[list[float], dict]]:
+def entity_vectors(index, ids: list[str]) -> dict[str, tuple[list[float], dict]]:
+    """id -> (vector, meta) of these entities' stored vectors (none without an index)."""
     if index is None or not ids:
         return {}
-    out = {}
+    out: dict[str, tuple[list[float], dict]] = {}
     for off in range(0, len(ids), 5000):
         got = index.collection("entity").get(ids=ids[off : off + 5000], include=["embeddings", "metadatas"])
         out.update((i, ([float(x) for x in v], m or {})) for i, v, m in zip(got["ids"], got["embeddings"],
@@ -100,8 +100,8 @@ def _vectors_of(index, ids: list[str]) -> dict[str, tuple[list[float], dict]]:
     return out
 
 
-def _apply(s, ws_id: int, row: EntityMerge, auto: bool, vector: tuple | None,
-           kept_vector: tuple | None = None) -> list[str]:
+def apply_merge(s, ws_id: int, row: EntityMerge, auto: bool, vector: tuple | None,
+                kept_vector: tuple | None = None) -> list[str]:
     """The graph changes of one merge, inside session `s` (the caller commits); returns the affected node ids.
     `vector` and `kept_vector` are the (vector, meta) of the merged and the kept entity, kept for `undo`."""
     if row.status == "merged":
@@ -136,7 +136,7 @@ def _apply(s, ws_id: int, row: EntityMerge, auto: bool, vector: tuple | None,
             e.src, e.dst, e.data = src, dst, {**(e.data or {}), "merged_from": M}
             theirs[(src, dst, e.kind)] = e
             s.add(e)
-    for rel in s.exec(select(Node).where(Node.id.in_(rel_ids))) if rel_ids else []:  # type: ignore[union-attr]
+    for rel in s.exec(select(Node).where(col(Node.id).in_(rel_ids))) if rel_ids else []:
         snap["nodes"].append(_row(rel))
         rel.data = {k: (K if k in ("source", "target") and v == M else v) for k, v in (rel.data or {}).items()}
         s.add(rel)
@@ -158,8 +158,8 @@ def merge(store, ws_id: int, merge_id: int, index=None, auto: bool = False, embe
     its new text. Returns the affected node ids."""
     with store.session() as s:
         row = _get_merge(s, ws_id, merge_id)
-        vecs = _vectors_of(index, [row.merged_id, row.kept_id])
-        affected = _apply(s, ws_id, row, auto, vecs.get(row.merged_id), vecs.get(row.kept_id))
+        vecs = entity_vectors(index, [row.merged_id, row.kept_id])
+        affected = apply_merge(s, ws_id, row, auto, vecs.get(row.merged_id), vecs.get(row.kept_id))
         s.commit()
     if index is not None:
         index.delete("entity", [row.merged_id])
@@ -189,7 +189,7 @@ def undo(store, ws_id: int, merge_id: int, index=None, embedder=None) -> list[st
             raise MergeError(f"an entity with the merged id {M} exists again; merge or remove it first")
         originals = snap["edges"] + snap["touched"]
         current = {e.id: e for e in s.exec(select(Edge).where(
-            Edge.id.in_([o["id"] for o in originals])))}  # type: ignore[union-attr]
+            col(Edge.id).in_([o["id"] for o in originals])))}
         for o in originals:
             e = current.get(o["id"])
             if e is None:
@@ -252,13 +252,13 @@ def _toggle_stale(s, ws_id: int, entity_ids: list[str], reason: dict) -> list[st
     """Inside session `s`: add `reason` to the stale reasons of every community holding one of `entity_ids`, or
     cancel the opposite reason of the same merge (see the module docstring). Returns the community ids."""
     cids = sorted(set(s.exec(select(Edge.dst).where(
-        Edge.workspace_id == ws_id, Edge.kind == "in_community", Edge.src.in_(entity_ids)))))  # type: ignore[attr-defined]
+        Edge.workspace_id == ws_id, Edge.kind == "in_community", col(Edge.src).in_(entity_ids)))))
     if not cids:
         return []
     reason = {**reason, "at": utcnow().isoformat(timespec="seconds")}
     undoes = _OPPOSITE.get(reason.get("action", ""))
     for c in s.exec(select(Community).where(Community.workspace_id == ws_id,
-                                            Community.id.in_(cids))):  # type: ignore[attr-defined]
+                                            col(Community.id).in_(cids))):
         data = dict(c.data or {})
         reasons = list(data.get("stale_reasons") or ([{"action": "marked"}] if data.get("stale") else []))
         hit = next((i for i, r in enumerate(reasons) if undoes and r.get("merge") == reason.get("merge")
@@ -293,14 +293,10 @@ def is_stale(community) -> bool:
 
 # -- vectors of kept entities -----------------------------------------------------------------------------------------
 def _embed_text(title: str, text: str) -> str:
-    from core.build.stages.embed import node_text_for_embedding
-
     return node_text_for_embedding("entity", title or "", (text or "")[:1000])
 
 
 def _text_hash(title: str, text: str) -> str:
-    from core.store import content_id
-
     return content_id(_embed_text(title, text))
 
 
@@ -310,9 +306,10 @@ def reembed(store, index, embedder, ids: list[str], batch: int = 256) -> list[st
     if not ids:
         return []
     with store.session() as s:
-        ents = s.exec(select(Node.id, Node.title, Node.text, Node.type, Node.layer).where(
-            Node.id.in_(ids), Node.kind == "entity")).all()  # type: ignore[union-attr]
-    have = {i: (m or {}).get("h") for i, (_, m) in _vectors_of(index, [e[0] for e in ents]).items()}
+        # sqlmodel's select() stubs type at most four columns; this one reads five
+        ents = s.exec(select(Node.id, Node.title, Node.text, Node.type, Node.layer).where(  # type: ignore[call-overload]
+            col(Node.id).in_(ids), Node.kind == "entity")).all()
+    have = {i: (m or {}).get("h") for i, (_, m) in entity_vectors(index, [e[0] for e in ents]).items()}
     todo = []
     for i, t, x, ty, la in ents:
         text = _embed_text(t, x)
@@ -348,10 +345,10 @@ def list_merges(store, ws_id: int, status: str | None = None) -> list[EntityMerg
         q = select(EntityMerge).where(EntityMerge.workspace_id == ws_id)
         if status:
             q = q.where(EntityMerge.status == status)
-        return list(s.exec(q.order_by(EntityMerge.score.desc(), EntityMerge.id)))  # type: ignore[attr-defined]
+        return list(s.exec(q.order_by(col(EntityMerge.score).desc(), col(EntityMerge.id))))
 
 
-# -- the stage ------------------------------------------------------------------------------------------------------
+# -- candidates of the merge stage ---------------------------------------------------------------------------------
 def record_candidates(store, ws_id: int, cands: list[Candidate]) -> list[int]:
     """Store candidates as EntityMerge rows (status "candidate"); returns their ids."""
     with store.session() as s:
@@ -359,66 +356,8 @@ def record_candidates(store, ws_id: int, cands: list[Candidate]) -> list[int]:
                             evidence=c.evidence) for c in cands]
         s.add_all(rows)
         s.commit()
-        return [r.id for r in rows]  # type: ignore[misc]
-
-
-def merge_stage(ctx) -> Iterator:
-    from core.build.context import Progress
-
-    store, ws, cfg = ctx.store, ctx.ws, ctx.settings.resolve
-    if not cfg.enabled:
-        yield Progress(1, 1, "entity resolution switched off", {})
-        return
-    with store.session() as s:
-        decided = {frozenset((k, m)) for k, m in s.exec(select(EntityMerge.kept_id, EntityMerge.merged_id).where(
-            EntityMerge.workspace_id == ws.id)).all()}
-        gone = list(s.exec(select(EntityMerge.merged_id).where(EntityMerge.workspace_id == ws.id,
-                                                              EntityMerge.status == "merged")))
-        alive = set(s.exec(select(Node.id).where(Node.id.in_(gone)))) if gone else set()  # type: ignore[union-attr]
-    stale = [i for i in ctx.index.vectors("entity", gone) if i not in alive] if gone else []
-    ctx.index.delete("entity", stale)  # a build stopped between a merge and its vector deletion
-    with store.session() as s:
-        ids = list(s.exec(select(Node.id).where(Node.workspace_id == ws.id, Node.kind == "entity", Node.layer == 0)))
-    vec_cache = ctx.index.vectors("entity", ids)
-    auto_merged, new = 0, []
-    for rnd in range(_MAX_ROUNDS):
-        cands = find_candidates(store, ws.id, ctx.index, cfg, vectors=vec_cache)
-        new = [c for c in cands if frozenset((c.kept_id, c.merged_id)) not in decided]
-        sure = [c for c in new if c.score >= cfg.auto_merge and c.evidence["auto_eligible"]]
-        losing = {c.merged_id for c in sure}
-        kept, gone_now, auto = set(), set(), []
-        for c in sure:  # best first; an entity that is itself merged away keeps nothing this round
-            if c.kept_id not in losing and c.merged_id not in gone_now | kept:
-                auto.append(c)
-                kept.add(c.kept_id)
-                gone_now.add(c.merged_id)
-        if not auto or rnd == _MAX_ROUNDS - 1:
-            break
-        vectors = _vectors_of(ctx.index, [c.merged_id for c in auto] + sorted(kept))
-        with store.session() as s:  # the round's records and merges in one transaction
-            for c in auto:
-                row = EntityMerge(workspace_id=ws.id, kept_id=c.kept_id, merged_id=c.merged_id, score=c.score,
-                                  evidence=c.evidence)
-                s.add(row)
-                s.flush()
-                _apply(s, ws.id, row, True, vectors.get(c.merged_id), vectors.get(c.kept_id))
-                decided.add(frozenset((c.kept_id, c.merged_id)))
-            s.commit()
-        ctx.index.delete("entity", sorted(gone_now))
-        auto_merged += len(auto)
-        reembed(store, ctx.index, ctx.embedder, sorted(kept))
-        for i in gone_now:
-            vec_cache.pop(i, None)
-        vec_cache.update(ctx.index.vectors("entity", sorted(kept)))
-        yield Progress(rnd + 1, _MAX_ROUNDS, f"merged {auto_merged} entities automatically",
-                       {"auto_merged": auto_merged})
-        if ctx.should_stop():
-            return
-    record_candidates(store, ws.id, new)
-    with store.session() as s:
-        n_cands = s.exec(select(func.count()).select_from(EntityMerge).where(
-            EntityMerge.workspace_id == ws.id, EntityMerge.status == "candidate")).one()
-        n_ents = s.exec(select(func.count()).select_from(Node).where(
-            Node.workspace_id == ws.id, Node.kind == "entity", Node.layer == 0)).one()
-    yield Progress(1, 1, f"{len(new)} new merge candidates, {auto_merged} merged automatically",
-                   {"candidates": n_cands, "auto_merged": auto_merged, "entities": n_ents})
+        ids: list[int] = []
+        for r in rows:
+            assert r.id is not None  # assigned by the database on commit
+            ids.append(r.id)
+        return ids

@@ -1,5 +1,6 @@
 """Entity names compared token by token: the evidence of name similarity for entity resolution (core/resolution/merge.py
-explains how it is combined with types, embeddings and shared neighbours)."""
+explains how it is combined with types, embeddings and shared neighbours), and `settle`: an entity's title, type
+and text from all its mentions."""
 
 from __future__ import annotations
 
@@ -74,3 +75,17 @@ def combined_score(name: float, same_type: float, cosine: float | None, jaccard:
     return round(same_type * (1 - (1 - name) * (1 - e / 2) * (1 - jaccard / 2)), 4)
 
 
+
+
+def settle(title: str, typ: str, data: dict | None) -> tuple[str, str, str]:
+    """(title, type, text) of an entity from all its mentions: the most used surface form (longest on ties), the
+    most used type, its descriptions joined (or its title). The resolve stage and every merge settle entities so."""
+    data = data or {}
+    aliases: dict = data.get("aliases", {})
+    types: dict = data.get("types", {})
+    if aliases:
+        title = max(aliases.items(), key=lambda kv: (kv[1], len(kv[0]), kv[0]))[0]
+    if types:
+        typ = max(types.items(), key=lambda kv: (kv[1], kv[0]))[0]
+    descs = data.get("descriptions", [])
+    return title, typ, " ".join(descs) if descs else title

@@ -5,19 +5,24 @@ A decision that changes the graph (accept, bulk accept, undo of a merge) goes th
 graph rows move (or come back), the communities holding either entity are marked stale (or cleared, see merge.py),
 the kept entity's vector follows its new text, and the workspace's `build_version` is bumped so every cached view
 of the app (keyed by it) reloads. Rejecting and un-rejecting change no graph row and bump nothing; the table's cache
-is keyed by `review_stamp` instead. Decisions are refused while a build of the workspace runs (its merge stage
-writes the same rows).
+is keyed by `review_stamp` instead. Decisions are refused while a build or a job of the workspace runs (its merge
+stage writes the same rows).
+
+The app runs accepts and undos as a merge-decision job in the background worker (core/worker.py: `apply_accepts`
+or `apply_undo`, then `reembed_kept`, then the version bump), so the re-embedding shows its progress and never runs in
+the page's process; `accept`, `accept_all` and `revert` do the same steps in the caller's process.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from sqlalchemy import func, update
-from sqlmodel import select
+from sqlmodel import col, select
 
 from core.models import BuildRun, Community, Edge, EntityMerge, Node, Workspace
-from core.resolution.merge import MergeError, merge, reject, undo, unreject
+from core.resolution.merge import MergeError, merge, reembed, reject, undo, unreject
 
 # status filters offered to the reviewer: label -> (status, auto) with None = any
 FILTERS: dict[str, tuple[str | None, bool | None]] = {
@@ -84,10 +89,11 @@ class Side:
 def merge_table(store, ws_id: int) -> list[MergeRow]:
     """Every merge record of the workspace, best score first."""
     with store.session() as s:
-        rows = s.exec(select(EntityMerge.id, EntityMerge.kept_id, EntityMerge.merged_id, EntityMerge.score,
-                             EntityMerge.status, EntityMerge.auto, EntityMerge.evidence)
+        # sqlmodel's select() stubs type at most four columns; this one reads seven
+        rows = s.exec(select(EntityMerge.id, EntityMerge.kept_id, EntityMerge.merged_id,  # type: ignore[call-overload]
+                             EntityMerge.score, EntityMerge.status, EntityMerge.auto, EntityMerge.evidence)
                       .where(EntityMerge.workspace_id == ws_id)
-                      .order_by(EntityMerge.score.desc(), EntityMerge.id)).all()  # type: ignore[attr-defined]
+                      .order_by(col(EntityMerge.score).desc(), col(EntityMerge.id))).all()
     return [MergeRow(i, k, m, float(sc or 0.0), st, bool(a), dict(ev or {})) for i, k, m, sc, st, a, ev in rows]
 
 
@@ -114,8 +120,12 @@ def filter_rows(rows: list[MergeRow], status: str = "candidate", query: str = ""
     key = RANKS[rank]
     out = [r for r in rows if (want is None or r.status == want) and (auto is None or r.auto == auto)
            and r.score >= min_score and (not q or any(q in t.casefold() for t in r.titles))]
-    out.sort(key=lambda r: (-(r.evidence_values()[key] if r.evidence_values()[key] is not None else -1.0),
-                            -r.score, r.id))
+
+    def by_evidence(r: MergeRow) -> tuple[float, float, int]:
+        v = r.evidence_values()[key]
+        return -(v if v is not None else -1.0), -r.score, r.id
+
+    out.sort(key=by_evidence)
     return out
 
 
@@ -128,7 +138,7 @@ def sides(store, ws_id: int, rows: list[MergeRow]) -> dict[str, Side]:
     missing = [r.id for r in rows if r.merged_id not in out or r.kept_id not in out]
     if missing:
         with store.session() as s:
-            for snap in s.exec(select(EntityMerge.snapshot).where(EntityMerge.id.in_(missing))):  # type: ignore[union-attr]
+            for snap in s.exec(select(EntityMerge.snapshot).where(col(EntityMerge.id).in_(missing))):
                 for part in ("merged", "kept"):
                     n = (snap or {}).get(part)
                     if n and n["id"] not in out:
@@ -147,16 +157,18 @@ def _side(i, title, type_, weight, text, data, exists: bool = True) -> Side:
 
 
 def build_running(store, ws_id: int) -> bool:
+    """A build or a job (core/worker.py: a promote, a what-if run, a merge decision) of the workspace is queued,
+    running or stopping: decisions wait for it."""
     with store.session() as s:
         run = s.exec(select(BuildRun.status).where(BuildRun.workspace_id == ws_id)
-                     .order_by(BuildRun.id.desc())).first()  # type: ignore[union-attr]
-    return run in ("queued", "running")
+                     .order_by(col(BuildRun.id).desc())).first()
+    return run in ("queued", "running", "cancelling")
 
 
 def bump_version(store, ws_id: int) -> int:
     """The workspace's build_version + 1 (the graph changed; the app's cached views reload). Returns the new one."""
     with store.session() as s:
-        s.execute(update(Workspace).where(Workspace.id == ws_id)  # type: ignore[arg-type]
+        s.execute(update(Workspace).where(col(Workspace.id) == ws_id)
                   .values(build_version=Workspace.build_version + 1))
         s.commit()
         return s.get(Workspace, ws_id).build_version
@@ -165,45 +177,85 @@ def bump_version(store, ws_id: int) -> int:
 def communities_of(store, ws_id: int, entity_ids: list[str]) -> list[str]:
     with store.session() as s:
         return sorted(set(s.exec(select(Edge.dst).where(Edge.workspace_id == ws_id, Edge.kind == "in_community",
-                                                        Edge.src.in_(entity_ids)))))  # type: ignore[attr-defined]
+                                                        col(Edge.src).in_(entity_ids)))))
 
 
 def _guard(store, ws_id: int) -> None:
     if build_running(store, ws_id):
-        raise MergeError("a build of this workspace is running; decide once it has finished")
+        raise MergeError("a build or job of this workspace is running; decide once it has finished")
 
 
+# -- the steps of a decision, without the guard: the merge-decision job (core/worker.py) runs them ----------------
+def apply_accepts(store, ws_id: int, merge_ids: list[int], index) -> Iterator[tuple[int, str | MergeError]]:
+    """Merge the records best score first; yields (record id, kept entity id) per merge, or (record id, the
+    MergeError) for one an earlier merge made impossible. The kept entities' vectors are not rewritten here
+    (`reembed_kept`)."""
+    with store.session() as s:
+        rows = s.exec(select(EntityMerge.id, EntityMerge.score, EntityMerge.kept_id)
+                      .where(EntityMerge.workspace_id == ws_id,
+                             col(EntityMerge.id).in_(merge_ids))).all()
+    for mid, _, kept in sorted(rows, key=lambda r: (-(r[1] or 0.0), r[0])):
+        try:
+            merge(store, ws_id, mid, index)
+        except MergeError as exc:
+            yield mid, exc
+            continue
+        yield mid, kept
+
+
+def apply_undo(store, ws_id: int, merge_id: int, index) -> list[str]:
+    """Undo merge `merge_id` (graph rows and both vectors from its snapshot); returns the kept entity's id, whose
+    vector `reembed_kept` rewrites only when the snapshot's no longer matches its text."""
+    with store.session() as s:
+        row = s.get(EntityMerge, merge_id)
+        kept = row.kept_id if row is not None and row.workspace_id == ws_id else None
+    undo(store, ws_id, merge_id, index)
+    return [kept] if kept else []
+
+
+def kept_of_merges(store, ws_id: int) -> list[str]:
+    """The kept entities of the workspace's merged records."""
+    with store.session() as s:
+        return sorted(set(s.exec(select(EntityMerge.kept_id).where(EntityMerge.workspace_id == ws_id,
+                                                                   EntityMerge.status == "merged"))))
+
+
+def reembed_kept(store, index, embedder, kept: list[str]) -> list[str]:
+    """Re-embed the kept entities still in the graph whose stored vector no longer matches their text."""
+    if not kept:
+        return []
+    with store.session() as s:
+        alive = list(s.exec(select(Node.id).where(col(Node.id).in_(sorted(set(kept))))))
+    return reembed(store, index, embedder, alive)
+
+
+# -- decisions in the caller's process (the CLI, the tests) ----------------------------------------------------------
 def accept(store, ws_id: int, merge_id: int, index, embedder) -> tuple[str, list[str]]:
     """Merge one candidate (re-embedding the kept entity), bump the version. Returns (kept id, stale community ids)."""
     _guard(store, ws_id)
-    merge(store, ws_id, merge_id, index, embedder=embedder)
-    bump_version(store, ws_id)
+    merge(store, ws_id, merge_id, index)
     with store.session() as s:
         kept = s.get(EntityMerge, merge_id).kept_id
+    reembed_kept(store, index, embedder, [kept])
+    bump_version(store, ws_id)
     return kept, communities_of(store, ws_id, [kept])
 
 
 def accept_all(store, ws_id: int, rows: list[MergeRow], index, embedder) -> tuple[int, list[tuple[MergeRow, str]]]:
     """Merge `rows` best score first, skipping (with the reason) those the earlier ones made impossible (an entity
     merged away meanwhile); one re-embedding and one version bump at the end. Returns (merged, skipped)."""
-    from core.resolution.merge import reembed
-
     _guard(store, ws_id)
-    done, skipped, kept = 0, [], set()
-    for r in sorted(rows, key=lambda r: (-r.score, r.id)):
-        try:
-            merge(store, ws_id, r.id, index)
-        except MergeError as exc:
-            skipped.append((r, str(exc)))
-            continue
-        done += 1
-        kept.add(r.kept_id)
-    if done:
-        with store.session() as s:
-            alive = list(s.exec(select(Node.id).where(Node.id.in_(sorted(kept)))))  # type: ignore[union-attr]
-        reembed(store, index, embedder, alive)
+    by_id = {r.id: r for r in rows}
+    kept, skipped = [], []
+    for mid, outcome in apply_accepts(store, ws_id, list(by_id), index):
+        if isinstance(outcome, MergeError):
+            skipped.append((by_id[mid], str(outcome)))
+        else:
+            kept.append(outcome)
+    if kept:
+        reembed_kept(store, index, embedder, kept)
         bump_version(store, ws_id)
-    return done, skipped
+    return len(kept), skipped
 
 
 def decline(store, ws_id: int, merge_id: int) -> None:
@@ -212,17 +264,20 @@ def decline(store, ws_id: int, merge_id: int) -> None:
     reject(store, ws_id, merge_id)
 
 
+def record_status(store, ws_id: int, merge_id: int) -> str | None:
+    with store.session() as s:
+        row = s.get(EntityMerge, merge_id)
+        return row.status if row is not None and row.workspace_id == ws_id else None
+
+
 def revert(store, ws_id: int, merge_id: int, index, embedder) -> str:
     """Undo the decision on a record: a merge is undone (graph, vectors, stale marks; version bumped), a rejection
     returns the pair to the candidates. Returns the record's new status."""
     _guard(store, ws_id)
-    with store.session() as s:
-        row = s.get(EntityMerge, merge_id)
-        status = row.status if row is not None and row.workspace_id == ws_id else None
-    if status == "rejected":
+    if record_status(store, ws_id, merge_id) == "rejected":
         unreject(store, ws_id, merge_id)
         return "candidate"
-    undo(store, ws_id, merge_id, index, embedder=embedder)
+    reembed_kept(store, index, embedder, apply_undo(store, ws_id, merge_id, index))
     bump_version(store, ws_id)
     return "undone"
 

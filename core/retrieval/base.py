@@ -8,24 +8,34 @@ visited on the graph, for drawing; `trace` has timings in ms and counts.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
-from functools import cached_property
-from typing import Protocol, TypeVar
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 from sqlmodel import select
 
-from core.backends.base import Embedder, RetrievalLLM
 from core.config import Settings
 from core.index.vectors import VectorIndex
 from core.models import Document, Node, Workspace
+from core.protocols import Embedder, RetrievalLLM
+from core.retrieval.cache import BuildCache, CacheKey
 from core.store import Store
+
+if TYPE_CHECKING:
+    from core.graph.hetero import HeteroGraph
+    from core.graph.view import GraphView
+    from core.retrieval.lexicon import BM25, NameIndex
 
 SECTIONS = ("local", "bridge", "global")
 T = TypeVar("T")
 R = TypeVar("R")
+
+VIEW: CacheKey[GraphView] = CacheKey("view")
+HETERO: CacheKey[HeteroGraph] = CacheKey("hetero")
+CHUNK_BM25: CacheKey[BM25] = CacheKey("chunk_bm25")
+NAMES: CacheKey[NameIndex] = CacheKey("names")
 
 
 @dataclass
@@ -112,45 +122,72 @@ class Timer:
 
 @dataclass
 class Resources:
-    """What a strategy reads: the store, the workspace, settings, the embedder, the vector index and the graph."""
+    """What a strategy reads: the store, the workspace, settings, the embedder, the vector index, and the structures
+    derived from them (graph view, heterograph, BM25, names, each strategy's own), built once per Resources in one
+    thread-safe cache (core/retrieval/cache.py): the app shares a Resources across sessions per build version."""
 
     store: Store
     ws: Workspace
     settings: Settings
     embedder: Embedder
     index: VectorIndex
+    cache: BuildCache = field(default_factory=BuildCache, init=False, repr=False, compare=False)
 
-    @cached_property
-    def view(self):
+    @property
+    def ws_id(self) -> int:
+        """The workspace's id (the workspace is a stored row, so it has one)."""
+        assert self.ws.id is not None
+        return self.ws.id
+
+    def cached(self, key: CacheKey[T], build: Callable[[], T], variant: Hashable = None,
+               valid: Callable[[T], bool] | None = None) -> T:
+        """The structure `key` (per `variant`) of this Resources, built by `build()` once (BuildCache.get)."""
+        return self.cache.get(key, build, variant, valid)
+
+    def with_settings(self, settings: Settings) -> Resources:
+        """The same store, workspace, embedder and index with other settings, sharing the built structures (each
+        cached structure reads no settings, or carries those it reads in its variant: core/retrieval/cache.py)."""
+        out = replace(self, settings=settings)
+        out.cache = self.cache
+        return out
+
+    @property
+    def view(self) -> GraphView:
         from core.graph.view import GraphView
 
-        return GraphView.load(self.store, self.ws.id, self.index)
+        return self.cached(VIEW, lambda: GraphView.load(self.store, self.ws_id, self.index))
 
-    @cached_property
-    def hetero(self):
+    @property
+    def hetero(self) -> HeteroGraph:
         """Every node and edge as one sparse matrix (core/graph/hetero.py), for PPR and beam search."""
         from core.graph.hetero import HeteroGraph
 
-        return HeteroGraph.load(self.store, self.ws.id)
+        return self.cached(HETERO, lambda: HeteroGraph.load(self.store, self.ws_id))
 
-    @cached_property
-    def chunk_bm25(self):
+    @property
+    def chunk_bm25(self) -> BM25:
         """BM25 over chunks, each with its document's title, as the chunks are embedded."""
-        from core.build.stages.embed import node_text_for_embedding
+        return self.cached(CHUNK_BM25, self._load_chunk_bm25)
+
+    def _load_chunk_bm25(self) -> BM25:
+        from core.index.embedding import node_text_for_embedding
         from core.retrieval.lexicon import BM25
 
         with self.store.session() as s:
-            titles = dict(s.exec(select(Document.id, Document.title).where(Document.workspace_id == self.ws.id)).all())
+            titles: dict[str | None, str] = dict(s.exec(select(Document.id, Document.title).where(Document.workspace_id == self.ws.id)).all())
             rows = s.exec(select(Node.id, Node.title, Node.text, Node.document_id).where(
                 Node.workspace_id == self.ws.id, Node.kind == "chunk").order_by(Node.id)).all()
         return BM25.build([r[0] for r in rows],
                           [node_text_for_embedding("chunk", t, x, titles.get(d, "")) for _, t, x, d in rows])
 
-    @cached_property
-    def names(self):
+    @property
+    def names(self) -> NameIndex:
         """Exact-match names: extracted entities (layer 0) by their normalized key, overview nodes by title."""
-        from core.extract.resolve import norm_key
+        return self.cached(NAMES, self._load_names)
+
+    def _load_names(self) -> NameIndex:
         from core.retrieval.lexicon import NameIndex
+        from core.text import norm_key
 
         out: dict[str, list[str]] = {}
         with self.store.session() as s:
@@ -187,11 +224,12 @@ class Strategy(Protocol):
     def retrieve(self, res: Resources, question: str, llm: RetrievalLLM | None = None) -> Retrieval: ...
 
 
-_REGISTRY: dict[str, Callable[[], Strategy]] = {}
+_REGISTRY: dict[str, type[Strategy]] = {}
+S = TypeVar("S", bound=type[Strategy])
 
 
-def register(factory: Callable[[], Strategy]) -> Callable[[], Strategy]:
-    _REGISTRY[factory.name] = factory  # type: ignore[attr-defined]
+def register(factory: S) -> S:
+    _REGISTRY[factory.name] = factory
     return factory
 
 

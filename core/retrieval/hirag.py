@@ -123,10 +123,10 @@ class HiRAGStrategy:
             for eid in key_entities:
                 for c, _ in view.entity_chunks.get(eid, []):
                     chunk_scores[c] = chunk_scores.get(c, 0.0) + 0.25 * max(hit_sim.get(eid, 0.0), 0.0)
-            for cid, sims in ranked_comms[: cfg.max_communities]:
-                c = view.communities[cid]
-                r.sections["global"].append(ContextItem(cid, "community", c.title or cid, c.summary,
-                                                        round(max(sims), 4), c.level))
+            for cid, comm_sims in ranked_comms[: cfg.max_communities]:
+                comm = view.communities[cid]
+                r.sections["global"].append(ContextItem(cid, "community", comm.title or cid, comm.summary,
+                                                        round(max(comm_sims), 4), comm.level))
         r.sources = sources_from_chunks(view, chunk_scores, cfg.max_sources)
         t.lap("rank_sources")
 

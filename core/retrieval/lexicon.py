@@ -13,8 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from core.extract.resolve import norm_key
-from core.text import content_words
+from core.text import content_words, norm_key
 
 
 @dataclass
@@ -35,8 +34,8 @@ class BM25:
             tf: dict[int, int] = defaultdict(int)
             for t in toks:
                 tf[vocab.setdefault(t, len(vocab))] += 1
-            for t, n in tf.items():
-                rows.append(t)
+            for term, n in tf.items():
+                rows.append(term)
                 cols.append(j)
                 vals.append(n)
         n_docs = max(len(texts), 1)

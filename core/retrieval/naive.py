@@ -28,7 +28,7 @@ class NaiveStrategy:
         t.lap("embed_query")
         hits = res.index.query("chunk", q, res.settings.retrieval.naive_top_k)
         t.lap("vector_search")
-        nodes = res.store.nodes_by_id(res.ws.id, [h.id for h in hits])
+        nodes = res.store.nodes_by_id(res.ws_id, [h.id for h in hits])
         view = res.view
         for h in hits:
             n = nodes.get(h.id)
@@ -58,7 +58,7 @@ class BM25Strategy:
         t.lap("load_index")
         hits = bm.top(question, res.settings.retrieval.naive_top_k)
         t.lap("bm25_search")
-        nodes = res.store.nodes_by_id(res.ws.id, [i for i, _ in hits])
+        nodes = res.store.nodes_by_id(res.ws_id, [i for i, _ in hits])
         for cid, sc in hits:
             n = nodes.get(cid)
             if n is None:

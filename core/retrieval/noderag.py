@@ -69,11 +69,14 @@ from core.retrieval.base import (
     register,
     sources_from_chunks,
 )
+from core.retrieval.cache import CacheKey
 from core.text import STOPWORDS
 
 RETRIEVABLE = ("chunk", "statement", "attribute", "high_level")  # T, S, A, H: embedded, entry and cross nodes
 SECTION_OF = {"chunk": "local", "statement": "local", "attribute": "local", "relationship": "bridge",
               "high_level": "global"}
+EDGES: CacheKey[EdgeList] = CacheKey("noderag.edges")  # every stored edge, for the walks (core/retrieval/cache.py)
+WALK: CacheKey[Walk] = CacheKey("noderag.walk")  # the walked graph, per walk settings
 
 
 def question_names(res: Resources, question: str, proper_only: bool) -> list[tuple[str, list[str]]]:
@@ -189,14 +192,13 @@ class NodeRAGStrategy:
     def walk(res: Resources) -> Walk:
         """The walked graph, built once per Resources (i.e. per workspace build) and walk settings."""
         cfg = res.settings.retrieval.noderag
-        cache = res.__dict__.setdefault("noderag_walks", {})
         allowed = walked_edges(cfg)
-        key = (allowed, cfg.degree_cap, cfg.subject_weight)
-        if key not in cache:
-            if "noderag_edges" not in res.__dict__:
-                res.__dict__["noderag_edges"] = EdgeList.load(res.store, res.ws.id, res.hetero)
-            cache[key] = Walk(res.hetero, res.__dict__["noderag_edges"], allowed, cfg.degree_cap, cfg.subject_weight)
-        return cache[key]
+
+        def build() -> Walk:
+            edges = res.cached(EDGES, lambda: EdgeList.load(res.store, res.ws_id, res.hetero))
+            return Walk(res.hetero, edges, allowed, cfg.degree_cap, cfg.subject_weight)
+
+        return res.cached(WALK, build, variant=(allowed, cfg.degree_cap, cfg.subject_weight))
 
     def retrieve(self, res: Resources, question: str, llm: RetrievalLLM | None = None) -> Retrieval:
         cfg = res.settings.retrieval.noderag
@@ -262,7 +264,7 @@ class NodeRAGStrategy:
 
         # sections and sources
         leads = list(dict.fromkeys(via.values()))
-        nodes = res.store.nodes_by_id(res.ws.id, [h.ids[v] for v in list(score) + leads] + exact)
+        nodes = res.store.nodes_by_id(res.ws_id, [h.ids[v] for v in list(score) + leads] + exact)
         chunks_of = {v: self._chunks(w, view, v, (nodes[h.ids[v]].data or {}).get("community_id")
                                      if h.ids[v] in nodes else None) for v in score}
         for v, s in sorted(score.items(), key=lambda kv: (-kv[1], kv[0])):

@@ -48,8 +48,10 @@ def test_accept_a_merge_see_the_entity_and_its_stale_reports_then_undo(app_serve
         expect(row.locator("[data-testid='stProgress']")).to_have_count(5)  # score and four kinds of evidence
         expect(row).to_contain_text(re.compile(r"name similarity 0\.\d\d"))
         row.get_by_role("button", name="Accept").click()
+        # the accept is a merge-decision job of the background worker (core/worker.py): the page says its
+        # outcome once the worker has finished it
         expect(pg.locator("[data-testid='stAlert']", has_text="Merged “Ashby Fen” into “Ashby Fen Farm”")) \
-            .to_be_visible()
+            .to_be_visible(timeout=120_000)
         expect(row).to_have_count(0)  # no longer among the open candidates
 
         # 2. the reviewer's merges: the kept entity now carries both names; the merged one is out of the graph
@@ -89,7 +91,8 @@ def test_accept_a_merge_see_the_entity_and_its_stale_reports_then_undo(app_serve
         pg.locator("[data-testid='stRadio']", has_text="Show").get_by_text(
             re.compile(r"^Merged by a reviewer \(1\)$")).click()
         row.get_by_role("button", name="Undo merge").click()
-        expect(pg.locator("[data-testid='stAlert']", has_text="merge undone: both entities are back")).to_be_visible()
+        expect(pg.locator("[data-testid='stAlert']", has_text="merge undone: both entities are back")) \
+            .to_be_visible(timeout=120_000)  # a job too
         assert _db(home, "SELECT count(*) FROM node WHERE id = ?", gone_id) == [(1,)]
         assert _db(home, "SELECT count(*) FROM community WHERE json_extract(data, '$.stale')") == [(0,)]
         assert not pg.js_errors, pg.js_errors

@@ -17,7 +17,7 @@ from core.models import Community, Document, Edge, Node
 from core.retrieval.archrag import filter as archrag_filter
 from core.retrieval.archrag.filter import Point, Statements, adaptive_filter
 from core.retrieval.archrag.search import chnsw_cache, community_chunks, hierarchical_search
-from core.retrieval.base import Resources, Retrieval, get_strategy, strategy_names
+from core.retrieval.base import VIEW, Resources, Retrieval, get_strategy, strategy_names
 
 QUESTIONS = [q["question"] for q in json.loads(
     (Path(__file__).resolve().parents[2] / "data" / "sample_questions.json").read_text())]
@@ -232,7 +232,7 @@ def test_path_nodes_exist_and_edges_are_real(sample_resources, tables):
 def test_new_sentences_are_embedded_up_to_a_cap_then_rated_with_their_item_vector(sample_resources, monkeypatch):
     res = Resources(sample_resources.store, sample_resources.ws, sample_resources.settings,
                     sample_resources.embedder, sample_resources.index)
-    res.__dict__["view"] = sample_resources.view
+    res.cached(VIEW, lambda: sample_resources.view)  # the graph already loaded, the rest of the cache fresh
     cache = chnsw_cache(res)  # a fresh cache: nothing embedded yet
     cache.statements = Statements({}, [], {})  # as if no sentence quoted a statement (model build)
     monkeypatch.setattr(archrag_filter, "MAX_EMBEDDED", 5)
@@ -248,7 +248,7 @@ def test_without_an_index_the_result_is_empty_and_says_why(sample_resources, tmp
     settings.storage.home = tmp_path  # no chnsw.npz there
     res = Resources(sample_resources.store, sample_resources.ws, settings, sample_resources.embedder,
                     sample_resources.index)
-    res.__dict__["view"] = sample_resources.view
+    res.cached(VIEW, lambda: sample_resources.view)  # the graph already loaded, the rest of the cache fresh
     r = get_strategy("archrag").retrieve(res, HALDEN_Q)
     assert not any(r.sections.values()) and not r.sources and "C-HNSW" in r.trace["note"]
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
-from core.algorithms.chnsw import CHNSW
-from core.build.runner import make_context
-from core.build.stages.attributed import CHNSW_FILE, attributed_stage
-from core.graph.communities import write_communities
+from core.algorithms.chnsw import CHNSW, CHNSW_FILE
+from core.build.community_rows import write_communities
+from core.build.factory import make_context
+from core.build.stages.attributed import attributed_stage
 from core.models import Community, Edge, Node, StageRun
 from tests.conftest import TINY_DOCS, build_workspace
 

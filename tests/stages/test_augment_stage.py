@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from sqlmodel import delete, select
 
 from core.algorithms import noderag
-from core.build.runner import make_context
+from core.build.factory import make_context
 from core.build.stages.augment import augment_stage
 from core.models import Community, Edge, Node
 
@@ -169,7 +169,7 @@ def test_semantic_edges_never_duplicate_a_link_they_boost(sample_built):
 
 
 def test_one_vector_per_attribute_and_high_level_node_only(sample_built):
-    from core.build.runner import open_index
+    from core.build.factory import open_index
 
     kind, _, _ = graph(sample_built)
     index = open_index(sample_built.settings, sample_built.ws.name, sample_built.embedder.name)

@@ -10,8 +10,8 @@ import networkx as nx
 import pytest
 from sqlmodel import select
 
+from core.algorithms.leiden import Hierarchy, hierarchical_leiden, leiden_partition
 from core.config import CommunitySettings
-from core.graph.communities import Hierarchy, hierarchical_leiden, leiden_partition
 from core.graph.entity_graph import load_entity_graph
 from core.models import Community, Edge, StageRun
 

@@ -8,7 +8,8 @@ import json
 from sqlmodel import select
 
 from core.backends.offline import OfflineBackend
-from core.build.runner import create_run, make_context, run_build
+from core.build.factory import make_context
+from core.build.runner import create_run, run_build
 from core.build.stages.extract import write_extractions
 from core.config import ExtractSettings
 from core.models import Checkpoint, Edge, Node

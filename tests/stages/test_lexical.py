@@ -8,9 +8,10 @@ from collections import defaultdict
 import numpy as np
 from sqlmodel import delete, select
 
-from core.build.runner import make_context
+from core.algorithms.topics import topic_groups
+from core.build.factory import make_context
 from core.build.stages import lexical
-from core.build.stages.lexical import lexical_stage, topic_groups
+from core.build.stages.lexical import lexical_stage
 from core.models import Checkpoint, Edge, Node
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from sqlmodel import select
 
-from core.build.runner import create_run, make_context, run_build
+from core.build.factory import make_context
+from core.build.runner import create_run, run_build
 from core.build.stages.extract import entity_id
-from core.extract.resolve import norm_key
 from core.models import Edge, EntityMerge, Node, StageRun
 from core.resolution.merge import list_merges, undo
+from core.text import norm_key
 
 DOCS = {
     "plant.md": "# Dorset plant\n\nAcme Corporation opened a cable plant in Dorchester in 2015. "

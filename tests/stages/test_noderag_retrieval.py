@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 from sqlmodel import select
@@ -41,10 +39,7 @@ def with_settings(res, **knobs):
     settings = res.settings.model_copy(deep=True)
     for k, v in knobs.items():
         setattr(settings.retrieval.noderag, k, v)
-    out = dataclasses.replace(res, settings=settings)
-    for cached in ("view", "hetero", "names"):
-        out.__dict__[cached] = getattr(res, cached)
-    return out
+    return res.with_settings(settings)
 
 
 @pytest.fixture(scope="module")

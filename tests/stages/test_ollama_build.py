@@ -8,9 +8,9 @@ import re
 
 from sqlmodel import select
 
-from core.backends.base import BackendError
-from core.build.runner import make_backend
+from core.build.factory import make_backend
 from core.models import Community, Edge, LLMCall, Node
+from core.protocols import BackendError
 from core.workspace import ask, open_resources
 from tests.fake_ollama import Fail, FakeOllama, delimited
 
@@ -92,7 +92,8 @@ def test_ollama_build_extracts_reports_and_answers(tmp_path, tiny_corpus, build,
 
 
 def test_ollama_failure_fails_the_run_and_keeps_the_data(tmp_path, tiny_corpus, build, make_settings, embedder):
-    from core.build.runner import create_run, make_context, run_build
+    from core.build.factory import make_context
+    from core.build.runner import create_run, run_build
     from core.store import Store
     from core.workspace import ingest_paths
 

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from core.backends.base import BackendError
 from core.backends.offline import OfflineBackend
-from core.build.runner import make_backend
+from core.build.factory import make_backend
+from core.protocols import BackendError
 from core.retrieval.archrag.filter import layer_material
 from core.retrieval.archrag.search import layer_content
 from core.workspace import ask, open_resources

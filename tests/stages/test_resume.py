@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 import core.build.runner as pipeline
-from core.build.runner import create_run, make_context, open_index, run_build, stage_names
+from core.build.factory import make_context, open_index
+from core.build.runner import create_run, run_build, stage_names
 from core.models import BuildRun
 from core.store import Store
 from core.workspace import ingest_paths

@@ -9,7 +9,8 @@ import json
 import pytest
 from sqlmodel import select
 
-from core.build.runner import create_run, make_context, run_build
+from core.build.factory import make_context
+from core.build.runner import create_run, run_build
 from core.models import Edge, Node
 from core.store import Store
 from core.workspace import ingest_paths

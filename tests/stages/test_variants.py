@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
-from core.build.runner import open_index
+from core.build.factory import open_index
 from core.models import Community, CommunityVariant
+from core.quality import compare as C
+from core.quality import promote as P
 from core.quality import variants as V
 from core.quality.data import load_base, stored_groups
 from core.store import Store
@@ -69,7 +71,7 @@ def test_default_variant_reproduces_the_stored_partition(built, index):
     _run(built, index, "same", vs)
     stored = set(_leiden(built.store, built.ws.id).values())
     assert _variant_sets(built, index, "same") == stored  # the very same communities, level by level
-    rows = V.compare(built.store, index, _ws(built), ["same"], built.settings)
+    rows = C.compare(built.store, index, _ws(built), ["same"], built.settings)
     mine = [r for r in rows if r["partition"] == "same"]
     assert mine and all(r["nmi"] == pytest.approx(1.0) and r["ari"] == pytest.approx(1.0) for r in mine)
     cur = {r["level"]: r for r in rows if r["partition"] == V.CURRENT}
@@ -87,7 +89,7 @@ def test_higher_resolution_gives_more_communities(built, index):
     # more communities. The total over all levels need not grow: the recursive split only re-clusters communities
     # larger than max_cluster_size, and a finer level 0 leaves fewer of those.
     assert counts["communities_per_level"]["0"] > coarse_now
-    rows = V.compare(built.store, index, _ws(built), ["res-2"], built.settings)
+    rows = C.compare(built.store, index, _ws(built), ["res-2"], built.settings)
     level0 = next(r for r in rows if r["partition"] == "res-2" and r["level"] == 0)
     assert level0["nmi"] < 1.0 and level0["ari"] < 1.0
 
@@ -169,7 +171,7 @@ def test_knn_augmentation_adds_links_and_changes_the_partition(built, index):
     assert (w > 0).all()
     counts = _run(built, index, "knn", V.VariantSettings(knn=True, knn_k=5, min_similarity=0.3))
     assert counts["communities_per_level"]
-    row = next(r for r in V.compare(built.store, index, _ws(built), ["knn"], built.settings)
+    row = next(r for r in C.compare(built.store, index, _ws(built), ["knn"], built.settings)
                if r["partition"] == "knn" and r["level"] == 0)
     assert row["nmi"] < 1.0
     assert row["own_modularity"] != pytest.approx(row["modularity"])  # its own graph is not the build's
@@ -188,8 +190,8 @@ def test_promote_swaps_the_partition_and_back(built, index, embedder):
     target = _variant_sets(built, index, "res-2")
     assert target != set(before.values())
 
-    ctx = V.promote_context(store, ws, built.settings, embedder)
-    events = list(V.promote(ctx, "res-2"))
+    ctx = P.promote_context(store, ws, built.settings, embedder)
+    events = list(P.promote(ctx, "res-2"))
     snap = events[-1].counts["snapshot"]
     assert snap.startswith("before-")
     after = _leiden(store, ws.id)
@@ -211,7 +213,7 @@ def test_promote_swaps_the_partition_and_back(built, index, embedder):
     assert snap_row.settings.get("snapshot") is True
     assert set(snap_row.partition["reports"]) == {cid for cid, (_, summ) in reports.items() if summ}
 
-    events = list(V.promote(V.promote_context(store, _ws(built), built.settings, embedder), snap))
+    events = list(P.promote(P.promote_context(store, _ws(built), built.settings, embedder), snap))
     restored = _leiden(store, ws.id)
     assert restored == before  # same ids, levels and members
     with store.session() as s:
@@ -229,16 +231,16 @@ def test_promote_swaps_the_partition_and_back(built, index, embedder):
 def test_promoting_an_unknown_variant_says_so(built, embedder):
     ws = _ws(built)
     with pytest.raises(V.VariantError, match="no variant named"):
-        list(V.promote(V.promote_context(built.store, ws, built.settings, embedder), "nope"))
+        list(P.promote(P.promote_context(built.store, ws, built.settings, embedder), "nope"))
 
 
 def test_communities_left_empty_are_dropped_and_their_children_rehung():
     g = [V.Group("", "", 0, np.array([0, 1, 2])), V.Group("", "", 1, np.array([], dtype=np.int64), 0),
          V.Group("", "", 2, np.array([1]), 1), V.Group("", "", 1, np.array([2]), 0)]
-    kept = V._non_empty(g)
+    kept = P._non_empty(g)
     # group 1 lost its members: its child (group 2) hangs from group 0, group 3 is now index 2
     assert [(k.level, k.members.tolist(), k.parent) for k in kept] == [(0, [0, 1, 2], -1), (2, [1], 0), (1, [2], 0)]
-    assert V._non_empty(kept) is kept
+    assert P._non_empty(kept) is kept
 
 
 def test_deleting_a_workspace_deletes_its_variants(tmp_path):

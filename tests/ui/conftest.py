@@ -45,3 +45,20 @@ def open_page(page: str, title: str, timeout: float = 120) -> AppTest:
     run(at)
     assert [t.value for t in at.title] == [title]
     return at
+
+
+def wait_for_job(store, ws_name: str, timeout: float = 400):
+    """The newest job (core/worker.py) of the workspace once the background worker has finished it; the page
+    that started it says its outcome at its next run."""
+    import time
+
+    from core.build.runs import FINISHED, latest_run
+
+    ws = store.require_workspace(ws_name)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = latest_run(store, ws.id, ("promote", "whatif", "reembed"))
+        if run is not None and run.status in FINISHED:
+            return run
+        time.sleep(0.5)
+    raise AssertionError(f"no job of {ws_name!r} finished within {timeout:.0f} s")

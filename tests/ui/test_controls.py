@@ -19,14 +19,14 @@ import pytest
 from sqlmodel import select
 from streamlit.testing.v1 import AppTest
 
+from core.explore.community_detail import community_detail
 from core.explore.details import describe_node, search_nodes
-from core.explore.hierarchy import community_detail
 from core.models import Community, EntityMerge, Node
 from core.quality.data import METHODS as QUALITY_METHODS
 from core.quality.variants import list_variants
 from core.resolution import review as rv
 from core.store import Store
-from tests.ui.conftest import app_home, open_page, run
+from tests.ui.conftest import app_home, open_page, run, wait_for_job
 from ui.text import md_label
 
 QUESTION = "Which university trained the engineer who designed the Halden Barrier's sluice gates?"
@@ -370,6 +370,8 @@ def test_every_what_if_setting_reaches_the_variant_and_compare_follows_the_pick(
     at.number_input(key="wi_min_sim").set_value(want["min_similarity"])
     next(b for b in at.button if b.label == "Run variant").click()
     run(at)
+    assert wait_for_job(store, ws.name).status == "done"  # a what-if job of the background worker
+    run(at)
     assert any(s.value.startswith("Variant **all settings** made") for s in at.success), [s.value for s in at.success]
     (v,) = [v for v in list_variants(store, ws) if v.name == "all settings"]
     got = {k: v.settings[k] for k in want}
@@ -379,6 +381,8 @@ def test_every_what_if_setting_reaches_the_variant_and_compare_follows_the_pick(
     at.text_input(key="wi_name").input("second")
     at.checkbox(key="wi_knn").uncheck()
     next(b for b in at.button if b.label == "Run variant").click()
+    run(at)
+    assert wait_for_job(store, ws.name).status == "done"
     run(at)
     assert at.multiselect(key="wi_compare").value == ["second", "all settings"]
     assert set(_partitions(at)) == {"current", "second", "all settings"}

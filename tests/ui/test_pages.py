@@ -34,7 +34,8 @@ def ui_home(tmp_path_factory, embedder):
 
     The environment is set before any page runs, so the app's cached settings point here; the app's bootstrap
     then finds `sample` present and starts no background worker."""
-    from core.build.runner import create_run, make_context, run_build
+    from core.build.factory import make_context
+    from core.build.runner import create_run, run_build
     from core.config import Settings
     from core.store import Store
     from core.workspace import ingest_paths

@@ -1,7 +1,10 @@
 """The Quality page's buttons with AppTest, on a private copy of the built sample (database and vectors): in the
 entity-resolution tab "Reject" then "Undo reject", and "Accept N candidate(s)" at once; in the what-if tab "Run
-variant", "Delete" and "Promote" (with its confirmation). "Accept" / "Undo merge" and the Metrics tab's "Open on
-graph" are clicked in a real browser (tests/e2e/test_merge_browser.py, tests/e2e/test_quality_browser.py)."""
+variant", "Delete" and "Promote" (with its confirmation). A bulk accept, a variant run and a promote are jobs of the
+background worker (core/worker.py): the test waits for the worker, then the page says the outcome. The job panel
+(progress, Stop) and the refusals while a job runs are checked on a job row whose worker has not started. "Accept" /
+"Undo merge" and the Metrics tab's "Open on graph" are clicked in a real browser (tests/e2e/test_merge_browser.py,
+tests/e2e/test_quality_browser.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 from core.quality.variants import list_variants
 from core.resolution import review as rv
 from core.store import Store
-from tests.ui.conftest import app_home, open_page, run
+from tests.ui.conftest import app_home, open_page, run, wait_for_job
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +69,10 @@ def test_accept_many_at_once(page, quality_home):
     assert n >= 2 and not bulk.disabled
     bulk.click()
     run(page)
+    job = wait_for_job(store, "sample")
+    assert (job.kind, job.status) == ("reembed", "done")
+    run(page)
+    assert any(s.value == f"Merged {n} candidate(s)." for s in page.success), [s.value for s in page.success]
     merged = rv.filter_rows(rv.merge_table(store, ws.id), "merged")
     assert len(merged) == n
     assert store.require_workspace("sample").build_version == v0 + 1
@@ -87,6 +94,9 @@ def test_run_delete_and_promote_variants(page, quality_home):
         page.number_input(key="wi_resolution").set_value(resolution)
         next(b for b in page.button if b.label == "Run variant").click()
         run(page)
+        assert wait_for_job(store, "sample").status == "done"
+        run(page)
+        assert any(s.value.startswith(f"Variant **{name}** made") for s in page.success)
     assert {v.name for v in list_variants(store, ws)} >= {"finer", "throwaway"}
     doomed = next(v for v in list_variants(store, ws) if v.name == "throwaway")
     _button(page, f"wi_del_{doomed.id}").click()
@@ -100,6 +110,10 @@ def test_run_delete_and_promote_variants(page, quality_home):
     run(page)
     v0 = store.require_workspace("sample").build_version
     _button(page, "wi_promote").click()
+    run(page)
+    job = wait_for_job(store, "sample")
+    assert (job.kind, job.status) == ("promote", "done")
+    assert [s.status for s in store.stage_runs(job.id)] == ["done"] * 4
     run(page)
     assert any(s.value.startswith("Promoted **finer**") for s in page.success), [s.value for s in page.success]
     assert store.require_workspace("sample").build_version > v0
@@ -133,3 +147,64 @@ def test_metrics_tab_measures_each_method_or_says_it_is_absent(page, quality_hom
             assert page.selectbox(key=f"q_level_{method}").options
         else:
             assert any(v.startswith("No NodeRAG communities") for v in infos), infos
+
+
+def test_the_job_panel_shows_a_running_job_stops_it_and_other_starts_are_refused(page, quality_home):
+    """A queued job row whose heartbeat this test keeps fresh (as its worker would) stands for a running job."""
+    from core import worker
+    from core.build import runs
+    from core.build.runs import active_run
+    from core.config import Settings
+    from core.models import BuildRun, utcnow
+    from ui.text import md_escape
+
+    store = quality_home
+    ws = store.require_workspace("sample")
+    job = worker.create_job(store, ws, Settings(), "whatif", {"name": "panel", "settings": {}})
+
+    def beat() -> None:
+        with store.session() as s:
+            row = s.get(BuildRun, job.id)
+            row.heartbeat = utcnow()
+            s.add(row)
+            s.commit()
+
+    try:
+        beat()
+        run(page)
+        assert _keyed(page, "job_panel"), "the job panel is drawn"
+        label = md_escape("What-if run 'panel'")
+        assert any(m.value == f"**{label}** · queued · run {job.id}" for m in page.markdown)
+        assert [p.proto.text for p in page.get("progress") if "steps done" in p.proto.text] == ["0/1 steps done"]
+        cand = rv.filter_rows(rv.merge_table(store, ws.id), "candidate")[0]
+        assert _button(page, f"mr_reject_{cand.id}").disabled, "decisions wait for the job"
+        page.text_input(key="wi_name").input("refused")
+        next(b for b in page.button if b.label == "Run variant").click()
+        beat()
+        run(page)
+        assert any("a job (What-if run 'panel') of this workspace is running" in e.value for e in page.error)
+        assert "refused" not in {v.name for v in list_variants(store, ws)}
+        beat()
+        build = open_page("views/build.py", "Build")
+        assert next(b for b in build.button if b.label == "Build / resume").disabled
+        assert any(i.value.startswith("What-if run 'panel' is running") for i in build.info)
+        _button(page, "job_stop").click()
+        beat()
+        run(page)
+        assert runs.get_run(store, job.id).status == "cancelling"
+    finally:  # no worker will pick it up: close it as a worker would have
+        with store.session() as s:
+            row = s.get(BuildRun, job.id)
+            row.status = "cancelled"
+            s.add(row)
+            s.commit()
+    assert active_run(store, ws) is None
+
+
+def _keyed(at: AppTest, key: str) -> list:
+    def walk(node):
+        yield node
+        for child in getattr(node, "children", {}).values():
+            yield from walk(child)
+
+    return [n for n in walk(at.main) if getattr(n, "key", None) == key]

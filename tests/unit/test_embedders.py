@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from core.backends import embedders as emb_mod
-from core.backends.base import Embedder
 from core.backends.embedders import MiniLMEmbedder, make_embedder, native_bf16
 from core.backends.minilm_runtime import MAX_TOKENS
 from core.config import BackendSettings, EmbedSettings
+from core.protocols import Embedder
 
 LONG_2000 = " ".join(
     ("The harbour commission met again on Tuesday to discuss the dredging of the northern channel and the "
@@ -190,7 +190,7 @@ def test_falls_back_to_sentence_transformers(tmp_path, monkeypatch, caplog, refe
 
 
 def test_pinned_runtime_errors_instead_of_falling_back(tmp_path):
-    from core.backends.base import BackendError
+    from core.protocols import BackendError
 
     blocked = tmp_path / "file"
     blocked.write_text("x")

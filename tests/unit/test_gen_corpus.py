@@ -10,8 +10,8 @@ import pytest
 
 from bench.gen_corpus import generate, write_corpus
 from core.extract.offline import extract_offline
-from core.extract.resolve import norm_key
 from core.ingest.tokens import count_tokens
+from core.text import norm_key
 
 TOKENS = 30_000
 TYPES = ["PERSON", "ORGANIZATION", "LOCATION", "EVENT", "WORK", "CONCEPT"]

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from core.explore.community_detail import community_detail
 from core.explore.hierarchy import (
     ENTITIES,
     MORE,
     ROOT,
-    community_detail,
     frame_signature,
     hierarchy_figure,
     hierarchy_frame,

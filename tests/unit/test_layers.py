@@ -19,10 +19,10 @@ from core.algorithms.layers import (
     summary_entity_offline,
     too_few_reason,
 )
-from core.backends.base import SummaryEntities, SummaryEntity, SummaryRelation
 from core.backends.replies import MalformedReply
 from core.backends.summary_replies import clean_summary_entities, offline_summary_entities
 from core.config import LayerSettings
+from core.protocols import SummaryEntities, SummaryEntity, SummaryRelation
 
 
 def blobs(n: int, d: int, k: int, *, spread: float = 0.5, sep: float = 24.0, seed: int = 0):

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
+from core.build.stages.merge import merge_stage
 from core.config import Settings
-from core.extract.resolve import norm_key
 from core.index.vectors import VectorIndex
 from core.models import Edge, EntityMerge, Node
 from core.resolution.merge import (
@@ -18,7 +18,6 @@ from core.resolution.merge import (
     find_candidates,
     list_merges,
     merge,
-    merge_stage,
     merged_into,
     record_candidates,
     reject,
@@ -26,6 +25,7 @@ from core.resolution.merge import (
 )
 from core.resolution.names import name_similarity, name_tokens
 from core.store import Store, content_id
+from core.text import norm_key
 
 DIM = 16
 # name -> (type, mentions); each entity gets its own basis vector except the Kelmouth pair, nearly identical

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from core.backends.base import ContextBlock
 from core.backends.offline import OfflineBackend
+from core.protocols import ContextBlock
 
 
 def test_answer_keeps_citations_and_says_each_sentence_once():

@@ -9,8 +9,7 @@ import pytest
 
 from core.config import ExtractSettings
 from core.extract.offline import entity_type, extract_offline
-from core.extract.resolve import norm_key
-from core.text import split_sentences
+from core.text import norm_key, split_sentences
 
 TYPES = ExtractSettings().entity_types
 

@@ -12,19 +12,16 @@ import pytest
 from sqlmodel import select
 
 from core.backends import ollama_backend as ob
-from core.backends.base import BackendError, ContextBlock, Embedder, Extraction, LanguageBackend, Report
+from core.backends import ollama_client
 from core.backends.cache import CallCache
-from core.backends.ollama_backend import (
-    CLIENT_TAKES_THINK,
-    OllamaBackend,
-    OllamaEmbedder,
-    check,
-    embedder_name,
-)
+from core.backends.ollama_backend import CLIENT_TAKES_THINK, OllamaBackend
+from core.backends.ollama_client import check
+from core.backends.ollama_embedder import OllamaEmbedder, embedder_name
 from core.backends.replies import parse_reply, repair_json
 from core.config import BackendSettings
 from core.extract.prompts import answer_prompt, extraction_prompt, report_prompt
 from core.models import LLMCall
+from core.protocols import BackendError, ContextBlock, Embedder, Extraction, LanguageBackend, Report
 from core.store import Store
 from tests.fake_ollama import Fail, FakeOllama, Malformed, Missing, Reply, Sleep, delimited
 
@@ -36,7 +33,7 @@ TEXT = "Ada Lovelace worked with Charles Babbage in London. She wrote the first 
 
 @pytest.fixture(autouse=True)
 def fast_backoff(monkeypatch):
-    monkeypatch.setattr(ob, "RETRY_BACKOFF_S", 0.01)
+    monkeypatch.setattr(ollama_client, "RETRY_BACKOFF_S", 0.01)
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from core.backends.offline import OfflineBackend
 from core.config import ExtractSettings
 from core.extract import spacy_nlp
 from core.extract.offline import extract_offline
-from core.extract.spacy_extract import link_short_forms
+from core.extract.spacy_names import link_short_forms
 
 TYPES = ExtractSettings().entity_types
 

@@ -5,7 +5,7 @@ Input: the layer-0 entities with their vectors (collection "entity") as attribut
 relationships (relationship nodes collapsed; Algorithm 1 then weighs every link by attribute similarity, so the
 relationship weights only decide which links exist). Each level: KNN augmentation, weighted Leiden
 (core/algorithms/attributed.py), a report per community from the language backend (level 1: the members'
-descriptions and the relationships inside, capped as in reports.py; higher levels: the children's titles and
+descriptions and the relationships inside, capped as in core/build/report_material.py; higher levels: the children's titles and
 summaries), and the embedding of "title\\nsummary" into collection "community" — the attribute of the
 community at the next level. A singleton community is its only member: it takes the member's title and
 description (level 1) or its child's report (above) instead of a model call, and above level 1 its child's
@@ -30,21 +30,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from sqlalchemy import insert, update
-from sqlmodel import select
+from sqlmodel import col, select
 
 from core.algorithms.attributed import Hierarchy, Level
-from core.algorithms.chnsw import CHNSW
-from core.backends.base import Report
-from core.build.stages.embed import embed_missing, node_text_for_embedding
-from core.build.stages.reports import MAX_ENTITIES, Element, report_material
-from core.graph.communities import community_id, write_communities
+from core.algorithms.chnsw import CHNSW, CHNSW_FILE
+from core.build.community_rows import community_id, write_communities
+from core.build.context import BuildContext, Progress
+from core.build.report_material import MAX_ENTITIES, Element, report_material
 from core.graph.entity_graph import load_entity_graph
-from core.models import Community, Edge, Node
+from core.index.embedding import embed_missing, node_text_for_embedding
+from core.models import Community, Edge, Node, sql_table
+from core.protocols import Report
 from core.store import content_id
 from core.text import truncate
 
 METHOD = "attributed"
-CHNSW_FILE = "chnsw.npz"
 
 
 @dataclass
@@ -72,9 +72,10 @@ class Base:
 
 
 def _load_base(ctx) -> Base:
-    with ctx.store.session() as s:
-        ents = s.exec(select(Node.id, Node.title, Node.type, Node.text, Node.weight).where(
-            Node.workspace_id == ctx.ws.id, Node.kind == "entity", Node.layer == 0).order_by(Node.id)).all()
+    with ctx.store.session() as s:  # sqlmodel types select() for at most 4 columns, hence the ignore
+        ents = s.exec(select(Node.id, Node.title, Node.type, Node.text, Node.weight)  # type: ignore[call-overload]
+                      .where(Node.workspace_id == ctx.ws.id, Node.kind == "entity", Node.layer == 0)
+                      .order_by(Node.id)).all()
     vec_of = ctx.index.vectors("entity", [e[0] for e in ents])
     ents = [e for e in ents if e[0] in vec_of]
     index = {e[0]: i for i, e in enumerate(ents)}
@@ -106,7 +107,7 @@ def _rel_elements(ctx, rel_ids: list[str]) -> dict[str, Element]:
         for i in range(0, len(rel_ids), 5000):
             part = rel_ids[i : i + 5000]
             for rid, t, x, w in s.exec(select(Node.id, Node.title, Node.text, Node.weight).where(
-                    Node.id.in_(part))):  # type: ignore[union-attr]
+                    col(Node.id).in_(part))):
                 out[rid] = Element(t, "", x or "", float(w or 0.0))
     return out
 
@@ -115,19 +116,19 @@ def _persist(ctx, comms: list[Comm], level: int) -> None:
     """Store these communities (new ones with their in_community edges; a stored one without a summary gets it)."""
     with ctx.store.session() as s:
         have = dict(s.exec(select(Community.id, Community.summary).where(
-            Community.id.in_([c.id for c in comms]))).all())  # type: ignore[attr-defined]
+            col(Community.id).in_([c.id for c in comms]))).all())
         new = [c for c in comms if c.id not in have]
         conn = s.connection()
         if new:
-            conn.execute(insert(Community.__table__), [  # type: ignore[attr-defined]
+            conn.execute(insert(sql_table(Community)), [
                 {"id": c.id, "workspace_id": ctx.ws.id, "method": METHOD, "level": level, "parent_id": None,
                  "size": len(c.members), "title": c.title, "summary": c.summary, "report": c.report,
                  "data": {"layer": c.layer, "children": len(c.children)}} for c in new])
             edges = [{"workspace_id": ctx.ws.id, "src": m, "dst": c.id, "kind": "in_community", "weight": 1.0,
                       "data": {}} for c in new for m in c.member_ids]
             for i in range(0, len(edges), 50_000):
-                conn.execute(insert(Edge.__table__), edges[i : i + 50_000])  # type: ignore[attr-defined]
-        table = Community.__table__  # type: ignore[attr-defined]
+                conn.execute(insert(sql_table(Edge)), edges[i : i + 50_000])
+        table = sql_table(Community)
         for c in comms:
             if c.id in have and not have[c.id]:
                 conn.execute(update(table).where(table.c.id == c.id).values(title=c.title, summary=c.summary,
@@ -159,9 +160,7 @@ def _material(c: Comm, base: Base, below: list[Comm], rels: dict[str, Element],
     return "; ".join(base.titles[e] for e in top), lines
 
 
-def attributed_stage(ctx) -> Iterator:
-    from core.build.context import Progress
-
+def attributed_stage(ctx: BuildContext) -> Iterator[Progress]:
     cfg, ws = ctx.settings.archrag, ctx.ws
     path = ctx.settings.storage.vector_dir(ws.name) / CHNSW_FILE
     if not cfg.enabled:
@@ -182,6 +181,7 @@ def attributed_stage(ctx) -> Iterator:
         layer = h.layer
         for done, total in h.augment():
             yield Progress(done, total, f"layer {layer}: kNN of {total} nodes ({done}/{total})")
+        assert h.pairs is not None  # set by h.augment()
         yield Progress(0, 1, f"layer {layer}: clustering {h.n} nodes, {len(h.pairs)} links ({h.knn_added} kNN)")
         level = h.cluster()
         if level is None:
@@ -193,7 +193,7 @@ def attributed_stage(ctx) -> Iterator:
             g = g.tolist()
             members = np.sort(np.concatenate([below[k].members for k in g])) if below else np.array(g)
             member_ids = [base.ids[m] for m in members.tolist()]
-            comms.append(Comm(community_id(ws.id, METHOD, layer, member_ids), layer, members, member_ids,
+            comms.append(Comm(community_id(ctx.ws_id, METHOD, layer, member_ids), layer, members, member_ids,
                               g if below else []))
         inner, rels = _inner_relationships(ctx, base, level, comms, stored) if layer == 1 else ({}, {})
         todo: list[int] = []
@@ -262,8 +262,6 @@ def _inner_relationships(ctx, base: Base, level: Level, comms: list[Comm], store
 
 def _embed_layer(ctx, comms: list[Comm], layer: int, provisional: int, node_vecs: np.ndarray, level: Level):
     """Embed the layer's communities into "community"; returns their vectors in order (None when stopped)."""
-    from core.build.context import Progress
-
     rows = [(c.id, node_text_for_embedding("community", c.title, c.summary),
              {"method": METHOD, "level": provisional, "layer": layer}) for c in comms]
     if layer > 1:  # a singleton's text is its child's: copy the child's vector instead of embedding it again
@@ -274,7 +272,8 @@ def _embed_layer(ctx, comms: list[Comm], layer: int, provisional: int, node_vecs
             ctx.index.upsert("community", [comms[gi].id for gi in copy],
                              np.vstack([node_vecs[int(level.groups[gi][0])] for gi in copy]),
                              [rows[gi][2] | {"h": content_id(rows[gi][1])} for gi in copy])
-    for done, total in embed_missing(ctx, "community", rows):
+    for done, total in embed_missing(ctx.index, ctx.embedder, "community", rows, ctx.settings.embed.batch_size,
+                                     ctx.should_stop):
         yield Progress(done, total, f"layer {layer}: embedded {done}/{total} community summaries")
     vec_of = ctx.index.vectors("community", [c.id for c in comms])
     if len(vec_of) < len(comms):
@@ -301,7 +300,7 @@ def _finish(ctx, layers: list[list[Comm]]) -> None:
     with ctx.store.session() as s:
         old = set(s.exec(select(Community.id).where(Community.workspace_id == ctx.ws.id, Community.method == METHOD)))
     write_communities(ctx.store, ctx.ws.id, rows, members_of, (METHOD,))
-    table = Community.__table__  # type: ignore[attr-defined]
+    table = sql_table(Community)
     with ctx.store.session() as s:  # write_communities keeps a stored row's level: set the final ones
         conn = s.connection()
         for lvl in sorted({r.level for r in rows}):

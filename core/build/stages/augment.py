@@ -26,9 +26,10 @@ from concurrent.futures import ThreadPoolExecutor
 import igraph as ig
 import numpy as np
 from sqlalchemy import func, insert
-from sqlmodel import select
+from sqlmodel import col, select
 
 from core.algorithms import noderag
+from core.build.context import BuildContext, Progress
 from core.build.noderag_communities import (
     HeteroPartition,
     communities,
@@ -40,8 +41,9 @@ from core.build.noderag_communities import (
     node_row,
 )
 from core.build.noderag_edges import EMBEDDED, embed_rows, load_vectors, write_edges
-from core.build.stages.embed import embed_missing
-from core.models import Edge, Node
+from core.index.embedding import embed_missing
+from core.models import Edge, Node, sql_table
+from core.protocols import Summary
 from core.store import content_id
 from core.text import truncate
 
@@ -63,7 +65,7 @@ class Decomposed:
             stmts = s.exec(select(Node.id, Node.text).where(
                 Node.workspace_id == ws_id, Node.kind == "statement").order_by(Node.id)).all()
             ends = s.exec(select(Edge.src, Edge.dst).where(
-                Edge.workspace_id == ws_id, Edge.kind.in_(("subject", "object")))).all()
+                Edge.workspace_id == ws_id, col(Edge.kind).in_(("subject", "object")))).all()
             mentions = s.exec(select(Edge.src, Edge.dst).where(
                 Edge.workspace_id == ws_id, Edge.kind == "mentions")).all()
         self.entity = {i: (t, float(w or 0.0)) for i, t, w in ents}
@@ -115,9 +117,9 @@ class Decomposed:
 
 
 # ---------------------------------------------------------------------------------------------- the steps
-def _attributes(ctx, dec: Decomposed, important: list[str]) -> Iterator[tuple[int, int]]:
+def _attributes(ctx: BuildContext, dec: Decomposed, important: list[str]) -> Iterator[tuple[int, int]]:
     """Summarize each important entity once; drop attributes of entities no longer important."""
-    store, ws_id = ctx.store, ctx.ws.id
+    store, ws_id = ctx.store, ctx.ws_id
     want = {content_id(str(ws_id), "attribute", e): e for e in important}
     with store.session() as s:
         have = set(s.exec(select(Node.id).where(Node.workspace_id == ws_id, Node.kind == "attribute")))
@@ -131,7 +133,7 @@ def _attributes(ctx, dec: Decomposed, important: list[str]) -> Iterator[tuple[in
     workers = ctx.settings.backend.concurrency if ctx.backend.name == "ollama" else 1
     batch = max(32, workers * 4)
 
-    def summarize(item: tuple[str, str]) -> tuple[str, str, object]:
+    def summarize(item: tuple[str, str]) -> tuple[str, str, Summary]:
         aid, eid = item
         return aid, eid, ctx.backend.summarize("attribute", dec.entity[eid][0], dec.material(eid))
 
@@ -144,8 +146,8 @@ def _attributes(ctx, dec: Decomposed, important: list[str]) -> Iterator[tuple[in
             edges = [edge_row(ws_id, eid, aid, "has_attribute") for aid, eid, _ in results]
             with store.session() as s:
                 conn = s.connection()
-                conn.execute(insert(Node.__table__), nodes)
-                conn.execute(insert(Edge.__table__), edges)
+                conn.execute(insert(sql_table(Node)), nodes)
+                conn.execute(insert(sql_table(Edge)), edges)
                 s.commit()
             yield off + len(part), total
             if ctx.should_stop():
@@ -153,16 +155,14 @@ def _attributes(ctx, dec: Decomposed, important: list[str]) -> Iterator[tuple[in
 
 
 # ---------------------------------------------------------------------------------------------- the stage
-def augment_stage(ctx) -> Iterator:
-    from core.build.context import Progress
-
+def augment_stage(ctx: BuildContext) -> Iterator[Progress]:
     cfg = ctx.settings.noderag
     if not cfg.enabled:
         yield Progress(0, 0, "NodeRAG augmentation is turned off", {})
         return
     counts: dict = {}
     yield Progress(0, 0, "loading the decomposed graph", counts)
-    dec = Decomposed(ctx.store, ctx.ws.id)
+    dec = Decomposed(ctx.store, ctx.ws_id)
     imp = dec.importance(cfg)
     important = [dec.ids[v] for v in imp.selected]
     counts.update(important_entities=len(important), k_core_k=imp.k)
@@ -172,7 +172,7 @@ def augment_stage(ctx) -> Iterator:
     if ctx.should_stop():
         return
     yield Progress(0, 0, "Leiden communities of the heterograph", counts)
-    part = HeteroPartition(ctx.store, ctx.ws.id, cfg)
+    part = HeteroPartition(ctx.store, ctx.ws_id, cfg)
     counts.update(communities=len(part.communities), community_modularity=round(part.modularity, 4))
     for done, total in communities(ctx, part):
         yield Progress(done, total, f"summarized {done}/{total} of {len(part.communities)} communities", counts)
@@ -184,7 +184,8 @@ def augment_stage(ctx) -> Iterator:
         rows = embed_rows(ctx, kind)
         live = {r[0] for r in rows}
         ctx.index.delete(kind, [i for i in ctx.index.existing(kind) if i not in live])
-        for done, total in embed_missing(ctx, kind, rows):
+        for done, total in embed_missing(ctx.index, ctx.embedder, kind, rows, ctx.settings.embed.batch_size,
+                                         ctx.should_stop):
             yield Progress(done, total, f"embedded {done}/{total} {kind.replace('_', '-')} nodes", counts)
         if ctx.should_stop():
             return
@@ -202,7 +203,7 @@ def augment_stage(ctx) -> Iterator:
     semantic, boosted = write_edges(ctx, ids, matches, pairs, noderag.pair_scores(x, pairs))
     with ctx.store.session() as s:
         per_kind = dict(s.exec(select(Node.kind, func.count()).where(
-            Node.workspace_id == ctx.ws.id, Node.kind.in_(("attribute", "high_level", "overview")))
+            Node.workspace_id == ctx.ws_id, col(Node.kind).in_(("attribute", "high_level", "overview")))
             .group_by(Node.kind)).all())
     counts.update(nodes={k: int(per_kind.get(k, 0)) for k in ("attribute", "high_level", "overview")},
                   matches=len(matches), semantic_edges=semantic, boosted_edges=boosted)

@@ -9,23 +9,22 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sqlalchemy import insert
-from sqlmodel import select
+from sqlmodel import col, select
 
-from core.models import Checkpoint, Document, Edge, Node
+from core.build.context import BuildContext, Progress
+from core.ingest.chunking import chunk_text
+from core.models import Checkpoint, Document, Edge, Node, sql_table
 from core.store import content_id
 
 STAGE = "chunk"
 _BATCH_CHARS = 400_000  # text chunked per transaction
 
 
-def chunk_stage(ctx) -> Iterator:
-    from core.build.context import Progress
-    from core.ingest.chunking import chunk_text
-
-    store, ws = ctx.store, ctx.ws
-    done = store.done_units(ws.id, STAGE)
+def chunk_stage(ctx: BuildContext) -> Iterator[Progress]:
+    store, ws_id = ctx.store, ctx.ws_id
+    done = store.done_units(ws_id, STAGE)
     with store.session() as s:
-        todo = [(d, n) for d, n in s.exec(select(Document.id, Document.n_chars).where(Document.workspace_id == ws.id))
+        todo = [(d, n) for d, n in s.exec(select(Document.id, Document.n_chars).where(Document.workspace_id == ws_id))
                 if d not in done]
     total = len(todo)
     n_chunks = 0
@@ -41,33 +40,33 @@ def chunk_stage(ctx) -> Iterator:
         title = ""
         with store.session() as s:
             ids = [d for d, _ in todo[i:j]]
-            docs = {d.id: d for d in s.exec(select(Document).where(Document.id.in_(ids)))}  # type: ignore[union-attr]
+            docs = {d.id: d for d in s.exec(select(Document).where(col(Document.id).in_(ids)))}
             for doc_id, _ in todo[i:j]:
                 doc = docs[doc_id]
                 title = doc.title
                 prev = None
                 for k, sp in enumerate(chunk_text(doc.text, ctx.settings.chunk)):
-                    cid = content_id(str(ws.id), "chunk", doc.id, str(k), sp.text)
-                    nodes.append({"id": cid, "workspace_id": ws.id, "kind": "chunk", "key": "",
+                    cid = content_id(str(ws_id), "chunk", doc.id, str(k), sp.text)
+                    nodes.append({"id": cid, "workspace_id": ws_id, "kind": "chunk", "key": "",
                                   "title": f"{doc.title} #{k + 1}", "text": sp.text, "type": "", "layer": 0,
                                   "weight": float(sp.n_tokens), "document_id": doc.id, "ord": k,
                                   "data": {"start": sp.start, "end": sp.end, "n_tokens": sp.n_tokens}})
-                    edges.append(_edge(ws.id, cid, doc.id, "derived_from"))
+                    edges.append(_edge(ws_id, cid, doc.id, "derived_from"))
                     if prev:
-                        edges.append(_edge(ws.id, prev, cid, "next"))
+                        edges.append(_edge(ws_id, prev, cid, "next"))
                     prev = cid
             conn = s.connection()
             if nodes:
-                conn.execute(insert(Node.__table__), nodes)  # type: ignore[attr-defined]
-                conn.execute(insert(Edge.__table__), edges)  # type: ignore[attr-defined]
-            conn.execute(insert(Checkpoint.__table__),  # type: ignore[attr-defined]
-                         [{"workspace_id": ws.id, "stage": STAGE, "unit": d} for d, _ in todo[i:j]])
+                conn.execute(insert(sql_table(Node)), nodes)
+                conn.execute(insert(sql_table(Edge)), edges)
+            conn.execute(insert(sql_table(Checkpoint)),
+                         [{"workspace_id": ws_id, "stage": STAGE, "unit": d} for d, _ in todo[i:j]])
             s.commit()
         n_chunks += len(nodes)
         i = j
         yield Progress(i, total, f"chunked {title[:60]}", {"documents": i, "chunks": n_chunks})
     if total == 0:
-        yield Progress(0, 0, "no new documents", {"chunks": store.counts(ws.id).get("chunk", 0)})
+        yield Progress(0, 0, "no new documents", {"chunks": store.counts(ws_id).get("chunk", 0)})
 
 
 def _edge(ws_id: int, src: str, dst: str, kind: str) -> dict:

@@ -16,13 +16,14 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-from sqlmodel import select
+from sqlmodel import col, select
 
-from core.backends.base import Extraction
-from core.extract.resolve import norm_key
-from core.models import Document, Node
+from core.build.context import BuildContext, Progress
+from core.models import Document, Node, sql_table
+from core.protocols import Extraction
 from core.resolution.merge import merged_into
 from core.store import bulk_insert, content_id
+from core.text import norm_key
 
 log = logging.getLogger(__name__)
 STAGE = "extract"
@@ -36,23 +37,21 @@ def entity_id(ws_id: int, key: str) -> str:
     return content_id(str(ws_id), "entity", key)
 
 
-def extract_stage(ctx) -> Iterator:
-    from core.build.context import Progress
-
-    store, ws = ctx.store, ctx.ws
-    done = store.done_units(ws.id, STAGE)
+def extract_stage(ctx: BuildContext) -> Iterator[Progress]:
+    store, ws_id = ctx.store, ctx.ws_id
+    done = store.done_units(ws_id, STAGE)
     with store.session() as s:
         rows = s.exec(
-            select(Node.id, Node.text, Node.document_id).where(Node.workspace_id == ws.id, Node.kind == "chunk")
-            .order_by(Node.document_id, Node.ord)
+            select(Node.id, Node.text, Node.document_id).where(Node.workspace_id == ws_id, Node.kind == "chunk")
+            .order_by(col(Node.document_id), col(Node.ord))
         ).all()
-        docs = {d.id: d for d in s.exec(select(Document).where(Document.workspace_id == ws.id))}
+        docs = {d.id: d for d in s.exec(select(Document).where(Document.workspace_id == ws_id))}
     todo = [r for r in rows if r[0] not in done]
     total = len(todo)
     types = ctx.settings.extract.entity_types
     workers = ctx.settings.backend.concurrency if ctx.backend.name == "ollama" else 1
-    counts = Counter()
-    redirect = merged_into(store, ws.id) if total else {}
+    counts: Counter[str] = Counter()
+    redirect = merged_into(store, ws_id) if total else {}
     todo_docs = {d: docs[d] for d in dict.fromkeys(r[2] for r in todo) if d in docs}
     subjects = document_subjects(ctx.backend, todo_docs) if ctx.settings.extract.title_subject else {}
 
@@ -80,7 +79,7 @@ def extract_stage(ctx) -> Iterator:
         for start in range(0, total, batch):
             part = todo[start : start + batch]
             results = run_part(part)
-            counts.update(write_extractions(store, ws.id, [(cid, doc_id, ex) for (cid, _, doc_id), ex
+            counts.update(write_extractions(store, ws_id, [(cid, doc_id, ex) for (cid, _, doc_id), ex
                                                            in zip(part, results)], redirect, subjects,
                                             ctx.settings.extract.subject_weight))
             counts["chunks"] = start + len(part)
@@ -247,7 +246,7 @@ def write_extractions(store, ws_id: int, items: list[tuple[str, str | None, Extr
                 for eid in sorted({eid for name, eid in names if name in low}):
                     edges.append((ws_id, sid, eid, "mentions", 1.0, "{}"))
                 counts["statements"] += 1
-        bulk_insert(conn, Node.__table__, list(new_nodes.values()))  # type: ignore[attr-defined]
+        bulk_insert(conn, sql_table(Node), list(new_nodes.values()))
         if changed:
             conn.exec_driver_sql("UPDATE node SET weight = ?, text = ?, data = ? WHERE id = ?",
                                  [(r["weight"], r["text"], json.dumps(r["data"]), nid) for nid, r in changed.items()])
@@ -264,7 +263,7 @@ def _load(conn, ids) -> dict[str, dict]:
     """id -> {"weight", "text", "data"} of the stored nodes among `ids` (the data a private copy, to update)."""
     ids = list(ids)
     out: dict[str, dict] = {}
-    t = Node.__table__  # type: ignore[attr-defined]
+    t = sql_table(Node)
     for i in range(0, len(ids), 900):
         for nid, w, text, data in conn.execute(select(t.c.id, t.c.weight, t.c.text, t.c.data)
                                                .where(t.c.id.in_(ids[i : i + 900]))):

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from sqlalchemy import insert
-from sqlmodel import delete, select
+from sqlmodel import col, delete, select
 
 from core.algorithms.layers import (
     cluster_layer,
@@ -32,9 +32,10 @@ from core.algorithms.layers import (
     stop_reason,
     too_few_reason,
 )
-from core.build.stages.embed import node_text_for_embedding
+from core.build.context import BuildContext, Progress
 from core.config import LayerSettings
-from core.models import Edge, Node
+from core.index.embedding import node_text_for_embedding
+from core.models import Edge, Node, sql_table
 from core.store import content_id, release_memory
 
 DESCRIPTION_CHARS = 400  # a member's description as shown to the model
@@ -43,12 +44,12 @@ DESCRIPTION_CHARS = 400  # a member's description as shown to the model
 def _clear_summary_layers(ctx) -> None:
     with ctx.store.session() as s:
         old = list(s.exec(select(Node.id).where(Node.workspace_id == ctx.ws.id, Node.kind == "entity",
-                                                Node.layer > 0)))
+                                                col(Node.layer) > 0)))
         for i in range(0, len(old), 500):
             part = old[i : i + 500]
-            s.exec(delete(Edge).where(Edge.workspace_id == ctx.ws.id, Edge.kind == "summarizes",
-                                      Edge.dst.in_(part)))  # type: ignore[attr-defined]
-            s.exec(delete(Node).where(Node.id.in_(part)))  # type: ignore[union-attr]
+            s.exec(delete(Edge).where(col(Edge.workspace_id) == ctx.ws.id, col(Edge.kind) == "summarizes",
+                                      col(Edge.dst).in_(part)))
+            s.exec(delete(Node).where(col(Node.id).in_(part)))
         s.commit()
     ctx.index.delete("entity", old)
 
@@ -58,9 +59,7 @@ def _row(layer: int, n: int) -> dict:
             "cluster_sparsity": None, "change_rate": None, "n_components": 0, "stop_reason": None}
 
 
-def layers_stage(ctx) -> Iterator:
-    from core.build.context import Progress
-
+def layers_stage(ctx: BuildContext) -> Iterator[Progress]:
     cfg: LayerSettings = ctx.settings.layers
     _clear_summary_layers(ctx)
     if not cfg.enabled:
@@ -131,7 +130,8 @@ def _summary_layer(ctx, cfg: LayerSettings, layer: int, ids: list[str], clusters
     def material(members: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
         if offline:
             return members, [(titles[m], texts[m]) for m in members]
-        shown, used = [], 0
+        shown: list[tuple[str, str]] = []
+        used = 0
         for m in _central_first(members, vec_of):  # as many members as the context holds, most central first
             d = " ".join((texts[m] or "").split())[:DESCRIPTION_CHARS]
             used += len(titles[m]) + len(d) + 8
@@ -168,9 +168,9 @@ def _summary_layer(ctx, cfg: LayerSettings, layer: int, ids: list[str], clusters
                 nodes[sid]["data"]["clusters"].append(k)
         related: set[str] = set()
         for r in rep.relationships:
-            m, sid = by_name.get(r.source.casefold()), sids.get(r.target.casefold())
-            if m is not None and sid is not None:
-                links[sid].setdefault(m, r.description)
+            m, target = by_name.get(r.source.casefold()), sids.get(r.target.casefold())
+            if m is not None and target is not None:
+                links[target].setdefault(m, r.description)
                 related.add(m)
         for m in members:  # unrelated (or not shown) members: summarized by every entity of their cluster
             if m not in related:
@@ -185,9 +185,9 @@ def _summary_layer(ctx, cfg: LayerSettings, layer: int, ids: list[str], clusters
     if new_ids:
         with ctx.store.session() as s:
             conn = s.connection()
-            conn.execute(insert(Node.__table__), [nodes[i] for i in new_ids])  # type: ignore[attr-defined]
+            conn.execute(insert(sql_table(Node)), [nodes[i] for i in new_ids])
             for i in range(0, len(edges), 5000):
-                conn.execute(insert(Edge.__table__), edges[i : i + 5000])  # type: ignore[attr-defined]
+                conn.execute(insert(sql_table(Edge)), edges[i : i + 5000])
             s.commit()
         for sid in new_ids:
             titles[sid], texts[sid] = nodes[sid]["title"], nodes[sid]["text"]

@@ -13,7 +13,8 @@ and to its document by `derived_from`, and embedded into the "topic" collection 
 
 Units. Fact linking inserts only the edges that are missing, so it is idempotent. Topics are written per document
 together with the document's checkpoint in one transaction; checkpointed documents are skipped. Documents with
-more than `_WINDOW` statements are clustered in consecutive windows, which bounds the quadratic distance matrix.
+more than `WINDOW` statements are clustered in consecutive windows (core/algorithms/topics.py, the clustering),
+which bounds the quadratic distance matrix.
 """
 
 from __future__ import annotations
@@ -24,63 +25,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.cluster.hierarchy import fcluster, linkage
-from scipy.spatial.distance import squareform
 from sqlalchemy import func, insert
-from sqlmodel import delete, select
+from sqlmodel import col, delete, select
 
-from core.models import Checkpoint, Document, Edge, Node
+from core.algorithms.topics import topic_groups
+from core.build.context import BuildContext, Progress
+from core.index.embedding import embed_missing
+from core.models import Checkpoint, Document, Edge, Node, sql_table
 from core.store import content_id
 
 STAGE = "lexical"
-_WINDOW = 1000  # statements clustered together at most (a document's statements in order, window by window)
 _BATCH_STATEMENTS = 2000  # statements per write transaction (whole documents only)
 _EMBED_CHARS = 4000  # cap on the text a topic is embedded as
-
-
-# -- clustering ---------------------------------------------------------------------------------------------------
-def _condensed(vecs: np.ndarray) -> np.ndarray:
-    """Condensed cosine-distance matrix of unit rows, clipped to [0, 2] (rounding can make it slightly negative)."""
-    d = 1.0 - np.clip(vecs @ vecs.T, -1.0, 1.0)
-    np.fill_diagonal(d, 0.0)
-    return squareform(np.maximum(d, 0.0).astype(np.float64), checks=False)
-
-
-def _split(vecs: np.ndarray, idx: np.ndarray, max_size: int) -> list[np.ndarray]:
-    """Split a group along its own average-linkage tree until no part exceeds max_size."""
-    if len(idx) <= max_size:
-        return [idx]
-    labels = fcluster(linkage(_condensed(vecs), method="average"), t=2, criterion="maxclust")
-    if labels.max() < 2:  # indistinguishable vectors: split in document order
-        half = len(idx) // 2
-        parts = [np.arange(half), np.arange(half, len(idx))]
-    else:
-        parts = [np.flatnonzero(labels == lab) for lab in (1, 2)]
-    out: list[np.ndarray] = []
-    for p in parts:
-        out += _split(vecs[p], idx[p], max_size)
-    return out
-
-
-def topic_groups(vecs: np.ndarray, similarity: float, max_size: int, window: int = _WINDOW) -> list[list[int]]:
-    """Groups of row indices of one document's statement vectors (unit rows in document order): average-linkage
-    agglomerative clustering with cosine distance cut at 1 - similarity, groups above max_size split. Each group is
-    sorted; groups are ordered by their first row. Deterministic."""
-    n = len(vecs)
-    groups: list[list[int]] = []
-    max_size = max(1, int(max_size))
-    for start in range(0, n, window):
-        idx = np.arange(start, min(n, start + window))
-        if len(idx) == 1:
-            groups.append([int(idx[0])])
-            continue
-        v = np.asarray(vecs[idx], dtype=np.float32)
-        labels = fcluster(linkage(_condensed(v), method="average"), t=max(0.0, 1.0 - similarity), criterion="distance")
-        for lab in np.unique(labels):
-            members = np.flatnonzero(labels == lab)
-            for part in _split(v[members], idx[members], max_size):
-                groups.append(sorted(int(i) for i in part))
-    return sorted(groups, key=lambda g: g[0])
 
 
 # -- the stored graph this stage reads ----------------------------------------------------------------------------
@@ -109,7 +65,7 @@ def _load(store, ws_id: int) -> _Lexicon:
         rels = set(s.exec(select(Node.id).where(Node.workspace_id == ws_id, Node.kind == "relationship")))
         edges = s.exec(select(Edge.src, Edge.dst, Edge.kind).where(
             Edge.workspace_id == ws_id,
-            Edge.kind.in_(("derived_from", "mentions", "subject", "object")))).all()  # type: ignore[attr-defined]
+            col(Edge.kind).in_(("derived_from", "mentions", "subject", "object")))).all()
     for src, dst, kind in edges:
         if kind == "derived_from":
             if src in lx.stmt_doc:
@@ -147,7 +103,7 @@ def link_facts(store, ws_id: int, lx: _Lexicon) -> tuple[int, int, int]:
                                 "data": {}})
     if new:
         with store.session() as s:
-            s.connection().execute(insert(Edge.__table__), new)  # type: ignore[attr-defined]
+            s.connection().execute(insert(sql_table(Edge)), new)
             s.commit()
     docs_of_fact: dict[str, set] = defaultdict(set)
     for sid, rid in lx.stated:
@@ -156,14 +112,13 @@ def link_facts(store, ws_id: int, lx: _Lexicon) -> tuple[int, int, int]:
 
 
 # -- topics -------------------------------------------------------------------------------------------------------
-def _statement_vectors(ctx, lx: _Lexicon, ids: list[str]) -> dict[str, np.ndarray]:
-    from core.build.stages.embed import embed_missing
-
+def _statement_vectors(ctx: BuildContext, lx: _Lexicon, ids: list[str]) -> dict[str, np.ndarray]:
     vecs = ctx.index.vectors("statement", ids)
     missing = [i for i in ids if i not in vecs]
     if missing:  # the embed stage embeds statements; only a partial index gets here
         rows = [(i, lx.stmt_text[i], {"document_id": lx.stmt_doc.get(i) or ""}) for i in missing]
-        for _ in embed_missing(ctx, "statement", rows):
+        for _ in embed_missing(ctx.index, ctx.embedder, "statement", rows, ctx.settings.embed.batch_size,
+                               ctx.should_stop):
             pass
         vecs.update(ctx.index.vectors("statement", missing))
     return vecs
@@ -174,13 +129,13 @@ def _write_documents(store, ws_id: int, doc_ids: list[str], topics: list[dict]) 
     their edges, checkpoint the documents."""
     with store.session() as s:
         old = list(s.exec(select(Node.id).where(Node.workspace_id == ws_id, Node.kind == "topic",
-                                                Node.document_id.in_(doc_ids))))  # type: ignore[union-attr]
+                                                col(Node.document_id).in_(doc_ids))))
         if old:
-            s.exec(delete(Edge).where(Edge.workspace_id == ws_id, Edge.kind == "in_topic",
-                                      Edge.dst.in_(old)))  # type: ignore[attr-defined]
-            s.exec(delete(Edge).where(Edge.workspace_id == ws_id, Edge.kind == "derived_from",
-                                      Edge.src.in_(old)))  # type: ignore[attr-defined]
-            s.exec(delete(Node).where(Node.id.in_(old)))  # type: ignore[union-attr]
+            s.exec(delete(Edge).where(col(Edge.workspace_id) == ws_id, col(Edge.kind) == "in_topic",
+                                      col(Edge.dst).in_(old)))
+            s.exec(delete(Edge).where(col(Edge.workspace_id) == ws_id, col(Edge.kind) == "derived_from",
+                                      col(Edge.src).in_(old)))
+            s.exec(delete(Node).where(col(Node.id).in_(old)))
         nodes, edges = [], []
         for t in topics:
             nodes.append({"id": t["id"], "workspace_id": ws_id, "kind": "topic", "key": "", "title": t["title"],
@@ -193,8 +148,8 @@ def _write_documents(store, ws_id: int, doc_ids: list[str], topics: list[dict]) 
                        "data": {}} for sid in t["statements"]]
         conn = s.connection()
         if nodes:
-            conn.execute(insert(Node.__table__), nodes)  # type: ignore[attr-defined]
-            conn.execute(insert(Edge.__table__), edges)  # type: ignore[attr-defined]
+            conn.execute(insert(sql_table(Node)), nodes)
+            conn.execute(insert(sql_table(Edge)), edges)
         for d in doc_ids:
             s.add(Checkpoint(workspace_id=ws_id, stage=STAGE, unit=d))
         s.commit()
@@ -217,25 +172,22 @@ def _topic_rows(store, ws_id: int, lx: _Lexicon) -> list[tuple[str, str, dict]]:
     return rows
 
 
-def lexical_stage(ctx) -> Iterator:
-    from core.build.context import Progress
-    from core.build.stages.embed import embed_missing
-
-    store, ws, cfg = ctx.store, ctx.ws, ctx.settings.lexical
+def lexical_stage(ctx: BuildContext) -> Iterator[Progress]:
+    store, ws_id, cfg = ctx.store, ctx.ws_id, ctx.settings.lexical
     if not cfg.enabled:
         yield Progress(1, 1, "lexical graph switched off", {})
         return
-    lx = _load(store, ws.id)
-    _, facts_linked, cross = link_facts(store, ws.id, lx)
+    lx = _load(store, ws_id)
+    _, facts_linked, cross = link_facts(store, ws_id, lx)
     counts = {"facts_linked": facts_linked, "cross_document_facts": cross}
     yield Progress(0, 1, f"{facts_linked} statement-fact links, {cross} facts across documents", counts)
 
-    done = store.done_units(ws.id, STAGE)
+    done = store.done_units(ws_id, STAGE)
     with store.session() as s:
-        docs = s.exec(select(Document.id, Document.title).where(Document.workspace_id == ws.id)
-                      .order_by(Document.created_at, Document.id)).all()
+        docs = s.exec(select(Document.id, Document.title).where(Document.workspace_id == ws_id)
+                      .order_by(col(Document.created_at), col(Document.id))).all()
     todo = [(d, t) for d, t in docs if d not in done]
-    by_doc: dict[str, list[str]] = defaultdict(list)
+    by_doc: dict[str | None, list[str]] = defaultdict(list)
     for sid, doc in lx.stmt_doc.items():
         by_doc[doc].append(sid)
     workers = ctx.settings.backend.concurrency if ctx.backend.name == "ollama" else 1
@@ -247,7 +199,8 @@ def lexical_stage(ctx) -> Iterator:
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         k = 0
         while k < len(todo):
-            batch, n_stmts = [], 0
+            batch: list[tuple[str, str]] = []
+            n_stmts = 0
             while k < len(todo) and (not batch or n_stmts + len(by_doc.get(todo[k][0], [])) <= _BATCH_STATEMENTS):
                 batch.append(todo[k])
                 n_stmts += len(by_doc.get(todo[k][0], []))
@@ -262,24 +215,25 @@ def lexical_stage(ctx) -> Iterator:
                 vecs = np.vstack([vec_of[i] for i in stmts])
                 for n, group in enumerate(topic_groups(vecs, cfg.topic_similarity, cfg.max_topic_statements)):
                     members = [stmts[i] for i in group]
-                    topics.append({"id": content_id(str(ws.id), "topic", doc_id, *sorted(members)), "doc": doc_id,
+                    topics.append({"id": content_id(str(ws_id), "topic", doc_id, *sorted(members)), "doc": doc_id,
                                    "doc_title": title or "", "ord": n, "statements": members})
             jobs = [(t["doc_title"], [lx.stmt_text[i] for i in t["statements"]]) for t in topics]
             results = list(pool.map(summarize, jobs)) if workers > 1 else [summarize(j) for j in jobs]
             for t, r in zip(topics, results):
                 t.update(title=(r.title or "").strip() or "Untitled topic", summary=r.summary or "",
                          keywords=list(r.keywords or []))
-            _write_documents(store, ws.id, [d for d, _ in batch], topics)
+            _write_documents(store, ws_id, [d for d, _ in batch], topics)
             yield Progress(k, len(todo), f"topics for {k}/{len(todo)} documents", counts)
             if ctx.should_stop():
                 return
 
-    rows = _topic_rows(store, ws.id, lx)
-    for d, total in embed_missing(ctx, "topic", rows):
+    rows = _topic_rows(store, ws_id, lx)
+    for d, total in embed_missing(ctx.index, ctx.embedder, "topic", rows, ctx.settings.embed.batch_size,
+                                  ctx.should_stop):
         yield Progress(d, total, f"embedded {d}/{total} topics", counts)
     with store.session() as s:
-        n_topics = s.exec(select(func.count()).select_from(Node).where(Node.workspace_id == ws.id,
+        n_topics = s.exec(select(func.count()).select_from(Node).where(Node.workspace_id == ws_id,
                                                                        Node.kind == "topic")).one()
-    n_docs = len(store.done_units(ws.id, STAGE))
+    n_docs = len(store.done_units(ws_id, STAGE))
     counts |= {"topics": n_topics, "documents": n_docs}
     yield Progress(1, 1, f"{n_topics} topics in {n_docs} documents", counts)

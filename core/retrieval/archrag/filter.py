@@ -30,7 +30,7 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 
 import numpy as np
-from sqlmodel import select
+from sqlmodel import col, select
 
 from core.ingest import count_tokens
 from core.models import Edge, Node
@@ -66,9 +66,11 @@ class Statements:
 
 def load_statements(res: Resources, cache: ChnswCache) -> Statements:
     """The statements with the chunk each was taken from, loaded once per Resources."""
-    if cache.statements is None:
+    with cache.lock:
+        if cache.statements is not None:
+            return cache.statements
         with res.store.session() as s:
-            rows = s.exec(select(Node.id, Node.text, Edge.dst).join(Edge, Edge.src == Node.id).where(
+            rows = s.exec(select(Node.id, Node.text, Edge.dst).join(Edge, col(Edge.src) == Node.id).where(
                 Node.workspace_id == res.ws.id, Node.kind == "statement", Edge.workspace_id == res.ws.id,
                 Edge.kind == "derived_from").order_by(Node.id)).all()
         by_text: dict[str, str] = {}
@@ -78,8 +80,8 @@ def load_statements(res: Resources, cache: ChnswCache) -> Statements:
             if key:
                 by_text.setdefault(key, sid)
                 chunks_of.setdefault(key, []).append(cid)
-        cache.statements = Statements(by_text, sorted(by_text), chunks_of)
-    return cache.statements
+        cache.statements = st = Statements(by_text, sorted(by_text), chunks_of)
+        return st
 
 
 def readings(sentence: str, title: str = "") -> list[str]:
@@ -118,14 +120,19 @@ def find_statement(sentence: str, title: str, st: Statements) -> str | None:
 
 
 def _embed(res: Resources, cache: ChnswCache, texts: list[str]) -> tuple[dict[str, np.ndarray], int]:
-    """Vectors of `texts`, embedding only those not cached yet; returns (vectors, number embedded)."""
-    missing = [t for t in dict.fromkeys(texts) if t not in cache.sentence_vecs]
+    """Vectors of `texts`, embedding only those not cached yet; returns (vectors, number embedded). The cache is
+    shared by the sessions that ask at once: read and written under its lock, the model called outside it."""
+    with cache.lock:
+        have = {t: cache.sentence_vecs[t] for t in texts if t in cache.sentence_vecs}
+    missing = [t for t in dict.fromkeys(texts) if t not in have]
     if missing:
-        vecs = res.embedder.embed(missing)
-        if len(cache.sentence_vecs) + len(missing) > SENTENCE_CACHE:
-            cache.sentence_vecs.clear()
-        cache.sentence_vecs.update(zip(missing, np.asarray(vecs, dtype=np.float32)))
-    return {t: cache.sentence_vecs[t] for t in texts}, len(missing)
+        new = dict(zip(missing, np.asarray(res.embedder.embed(missing), dtype=np.float32)))
+        with cache.lock:
+            if len(cache.sentence_vecs) + len(missing) > SENTENCE_CACHE:
+                cache.sentence_vecs.clear()
+            cache.sentence_vecs.update(new)
+        have.update(new)
+    return {t: have[t] for t in texts}, len(missing)
 
 
 def fill_vectors(res: Resources, cache: ChnswCache, items: list[Item]) -> tuple[int, int]:

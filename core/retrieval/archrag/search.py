@@ -15,48 +15,56 @@ communities (title and report). No chunk text is retrieved: the published code's
 (entities id/name/description, relationships id/source/target/description, communities id/title/summary).
 Chunks and documents only record where an item came from (its sources).
 
-The C-HNSW, the statement table and the sentence-vector cache live on the Resources
-(`res.__dict__["archrag_cache"]`), the index reloaded when its file's mtime changes; no module-level state.
+The C-HNSW, the statement table and the sentence-vector cache live in the Resources' cache (key `CHNSW_CACHE`,
+core/retrieval/cache.py), the index reloaded when its file's mtime changes; no module-level state.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from core.retrieval.base import Resources
+from core.retrieval.cache import CacheKey
 from core.text import split_sentences
 
-CACHE_KEY = "archrag_cache"
+if TYPE_CHECKING:
+    from core.algorithms.chnsw import CHNSW
+    from core.retrieval.archrag.filter import Statements
 
 
 @dataclass
 class ChnswCache:
     path: Path
     mtime: float | None
-    index: object | None  # CHNSW
+    index: CHNSW | None
     row: dict[str, int]  # C-HNSW node id -> global index
     sentence_vecs: dict[str, np.ndarray] = field(default_factory=dict)
-    statements: object | None = None  # archrag_filter.Statements, loaded on first use
+    statements: Statements | None = None  # loaded on first use (archrag/filter.py)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # guards the two above
+
+
+CHNSW_CACHE: CacheKey[ChnswCache] = CacheKey("archrag.chnsw")  # per index file, rebuilt when its mtime changes
 
 
 def chnsw_cache(res: Resources) -> ChnswCache:
     """The workspace's C-HNSW (index None when the build made none), loaded once per Resources and index file."""
-    from core.algorithms.chnsw import CHNSW
-    from core.build.stages.attributed import CHNSW_FILE
+    from core.algorithms.chnsw import CHNSW, CHNSW_FILE
 
     path = res.settings.storage.vector_dir(res.ws.name) / CHNSW_FILE
     mtime = path.stat().st_mtime if path.exists() else None
-    c = res.__dict__.get(CACHE_KEY)
-    if c is None or c.path != path or c.mtime != mtime:
+
+    def build() -> ChnswCache:
         index = CHNSW.load(path) if mtime is not None else None
         row = {str(i): g for g, i in enumerate(index.ids.tolist())} if index is not None else {}
-        c = ChnswCache(path, mtime, index, row)
-        res.__dict__[CACHE_KEY] = c
-    return c
+        return ChnswCache(path, mtime, index, row)
+
+    return res.cached(CHNSW_CACHE, build, variant=path, valid=lambda c: c.mtime == mtime)
 
 
 def hierarchical_search(cache: ChnswCache, q: np.ndarray, k: int, ef: int | None,
@@ -65,6 +73,7 @@ def hierarchical_search(cache: ChnswCache, q: np.ndarray, k: int, ef: int | None
     inter-layer link of the nearest node of the layer above; descents = (layer, from id, to id) of those links.
     `ef` None runs SearchLayer with candidate list k, as Algorithm 2 does."""
     index = cache.index
+    assert index is not None, "no C-HNSW: the caller checks cache.index first"
     found = index.search_layers(q, k, ef or k, visited)
     descents = []
     for layer in range(index.top, 0, -1):
@@ -138,7 +147,8 @@ def layer_content(view, found: list[list[tuple[str, float]]]) -> list[list[Item]
                 src, dst = (rel.data or {}).get("source"), (rel.data or {}).get("target")
                 out[0].append(Item(rid, "relationship", rel.title, "bridge", 0, split_text(rel.text) or [rel.title],
                                    chunks=list(view.rel_chunks.get(rid, [])),
-                                   ends=(src, dst) if {src, dst} == {a, b} else None))
+                                   ends=(src, dst) if src is not None and dst is not None and {src, dst} == {a, b}
+                                   else None))
     for layer in range(1, top + 1):
         section = "bridge" if layer == 1 and top >= 2 else "global"
         for cid, _ in found[layer]:

@@ -197,8 +197,8 @@ class GraphRAGGlobalStrategy:
         chosen = sorted(weight, key=lambda c: (-weight[c], c))
         near: dict[str, list[tuple[str, float]]] = {}
         for cid in chosen:
-            s = view.similarity(q, view.members.get(cid, []))
-            near[cid] = sorted(s.items(), key=lambda kv: (-kv[1], kv[0]))[: cfg.top_entities]
+            member_sims = view.similarity(q, view.members.get(cid, []))
+            near[cid] = sorted(member_sims.items(), key=lambda kv: (-kv[1], kv[0]))[: cfg.top_entities]
         chunk_scores: dict[str, float] = {}
         for cid in chosen:
             for e, s in near[cid]:
@@ -213,13 +213,14 @@ class GraphRAGGlobalStrategy:
             return view.documents_of(cs)
 
         for p in kept:
-            c = view.communities[p.community_id]
-            r.sections["global"].append(ContextItem(c.id, "community", f"{c.title or c.id} · point {p.n}", p.text,
-                                                    float(p.rating), c.level, docs(c.id)))
+            comm = view.communities[p.community_id]
+            r.sections["global"].append(ContextItem(comm.id, "community", f"{comm.title or comm.id} · point {p.n}",
+                                                    p.text, float(p.rating), comm.level, docs(comm.id)))
         for k, parent, s in kids:
-            c = view.communities[k]
-            title = f"{c.title or k} ← {view.communities[parent].title}"
-            r.sections["bridge"].append(ContextItem(k, "community", title, c.summary, round(s, 4), c.level, docs(k)))
+            comm = view.communities[k]
+            title = f"{comm.title or k} ← {view.communities[parent].title}"
+            r.sections["bridge"].append(ContextItem(k, "community", title, comm.summary, round(s, 4), comm.level,
+                                                    docs(k)))
         best: dict[str, tuple[float, str]] = {}
         for cid in chosen:
             for e, s in near[cid]:

@@ -215,7 +215,7 @@ class GraphRAGLocalStrategy:
         ent_items = [ContextItem(e, "entity", view.entities[e].title, view.entities[e].text, round(sc, 4),
                                  view.entities[e].layer, view.documents_of([c for c, _ in view.entity_chunks.get(e, [])]))
                      for e, sc, _ in entry]
-        nodes = res.store.nodes_by_id(res.ws.id, [c for c, _, _ in chunks])
+        nodes = res.store.nodes_by_id(res.ws_id, [c for c, _, _ in chunks])
         chunk_items = [ContextItem(c, "chunk", nodes[c].title, nodes[c].text, round(f + max(s, 0.0), 4), None,
                                    view.documents_of([c])) for c, f, s in chunks if c in nodes]
         rel_items = [ContextItem(rid, "relationship", view.relationships[rid].title, view.relationships[rid].text,

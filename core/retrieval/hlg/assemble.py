@@ -32,7 +32,7 @@ def sections(res: Resources, lx: Lexicon, r: Retrieval, items, kept: list[int], 
             for tid in lx.stopics.get(s, []):
                 tscore[tid] = max(tscore.get(tid, -1.0), float(score[s]))
         glob = sorted(tscore.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
-    nodes = res.store.nodes_by_id(res.ws.id, [i for i, *_ in items] + bridge_ids + [tid for tid, _ in glob])
+    nodes = res.store.nodes_by_id(res.ws_id, [i for i, *_ in items] + bridge_ids + [tid for tid, _ in glob])
     for i, kind, sc, docs in items:
         if i in nodes:
             r.sections["local"].append(ContextItem(i, kind, nodes[i].title, nodes[i].text, round(sc, 4),

@@ -21,7 +21,7 @@ import scipy.sparse as sp
 def path_embedding(q: np.ndarray, vecs: np.ndarray) -> np.ndarray:
     """Eq. 6: Σ α_i e_i with α = softmax over i of sim(e_Q, e_i) (cosine)."""
     vecs = np.asarray(vecs, dtype=np.float64)
-    qn = np.asarray(q, dtype=np.float64) / max(np.linalg.norm(q), 1e-12)
+    qn = np.asarray(q, dtype=np.float64) / max(float(np.linalg.norm(q)), 1e-12)
     sims = vecs @ qn / np.maximum(np.linalg.norm(vecs, axis=1), 1e-12)
     alpha = np.exp(sims - sims.max())
     return (alpha / alpha.sum()) @ vecs

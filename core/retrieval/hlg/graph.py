@@ -4,15 +4,15 @@ statement vectors, statement x entity `mentions`, statement x statement neighbou
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from sqlmodel import select
+from sqlmodel import col, select
 
 from core.ingest.tokens import count_tokens
 from core.models import Document, Edge, Node
 from core.retrieval.base import Resources
+from core.retrieval.cache import BuildCache, CacheKey
 from core.retrieval.diversity import preprocess, tfidf_matrix
 
 
@@ -27,6 +27,10 @@ def unit_rows(m: np.ndarray) -> np.ndarray:
 def cosines(m: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Cosine of every unit row of m to the unit vector q (float64)."""
     return (m @ q).astype(np.float64) if m.shape[1:] == q.shape else np.zeros(len(m))
+
+
+STATEMENT_TFIDF: CacheKey[sp.csr_matrix | None] = CacheKey("hlg.statement_tfidf")  # in Lexicon._tfidf
+CHUNK_TFIDF: CacheKey[tuple[dict[str, int], sp.csr_matrix | None]] = CacheKey("hlg.chunk_tfidf")
 
 
 @dataclass
@@ -55,8 +59,8 @@ class Lexicon:
     T: np.ndarray
     tstmts: dict[str, list[int]]
     docs: dict[str, tuple[str | None, str]]  # document -> (external id, title)
-    _tokens: dict[int, int] = field(default_factory=dict, repr=False)
-    _tfidf: dict[str, Any] = field(default_factory=dict, repr=False)
+    _tokens: dict[int, int] = field(default_factory=dict, repr=False)  # a count computed twice is the same count
+    _tfidf: BuildCache = field(default_factory=BuildCache, repr=False)
 
     def statement_tokens(self, s: int) -> int:
         """Tokens of statement row s (the bundled MiniLM tokenizer), counted once."""
@@ -67,33 +71,32 @@ class Lexicon:
 
     def statement_tfidf(self) -> sp.csr_matrix | None:
         """TF-IDF rows of every statement (row order of E) for the diversity filter (§4.3.1), fitted once."""
-        if "statement" not in self._tfidf:
-            self._tfidf["statement"] = tfidf_matrix([preprocess(t) for t in self.stext])
-        return self._tfidf["statement"]
+        return self._tfidf.get(STATEMENT_TFIDF, lambda: tfidf_matrix([preprocess(t) for t in self.stext]))
 
     def chunk_tfidf(self) -> tuple[dict[str, int], sp.csr_matrix | None]:
         """(chunk -> row, TF-IDF rows of every chunk) for the chunk variants' diversity filter, fitted once."""
-        if "chunk" not in self._tfidf:
+        def build() -> tuple[dict[str, int], sp.csr_matrix | None]:
             ids = list(self.ctext)
-            self._tfidf["chunk"] = ({c: i for i, c in enumerate(ids)},
-                                    tfidf_matrix([preprocess(self.ctext[c]) for c in ids]))
-        return self._tfidf["chunk"]
+            return {c: i for i, c in enumerate(ids)}, tfidf_matrix([preprocess(self.ctext[c]) for c in ids])
+
+        return self._tfidf.get(CHUNK_TFIDF, build)
 
     @classmethod
     def load(cls, res: Resources) -> Lexicon:
-        ws = res.ws.id
+        ws = res.ws_id
         ids, vecs = res.index.all_vectors("statement")
         srow = {i: r for r, i in enumerate(ids)}
-        stext, sdoc = [""] * len(ids), [None] * len(ids)
+        stext: list[str] = [""] * len(ids)
+        sdoc: list[str | None] = [None] * len(ids)
         with res.store.session() as s:
             for sid, text, doc in s.exec(select(Node.id, Node.text, Node.document_id).where(
                     Node.workspace_id == ws, Node.kind == "statement")):
                 if sid in srow:
                     stext[srow[sid]], sdoc[srow[sid]] = text, doc
             kinds = dict(s.exec(select(Node.id, Node.kind).where(
-                Node.workspace_id == ws, Node.kind.in_(("entity", "relationship", "chunk")))).all())  # type: ignore
-            edges = s.exec(select(Edge.src, Edge.dst, Edge.kind).where(Edge.workspace_id == ws, Edge.kind.in_(
-                ("mentions", "in_topic", "derived_from", "subject", "object")))).all()  # type: ignore[attr-defined]
+                Node.workspace_id == ws, col(Node.kind).in_(("entity", "relationship", "chunk")))).all())
+            edges = s.exec(select(Edge.src, Edge.dst, Edge.kind).where(Edge.workspace_id == ws, col(Edge.kind).in_(
+                ("mentions", "in_topic", "derived_from", "subject", "object")))).all()
             crows = s.exec(select(Node.id, Node.document_id, Node.text).where(Node.workspace_id == ws,
                                                                               Node.kind == "chunk")).all()
             docs = {d: (x, t) for d, x, t in s.exec(select(Document.id, Document.external_id, Document.title)
@@ -150,9 +153,9 @@ class Lexicon:
                    stopics=stopics, tids=list(tids), T=unit_rows(tvecs), tstmts=tstmts, docs=docs)
 
 
+LEXICON: CacheKey[Lexicon] = CacheKey("hlg.lexicon")
+
+
 def lexicon(res: Resources) -> Lexicon:
-    """The lexicon of this Resources (built once and kept on the object, which is cached per build version)."""
-    lx = res.__dict__.get("_hlg_lexicon")
-    if lx is None:
-        lx = res.__dict__["_hlg_lexicon"] = Lexicon.load(res)
-    return lx
+    """The lexicon of this Resources (built once in its cache; a Resources is cached per build version)."""
+    return res.cached(LEXICON, lambda: Lexicon.load(res))

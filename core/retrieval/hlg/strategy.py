@@ -106,7 +106,7 @@ class HLGStrategy:
         path(lx, r, entry.keywords, entry.topics, kept, kept_chunks, set(entry.s_init.tolist()), hops,
              {i: n.title for i, n in nodes.items()}, self.topics)
         by_id = {p.id: p for p in r.path_nodes if p.kind == "entity" and p.id not in nodes}  # keyword entities
-        for i, n in res.store.nodes_by_id(res.ws.id, list(by_id)).items():
+        for i, n in res.store.nodes_by_id(res.ws_id, list(by_id)).items():
             by_id[i].label = n.title[:80]
         t.lap("assemble")
         r.trace["counts"] = {"keywords": len(entry.keywords), "keyword_statements": len(entry.s_kw),

@@ -121,7 +121,11 @@ class QueryTerms(BaseModel):
 @runtime_checkable
 class LanguageBackend(Protocol):
     name: str  # "offline" or "ollama"
-    model: str  # model name, or "heuristic" offline
+
+    @property
+    def model(self) -> str:
+        """The model's name, or offline the extractor that runs (read-only: the offline backend computes it)."""
+        ...
 
     def extract(self, text: str, entity_types: list[str], subject: str | None = None) -> Extraction:
         """Entities, relationships and statements of `text`; `subject` names what the document is about."""

@@ -1,0 +1,58 @@
+"""HLG's topics of one document (hierarchical-lexical-graph.txt §3.1.3, §3.2): its statements' vectors grouped by
+agglomerative clustering (average linkage, cosine distance, cut at 1 - topic_similarity); a group bigger than
+max_topic_statements is split along its own tree. Documents with more than `WINDOW` statements are clustered in
+consecutive windows, which bounds the quadratic distance matrix. Pure maths: the `lexical` stage
+(core/build/stages/lexical.py) reads the vectors and writes the topics.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.cluster.hierarchy import fcluster, linkage
+from scipy.spatial.distance import squareform
+
+WINDOW = 1000  # statements clustered together at most (a document's statements in order, window by window)
+
+
+def _condensed(vecs: np.ndarray) -> np.ndarray:
+    """Condensed cosine-distance matrix of unit rows, clipped to [0, 2] (rounding can make it slightly negative)."""
+    d = 1.0 - np.clip(vecs @ vecs.T, -1.0, 1.0)
+    np.fill_diagonal(d, 0.0)
+    return squareform(np.maximum(d, 0.0).astype(np.float64), checks=False)
+
+
+def _split(vecs: np.ndarray, idx: np.ndarray, max_size: int) -> list[np.ndarray]:
+    """Split a group along its own average-linkage tree until no part exceeds max_size."""
+    if len(idx) <= max_size:
+        return [idx]
+    labels = fcluster(linkage(_condensed(vecs), method="average"), t=2, criterion="maxclust")
+    if labels.max() < 2:  # indistinguishable vectors: split in document order
+        half = len(idx) // 2
+        parts = [np.arange(half), np.arange(half, len(idx))]
+    else:
+        parts = [np.flatnonzero(labels == lab) for lab in (1, 2)]
+    out: list[np.ndarray] = []
+    for p in parts:
+        out += _split(vecs[p], idx[p], max_size)
+    return out
+
+
+def topic_groups(vecs: np.ndarray, similarity: float, max_size: int, window: int = WINDOW) -> list[list[int]]:
+    """Groups of row indices of one document's statement vectors (unit rows in document order): average-linkage
+    agglomerative clustering with cosine distance cut at 1 - similarity, groups above max_size split. Each group is
+    sorted; groups are ordered by their first row. Deterministic."""
+    n = len(vecs)
+    groups: list[list[int]] = []
+    max_size = max(1, int(max_size))
+    for start in range(0, n, window):
+        idx = np.arange(start, min(n, start + window))
+        if len(idx) == 1:
+            groups.append([int(idx[0])])
+            continue
+        v = np.asarray(vecs[idx], dtype=np.float32)
+        labels = fcluster(linkage(_condensed(v), method="average"), t=max(0.0, 1.0 - similarity), criterion="distance")
+        for lab in np.unique(labels):
+            members = np.flatnonzero(labels == lab)
+            for part in _split(v[members], idx[members], max_size):
+                groups.append(sorted(int(i) for i in part))
+    return sorted(groups, key=lambda g: g[0])

@@ -1,0 +1,79 @@
+"""The Quality page's job panel: the workspace's running job (a promote, a what-if run or a merge decision, run by
+the background worker: core/worker.py) with its steps' progress and a Stop button, redrawn every second while it
+runs, whoever started it. When the job this session started ends, the whole page is drawn again (its tabs read the
+new rows) and the job's outcome is said once."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core.build import runs
+from core.build.runs import active_run, request_cancel
+from core.models import BuildRun, Workspace
+from ui import resources as R
+from ui.text import md_escape
+
+WATCH = "quality_job"  # session state: id of the job this session started
+EVERY_S = 1.0
+
+
+def watch(run: BuildRun) -> None:
+    """Follow `run` (just started by this session): its outcome is said when it ends."""
+    st.session_state[WATCH] = run.id
+
+
+def watching() -> int | None:
+    return st.session_state.get(WATCH)
+
+
+def finished_watched(store) -> BuildRun | None:
+    """The job this session started, once it has ended (then no longer followed), else None."""
+    run_id = watching()
+    run = runs.get_run(store, run_id) if run_id is not None else None
+    if run_id is not None and (run is None or run.status in runs.FINISHED):
+        st.session_state.pop(WATCH, None)
+        return run
+    return None
+
+
+def _steps(run: BuildRun) -> None:
+    assert run.id is not None  # a row read from the store has its key
+    steps = R.store().stage_runs(run.id)
+    finished = sum(1 for s in steps if s.status == "done")
+    cur = next((s for s in steps if s.status == "running"), None)
+    frac = finished / max(1, len(steps))
+    if cur is not None and cur.total:
+        frac += (cur.done / cur.total) / max(1, len(steps))
+    text = (f"Step {finished + 1}/{len(steps)}: {cur.message}" if cur else f"{finished}/{len(steps)} steps done")
+    st.progress(min(1.0, frac), text=md_escape(text))
+
+
+def draw(ws: Workspace) -> None:
+    """The running job of `ws` (nothing when none runs). A build running is shown as such: jobs wait for it."""
+    store = R.store()
+    run = active_run(store, ws)
+    if run is None:
+        return
+    if (run.kind or "build") == "build":
+        st.info("A build of this workspace is running (see the Build page): what-if runs, promotes and merge "
+                "decisions wait until it has finished.", icon=":material/construction:")
+        return
+    assert run.id is not None  # a row read from the store has its key
+    run_id: int = run.id
+
+    @st.fragment(run_every=EVERY_S)
+    def live() -> None:
+        now = runs.get_run(store, run_id)
+        if now is None or now.status in runs.FINISHED:
+            st.rerun()  # the whole page: the tabs read what the job wrote, the outcome is said
+        with st.container(border=True, key="job_panel"):
+            a, b = st.columns([5, 1])
+            state = "stopping…" if now.status == "cancelling" else now.status
+            a.markdown(f"**{md_escape(runs.run_label(now))}** · {state} · run {now.id}")
+            stop = b.button("Stop", key="job_stop", icon=":material/stop:", disabled=now.status == "cancelling")
+            if stop:
+                request_cancel(store, run_id)  # now.id: now is run `run_id`
+                st.toast("Stopping after the current unit…")
+            _steps(now)
+
+    live()
