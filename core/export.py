@@ -32,6 +32,9 @@ from typing import BinaryIO
 
 from sqlalchemy import text as sql
 
+from core.history import export_json
+from core.resolution.review import stale_reasons
+
 EXPORT_FORMATS = ("graphml", "gexf", "json", "csv")
 GRAPH_FORMATS = ("graphml", "gexf", "json")
 NODE_ATTRS = (("kind", "string"), ("title", "string"), ("type", "string"), ("layer", "int"), ("weight", "double"),
@@ -282,8 +285,6 @@ def _findings(report: dict) -> list[dict]:
 def communities_csv(store, ws_id: int) -> bytes:
     """One row per community (CSV_COLUMNS; findings one per line as "summary: explanation (importance)"), UTF-8
     with a byte-order mark so spreadsheets read it as UTF-8."""
-    from core.resolution.review import stale_reasons
-
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(CSV_COLUMNS)
@@ -305,8 +306,6 @@ def communities_csv(store, ws_id: int) -> bytes:
 def community_markdown(store, ws_id: int, community_id: str, members: int = 25) -> str:
     """One community's report as Markdown: title, facts, stale note, summary, findings by importance, keywords,
     its `members` heaviest entities. Every document-derived string is escaped (it reads as text, never markup)."""
-    from core.resolution.review import stale_reasons
-
     with store.engine.connect() as conn:
         row = conn.execute(sql("SELECT method, level, size, title, summary, report, parent_id FROM community "
                                "WHERE workspace_id = :ws AND id = :cid"), {"ws": ws_id, "cid": community_id}).first()
@@ -350,6 +349,4 @@ def community_markdown(store, ws_id: int, community_id: str, members: int = 25) 
 
 def traces_json(store, ws_id: int) -> bytes:
     """Every question asked of the workspace with its answer and full retrieval trace (core/history.py)."""
-    from core.history import export_json
-
     return export_json(store, ws_id).encode("utf-8")

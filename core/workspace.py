@@ -10,9 +10,9 @@ from pathlib import Path
 from core.answer import Answer, answer
 from core.build.factory import open_index
 from core.build.runner import create_run
-from core.build.runs import launch_worker
+from core.build.runs import active_run, launch_worker
 from core.config import Settings
-from core.ingest import LoadedDoc, Refusal, load_bytes, load_path
+from core.ingest import LoadedDoc, Refusal, count_tokens, load_bytes, load_path
 from core.ingest.add import add_documents
 from core.models import BuildRun, QueryLog, Workspace
 from core.protocols import Embedder, LanguageBackend, RetrievalLLM
@@ -99,8 +99,6 @@ def ask(res: Resources, backend: LanguageBackend, question: str, strategy: str,
 
 
 def _context_tokens(a: Answer) -> int:
-    from core.ingest import count_tokens
-
     c = a.context
     return count_tokens("\n".join(c.local + c.bridge + c.global_))
 
@@ -119,8 +117,6 @@ def ensure_sample(store: Store, settings: Settings) -> tuple[Workspace | None, B
 
 def start_build(store: Store, ws: Workspace, settings: Settings, backend: str | None = None) -> BuildRun:
     """Start a background build of `ws` unless one is already running; checks Ollama first when asked for."""
-    from core.build.runs import active_run
-
     run = active_run(store, ws)
     if run is not None:
         return run

@@ -13,6 +13,7 @@ import re
 from collections import Counter
 from typing import NamedTuple
 
+from core.backends.summary_replies import offline_summary_entities
 from core.extract import spacy_extract, spacy_nlp
 from core.extract.offline import extract_offline, heading_subject, title_names_entity
 from core.protocols import ContextBlock, Extraction, Finding, Report, Summary, SummaryEntities
@@ -122,8 +123,6 @@ class OfflineBackend:
 
     def summary_entities(self, members: list[tuple[str, str]], concepts: list[str]) -> SummaryEntities:
         """HiRAG's summary entity of a cluster, extractive (`core.backends.summary_replies`)."""
-        from core.backends.summary_replies import offline_summary_entities
-
         return offline_summary_entities(members, concepts)
 
     def answer(self, question: str, context: ContextBlock) -> str:

@@ -32,6 +32,7 @@ from core.backends.replies import (
     clean_terms,
     parse_reply,
 )
+from core.backends.summary_replies import clean_summary_entities
 from core.config import BackendSettings
 from core.extract.prompts import (
     answer_prompt,
@@ -98,8 +99,6 @@ class OllamaBackend:
                              subject)
 
     def summary_entities(self, members: list[tuple[str, str]], concepts: list[str]) -> SummaryEntities:
-        from core.backends.summary_replies import clean_summary_entities
-
         names = [n for n, _ in members]
         return self._call("summary-entities", summary_entities_prompt(members, concepts), _schema(SummaryEntities),
                           lambda content: clean_summary_entities(parse_reply(content, SummaryEntities), names),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from core.algorithms.layers import summary_entity_offline
 from core.backends.replies import MalformedReply
 from core.protocols import SummaryEntities, SummaryEntity, SummaryRelation
 
@@ -45,7 +46,6 @@ def offline_summary_entities(members: list[tuple[str, str]], concepts: list[str]
     """Without a model: one extractive summary entity per cluster (`core.algorithms.layers.summary_entity_offline`:
     the layer concept and keyword the members share most as its name, their most central sentences as its
     description), related to every member. Deterministic."""
-    from core.algorithms.layers import summary_entity_offline
 
     name, desc = summary_entity_offline([n for n, _ in members], [d for _, d in members], concepts)
     return SummaryEntities(

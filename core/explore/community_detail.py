@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import text
 
+from core.explore.display import DisplayGraph, edges_between, materialize
+from core.explore.drawing import vis_payload
 from core.explore.hierarchy import read_rows
 
 
@@ -186,8 +188,6 @@ def _json(value) -> dict:
 def _draw(store, ws_id: int, det: CommunityDetail, cap: int) -> None:
     """The members' subgraph for the canvas component: the summary entity itself, then its most mentioned
     entities, capped; relationships drawn as entity—entity links, documents left out."""
-    from core.explore.display import DisplayGraph, edges_between, materialize
-    from core.explore.drawing import vis_payload
 
     ids = ([det.id] if det.kind == "summary" else [])
     ids += [m.id for k in ("summary entity", "entity") for m in det.members.get(k, [])]

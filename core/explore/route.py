@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from sqlmodel import col, select
 
 from core.explore.display import KIND_COLORS, tooltip
+from core.explore.drawing import canvas_payload, positions
 from core.models import Community, Document, Edge, Node
 from core.retrieval.base import Retrieval
 from core.text import truncate
@@ -208,7 +209,6 @@ def _font_color(hex_color: str) -> str:
 def route_payload(rg: RouteGraph, height: int = 420, physics: bool = True) -> dict:
     """The canvas component's payload drawing `rg`: nodes placed in the engine (drawn at once, fitted to the frame
     however wide it is when shown), styled by role and coloured by kind."""
-    from core.explore.drawing import canvas_payload, positions
 
     idx = {n.id: i for i, n in enumerate(rg.nodes)}
     xy = positions(len(rg.nodes), [(idx[e.src], idx[e.dst], 1.0) for e in rg.edges

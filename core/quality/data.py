@@ -31,8 +31,10 @@ import numpy as np
 import scipy.sparse as sp
 from sqlmodel import col, select
 
+from core.algorithms.attributed import Hierarchy
 from core.config import Settings
 from core.graph.entity_graph import load_entity_graph
+from core.graph.hetero import HeteroGraph
 from core.models import BuildRun, Community, Edge, Node
 from core.quality.metrics import LevelData, adjacency, level_labels
 
@@ -169,8 +171,6 @@ def leiden_levels(base: EntityBase, adj: sp.csr_matrix, groups: list[Group], met
 
 
 def attributed_levels(base: EntityBase, groups: list[Group], settings: Settings) -> list[LevelData]:
-    from core.algorithms.attributed import Hierarchy
-
     sub = np.flatnonzero((base.layer == 0) & base.has_vec)
     pos = np.full(len(base.ids), -1, dtype=np.int64)
     pos[sub] = np.arange(len(sub))
@@ -273,8 +273,6 @@ def load_levels(store, index, ws_id: int, method: str, settings: Settings, base:
 
 def noderag_levels(store, ws_id: int, base: EntityBase) -> list[LevelData]:
     """NodeRAG's communities on the heterograph (module doc); none stored, no levels (and no graph loaded)."""
-    from core.graph.hetero import HeteroGraph
-
     with store.session() as s:
         if s.exec(select(Community.id).where(Community.workspace_id == ws_id, Community.method == "noderag")
                   ).first() is None:

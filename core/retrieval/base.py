@@ -11,22 +11,22 @@ import time
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import numpy as np
 from sqlmodel import select
 
 from core.config import Settings
+from core.graph.hetero import HeteroGraph
+from core.graph.view import GraphView
+from core.index.embedding import node_text_for_embedding
 from core.index.vectors import VectorIndex
 from core.models import Document, Node, Workspace
 from core.protocols import Embedder, RetrievalLLM
 from core.retrieval.cache import BuildCache, CacheKey
+from core.retrieval.lexicon import BM25, NameIndex
 from core.store import Store
-
-if TYPE_CHECKING:
-    from core.graph.hetero import HeteroGraph
-    from core.graph.view import GraphView
-    from core.retrieval.lexicon import BM25, NameIndex
+from core.text import norm_key
 
 SECTIONS = ("local", "bridge", "global")
 T = TypeVar("T")
@@ -153,15 +153,11 @@ class Resources:
 
     @property
     def view(self) -> GraphView:
-        from core.graph.view import GraphView
-
         return self.cached(VIEW, lambda: GraphView.load(self.store, self.ws_id, self.index))
 
     @property
     def hetero(self) -> HeteroGraph:
         """Every node and edge as one sparse matrix (core/graph/hetero.py), for PPR and beam search."""
-        from core.graph.hetero import HeteroGraph
-
         return self.cached(HETERO, lambda: HeteroGraph.load(self.store, self.ws_id))
 
     @property
@@ -170,9 +166,6 @@ class Resources:
         return self.cached(CHUNK_BM25, self._load_chunk_bm25)
 
     def _load_chunk_bm25(self) -> BM25:
-        from core.index.embedding import node_text_for_embedding
-        from core.retrieval.lexicon import BM25
-
         with self.store.session() as s:
             titles: dict[str | None, str] = dict(s.exec(select(Document.id, Document.title).where(Document.workspace_id == self.ws.id)).all())
             rows = s.exec(select(Node.id, Node.title, Node.text, Node.document_id).where(
@@ -186,9 +179,6 @@ class Resources:
         return self.cached(NAMES, self._load_names)
 
     def _load_names(self) -> NameIndex:
-        from core.retrieval.lexicon import NameIndex
-        from core.text import norm_key
-
         out: dict[str, list[str]] = {}
         with self.store.session() as s:
             for nid, key, title in s.exec(select(Node.id, Node.key, Node.title).where(

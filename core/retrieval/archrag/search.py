@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from core.algorithms.chnsw import CHNSW, CHNSW_FILE
 from core.retrieval.base import Resources
 from core.retrieval.cache import CacheKey
 from core.text import split_sentences
 
 if TYPE_CHECKING:
-    from core.algorithms.chnsw import CHNSW
     from core.retrieval.archrag.filter import Statements
 
 
@@ -54,8 +54,6 @@ CHNSW_CACHE: CacheKey[ChnswCache] = CacheKey("archrag.chnsw")  # per index file,
 
 def chnsw_cache(res: Resources) -> ChnswCache:
     """The workspace's C-HNSW (index None when the build made none), loaded once per Resources and index file."""
-    from core.algorithms.chnsw import CHNSW, CHNSW_FILE
-
     path = res.settings.storage.vector_dir(res.ws.name) / CHNSW_FILE
     mtime = path.stat().st_mtime if path.exists() else None
 
