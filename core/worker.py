@@ -55,7 +55,7 @@ def start_job(store: Store, ws: Workspace, settings: Settings, kind: str, params
 
 
 def run_worker(store: Store, run_id: int) -> int:
-    """Entry point of the background worker: run the build with the settings stored on the run."""
+    """Entry point of the background worker: run the build or job `run_id` with the settings stored on its row."""
     with store.session() as s:
         run = s.get(BuildRun, run_id)
         if run is None:
