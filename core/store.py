@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import JSON, event, func
+from sqlalchemy import JSON, event, func, update
 from sqlmodel import Session, SQLModel, col, create_engine, delete, select
 
 from core.models import (
@@ -179,11 +179,22 @@ class Store:
             rows = s.exec(select(Document).where(Document.workspace_id == ws_id, col(Document.id).in_(ids)))
             return {d.id: d for d in rows}
 
-    def latest_run(self, ws_id: int) -> BuildRun | None:
+    def latest_run(self, ws_id: int, kinds: tuple[str, ...] | None = None) -> BuildRun | None:
+        """The workspace's newest run (build or job), or its newest of `kinds` ("build", "promote", ...)."""
+        q = select(BuildRun).where(BuildRun.workspace_id == ws_id)
+        if kinds is not None:
+            q = q.where(col(BuildRun.kind).in_(kinds))
         with self.session() as s:
-            return s.exec(
-                select(BuildRun).where(BuildRun.workspace_id == ws_id).order_by(col(BuildRun.id).desc())
-            ).first()
+            return s.exec(q.order_by(col(BuildRun.id).desc())).first()
+
+    def bump_version(self, ws_id: int) -> int:
+        """The workspace's build_version + 1 (its graph changed; the app's cached views reload). Returns the new one."""
+        with self.session() as s:
+            s.execute(update(Workspace).where(col(Workspace.id) == ws_id)
+                      .values(build_version=Workspace.build_version + 1))
+            s.commit()
+            ws = s.get(Workspace, ws_id)
+            return ws.build_version if ws is not None else 0
 
     def stage_runs(self, run_id: int) -> list[StageRun]:
         with self.session() as s:

@@ -16,7 +16,7 @@ from dataclasses import asdict
 from core.build.context import JobPlan
 from core.build.factory import job_settings, make_context
 from core.build.runner import run_build, run_job
-from core.build.runs import KIND_LABELS, check_idle, close_run, insert_run, launch_worker, update_run
+from core.build.runs import KIND_LABELS, check_idle, insert_run, launch_worker, update_run
 from core.config import Settings
 from core.models import BuildRun, Workspace, utcnow
 from core.protocols import BackendError
@@ -80,7 +80,8 @@ def run_worker(store: Store, run_id: int) -> int:
             try:
                 plan = plan_job(kind, params)
             except Exception as exc:  # recorded on the run, so the page says why the job never started
-                close_run(store, run_id, "failed", f"{type(exc).__name__}: {exc}")
+                update_run(store, run_id, status="failed", message=f"{type(exc).__name__}: {exc}"[:500],
+                           finished_at=utcnow())
                 raise
             events = run_job(ctx, run_id, plan)
         for ev in events:

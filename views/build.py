@@ -185,7 +185,7 @@ def _graph_extras(by_stage: dict) -> None:
 
 @st.fragment(run_every=1.0 if running is not None else None)
 def live() -> None:
-    run = runs.latest_run(store, ws_id, ("build",))  # a job's steps are shown on the Quality page
+    run = store.latest_run(ws_id, ("build",))  # a job's steps are shown on the Quality page
     if run is None:
         st.info("This workspace has not been built yet. Add documents on the Workspaces page, or press Build.")
         return

@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable, Iterator
 
 from core.build.context import BuildContext, Cancelled, Event, JobPlan, Progress, Stage
-from core.build.runs import Heartbeat, bump_version, insert_run, update_run, update_stage
+from core.build.runs import Heartbeat, insert_run, update_run, update_stage
 from core.build.stages.attributed import attributed_stage
 from core.build.stages.augment import augment_stage
 from core.build.stages.chunk import chunk_stage
@@ -147,7 +147,7 @@ def run_job(ctx: BuildContext, run_id: int, plan: JobPlan) -> Iterator[Event]:
 
     def finish(c: BuildContext) -> str:
         nonlocal bumped
-        bumped = bool(plan.changes) and bump_version(c.store, c.ws_id) > 0
+        bumped = bool(plan.changes) and c.store.bump_version(c.ws_id) > 0
         return plan.done_message
 
     try:
@@ -155,4 +155,4 @@ def run_job(ctx: BuildContext, run_id: int, plan: JobPlan) -> Iterator[Event]:
     finally:  # a step stopped or failed half-way may have changed rows too: reload rather than show stale views
         started = {r.stage for r in ctx.store.stage_runs(run_id) if r.status != "pending"}
         if not bumped and started & plan.changes:
-            bump_version(ctx.store, ctx.ws_id)
+            ctx.store.bump_version(ctx.ws_id)

@@ -15,7 +15,6 @@ import sys
 import threading
 from pathlib import Path
 
-from sqlalchemy import update
 from sqlmodel import col, select
 
 from core.config import Settings
@@ -88,25 +87,6 @@ def check_idle(store: Store, ws: Workspace) -> None:
         raise JobBusy(busy_message(run))
 
 
-def close_run(store: Store, run_id: int, status: str, message: str) -> None:
-    with store.session() as s:
-        run = s.get(BuildRun, run_id)
-        if run is not None:
-            run.status, run.message, run.finished_at = status, message[:500], utcnow()
-            s.add(run)
-            s.commit()
-
-
-def bump_version(store: Store, ws_id: int) -> int:
-    """The workspace's build_version + 1 (its graph changed; the app's cached views reload). Returns the new one."""
-    with store.session() as s:
-        s.execute(update(Workspace).where(col(Workspace.id) == ws_id)
-                  .values(build_version=Workspace.build_version + 1))
-        s.commit()
-        ws = s.get(Workspace, ws_id)
-        return ws.build_version if ws is not None else 0
-
-
 def update_run(store: Store, run_id: int, **fields) -> None:
     with store.session() as s:
         run = s.get(BuildRun, run_id)
@@ -125,15 +105,6 @@ def update_stage(store: Store, run_id: int, stage: str, **fields) -> None:
             setattr(row, k, v)
         s.add(row)
         s.commit()
-
-
-def latest_run(store: Store, ws_id: int, kinds: tuple[str, ...] | None = None) -> BuildRun | None:
-    """The workspace's newest run of one of `kinds` (any kind when None)."""
-    q = select(BuildRun).where(BuildRun.workspace_id == ws_id)
-    if kinds is not None:
-        q = q.where(col(BuildRun.kind).in_(kinds))
-    with store.session() as s:
-        return s.exec(q.order_by(col(BuildRun.id).desc())).first()
 
 
 def get_run(store: Store, run_id: int) -> BuildRun | None:

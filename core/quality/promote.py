@@ -27,7 +27,7 @@ from sqlmodel import col, select
 from core.build.community_rows import community_id, write_communities
 from core.build.context import BuildContext, JobPlan, Progress, Stage
 from core.build.factory import make_context
-from core.build.runs import active_run, bump_version
+from core.build.runs import active_run
 from core.build.stages.augment import augment_stage
 from core.build.stages.index import index_stage
 from core.build.stages.reports import reports_stage
@@ -179,7 +179,7 @@ def promote(ctx: BuildContext, name: str) -> Iterator[Progress]:
             if step == "replace":
                 made = p.counts or made
             yield p
-    version = bump_version(store, ws_id)
+    version = store.bump_version(ws_id)
     yield Progress(5, 5, f"variant {name!r} promoted; build version {version}",
                    {"snapshot": made.get("snapshot"), "communities": made.get("communities", 0),
                     "build_version": version})

@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from sqlalchemy import func, update
+from sqlalchemy import func
 from sqlmodel import col, select
 
-from core.models import BuildRun, Community, Edge, EntityMerge, Node, Workspace
+from core.models import BuildRun, Community, Edge, EntityMerge, Node
 from core.resolution.merge import MergeError, merge, reembed, reject, undo, unreject
 
 # status filters offered to the reviewer: label -> (status, auto) with None = any
@@ -165,15 +165,6 @@ def build_running(store, ws_id: int) -> bool:
     return run in ("queued", "running", "cancelling")
 
 
-def bump_version(store, ws_id: int) -> int:
-    """The workspace's build_version + 1 (the graph changed; the app's cached views reload). Returns the new one."""
-    with store.session() as s:
-        s.execute(update(Workspace).where(col(Workspace.id) == ws_id)
-                  .values(build_version=Workspace.build_version + 1))
-        s.commit()
-        return s.get(Workspace, ws_id).build_version
-
-
 def communities_of(store, ws_id: int, entity_ids: list[str]) -> list[str]:
     with store.session() as s:
         return sorted(set(s.exec(select(Edge.dst).where(Edge.workspace_id == ws_id, Edge.kind == "in_community",
@@ -237,7 +228,7 @@ def accept(store, ws_id: int, merge_id: int, index, embedder) -> tuple[str, list
     with store.session() as s:
         kept = s.get(EntityMerge, merge_id).kept_id
     reembed_kept(store, index, embedder, [kept])
-    bump_version(store, ws_id)
+    store.bump_version(ws_id)
     return kept, communities_of(store, ws_id, [kept])
 
 
@@ -254,7 +245,7 @@ def accept_all(store, ws_id: int, rows: list[MergeRow], index, embedder) -> tupl
             kept.append(outcome)
     if kept:
         reembed_kept(store, index, embedder, kept)
-        bump_version(store, ws_id)
+        store.bump_version(ws_id)
     return len(kept), skipped
 
 
@@ -278,7 +269,7 @@ def revert(store, ws_id: int, merge_id: int, index, embedder) -> str:
         unreject(store, ws_id, merge_id)
         return "candidate"
     reembed_kept(store, index, embedder, apply_undo(store, ws_id, merge_id, index))
-    bump_version(store, ws_id)
+    store.bump_version(ws_id)
     return "undone"
 
 

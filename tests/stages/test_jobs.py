@@ -266,4 +266,4 @@ def test_a_database_from_before_jobs_gains_their_columns(tmp_path):
     assert old.kind == "build" and not old.params
     run = worker.create_job(store, ws, Settings(), "whatif", {"name": "v", "settings": {}})
     assert build_runs.get_run(store, run.id).params["name"] == "v"
-    assert build_runs.latest_run(store, ws.id, ("build",)).id == old.id
+    assert store.latest_run(ws.id, ("build",)).id == old.id

@@ -52,12 +52,12 @@ def wait_for_job(store, ws_name: str, timeout: float = 400):
     that started it says its outcome at its next run."""
     import time
 
-    from core.build.runs import FINISHED, latest_run
+    from core.build.runs import FINISHED
 
     ws = store.require_workspace(ws_name)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        run = latest_run(store, ws.id, ("promote", "whatif", "reembed"))
+        run = store.latest_run(ws.id, ("promote", "whatif", "reembed"))
         if run is not None and run.status in FINISHED:
             return run
         time.sleep(0.5)
