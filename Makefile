@@ -12,7 +12,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: install chromium run test test-fast bench clean
+.PHONY: install debs chromium run test test-stores test-fast bench clean
 
 install: $(STAMP)
 
@@ -26,19 +26,31 @@ $(STAMP): requirements.txt
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-chromium:
-	@command -v chromium >/dev/null 2>&1 || { echo "Installing Debian's chromium (log: $(VENV)/apt.log)…"; mkdir -p $(VENV); \
-	  { $(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q chromium; } \
+# Debian packages the tests need: chromium for the browser tests, postgresql for the tests on PostgreSQL
+# (tests/pg.py starts its own server on 127.0.0.1; nothing is started by the package itself here).
+DEBS := $(if $(shell command -v chromium),,chromium) $(if $(wildcard /usr/lib/postgresql/*/bin/initdb),,postgresql)
+debs:
+	@test -z "$(strip $(DEBS))" || { echo "Installing Debian's $(strip $(DEBS)) (log: $(VENV)/apt.log)…"; mkdir -p $(VENV); \
+	  { $(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $(DEBS); } \
 	  > $(VENV)/apt.log 2>&1 || { cat $(VENV)/apt.log; exit 1; }; }
+chromium: debs
 
 run: install
 	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.port $(PORT)
 
-# Lint (ruff.toml) and type checks (mypy.ini) run first: either one failing stops the target before pytest.
-test: install chromium
+# Lint (ruff.toml) and type checks (mypy.ini) run first: either one failing stops the target before pytest. Then every
+# test on SQLite and embedded chromadb, then the stage and retrieval tests again on PostgreSQL and on a Chroma server
+# (test-stores), which the tests start themselves.
+test: install debs
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
+	$(MAKE) --no-print-directory test-stores
+
+STORE_TESTS := tests/stages tests/unit/test_vectors.py
+test-stores: install debs
+	STRATA_TEST_DATABASE=postgres $(BIN)/python -m pytest -q $(STORE_TESTS)
+	STRATA_TEST_CHROMA=server $(BIN)/python -m pytest -q $(STORE_TESTS)
 
 test-fast: install
 	$(BIN)/python -m pytest -m "not e2e"

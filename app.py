@@ -15,6 +15,10 @@ R.bootstrap()
 
 sidebar()
 
+if problem := R.vector_store_problem(R.settings().storage.chroma_url):  # every page needs the vectors
+    st.error(problem, icon=":material/cloud_off:")
+    st.stop()
+
 pages = [
     st.Page("views/workspaces.py", title="Workspaces & upload", icon=":material/folder_open:", default=True),
     st.Page("views/build.py", title="Build", icon=":material/construction:"),

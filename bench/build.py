@@ -6,7 +6,9 @@
 
 Each run builds into a fresh STRATA_HOME (bench/out/<name>) with `python -m core build` in a child process,
 reads the stage timings back with `python -m core stats --json` (and the stage messages, edge counts from the
-database), and writes bench/results/build-<name>.json. `--generate N` first writes a seeded corpus of about N
+database), and writes bench/results/build-<name>.json. With STRATA_DATABASE_URL set the build goes to that
+database (PostgreSQL) instead of STRATA_HOME/strata.db: its workspace <name> is deleted first (unless --keep) and
+the figures are read from there. `--generate N` first writes a seeded corpus of about N
 tokens with bench/gen_corpus.py into a temporary folder and builds that. Peak memory is the largest resident set
 of the build process and its children together, sampled every 0.1 s, and never below the kernel's own peak of the
 largest single process (ru_maxrss); CPU seconds (user + system, all threads) are sampled with it and credited
@@ -40,24 +42,39 @@ class Sampler:
     """Samples, from a thread, the summed RSS of a process and all its descendants (`.peak`, bytes) and their CPU
     time, attributed to the build stage running at that moment (read from the workspace database): `.cpu_s`."""
 
-    def __init__(self, pid: int, db: Path, every_s: float = 0.1):
-        self.pid, self.db, self.every_s, self.peak = pid, db, every_s, 0
+    def __init__(self, pid: int, db: str, workspace: str, every_s: float = 0.1):
+        self.pid, self.db, self.workspace, self.every_s, self.peak = pid, db, workspace, every_s, 0
         self.cpu_s: dict[str, float] = {}
         self.peak_of: dict[str, int] = {}  # stage -> peak summed RSS while it ran, bytes
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._engine = None
 
     def _stage(self) -> str:
-        if not self.db.exists():
-            return ""
-        try:
-            con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=0.5)
+        sql = ("SELECT s.stage FROM stagerun s JOIN workspace w ON w.id = s.workspace_id WHERE w.name = {mark} "
+               "AND s.status = 'running' ORDER BY s.id DESC LIMIT 1")
+        if self.db.startswith("sqlite:///"):  # read-only and never creating the file before the build does
+            path = Path(self.db[len("sqlite:///"):])
+            if not path.exists():
+                return ""
             try:
-                row = con.execute("SELECT stage FROM stagerun WHERE status = 'running' ORDER BY id DESC LIMIT 1"
-                                  ).fetchone()
-            finally:
-                con.close()
-        except sqlite3.Error:
+                con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0.5)
+                try:
+                    row = con.execute(sql.format(mark="?"), (self.workspace,)).fetchone()
+                finally:
+                    con.close()
+            except sqlite3.Error:
+                return ""
+            return row[0] if row else ""
+        from sqlalchemy import create_engine, text
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            if self._engine is None:
+                self._engine = create_engine(self.db, pool_size=1, pool_pre_ping=True)
+            with self._engine.connect() as conn:
+                row = conn.execute(text(sql.format(mark=":ws")), {"ws": self.workspace}).fetchone()
+        except SQLAlchemyError:  # tables not made yet, server busy: no stage this sample
             return ""
         return row[0] if row else ""
 
@@ -97,18 +114,42 @@ class Sampler:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join(timeout=2)
+        if self._engine is not None:
+            self._engine.dispose()
 
 
-def _db_figures(home: Path) -> tuple[dict[str, int], dict[str, str]]:
-    """Edge counts by kind and each stage's last message of the latest finished run, read from the database."""
-    con = sqlite3.connect(home / "strata.db")
+def database_url(home: Path) -> str:
+    """The build's database: STRATA_DATABASE_URL, else the SQLite file under the bench home."""
+    return os.environ.get("STRATA_DATABASE_URL") or f"sqlite:///{home / 'strata.db'}"
+
+
+def drop_workspace(url: str, name: str) -> None:
+    """Delete workspace `name` from a shared database (a fresh SQLite home needs nothing)."""
+    from core.store import Store
+
+    store = Store(url)
+    ws = store.get_workspace(name)
+    if ws is not None:
+        store.delete_workspace(ws)
+    store.close()
+
+
+def _db_figures(url: str, name: str) -> tuple[dict[str, int], dict[str, str]]:
+    """Edge counts by kind and each stage's last message of the workspace's latest finished run."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
     try:
-        edges = dict(con.execute("SELECT kind, count(*) FROM edge GROUP BY kind ORDER BY kind").fetchall())
-        run = con.execute("SELECT max(id) FROM buildrun WHERE status = 'done'").fetchone()[0]
-        msgs = dict(con.execute("SELECT stage, message FROM stagerun WHERE run_id = ? ORDER BY ordinal",
-                                (run,)).fetchall()) if run is not None else {}
+        with engine.connect() as con:
+            ws = con.execute(text("SELECT id FROM workspace WHERE name = :n"), {"n": name}).scalar()
+            edges = dict(con.execute(text("SELECT kind, count(*) FROM edge WHERE workspace_id = :ws GROUP BY kind "
+                                          "ORDER BY kind"), {"ws": ws}).fetchall())
+            run = con.execute(text("SELECT max(id) FROM buildrun WHERE workspace_id = :ws AND status = 'done'"),
+                              {"ws": ws}).scalar()
+            msgs = dict(con.execute(text("SELECT stage, message FROM stagerun WHERE run_id = :r ORDER BY ordinal"),
+                                    {"r": run}).fetchall()) if run is not None else {}
     finally:
-        con.close()
+        engine.dispose()
     return edges, msgs
 
 
@@ -121,7 +162,8 @@ def run_build(name: str, paths: list[str], home: Path, command: str | None = Non
     cmd = [sys.executable, *prof, "-m", "core", "build", "--quiet", "--workspace", name, *paths]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    with Sampler(proc.pid, home / "strata.db") as peak:
+    url = database_url(home)
+    with Sampler(proc.pid, url, name) as peak:
         out, err = proc.communicate()
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
@@ -129,12 +171,13 @@ def run_build(name: str, paths: list[str], home: Path, command: str | None = Non
     peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     stats = json.loads(subprocess.run([sys.executable, "-m", "core", "stats", "--workspace", name, "--json"],
                                       cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout)
-    edges, messages = _db_figures(home)
+    edges, messages = _db_figures(url, name)
     stages = stats["stages"]
     return {
         "name": name,
         "command": command,
         "machine": machine(),
+        "database": url.split(":", 1)[0].split("+", 1)[0],  # sqlite, postgresql
         "wall_s": round(wall, 1),
         "setup_s": round(wall - sum(stages.values()), 1),  # interpreter, model load, ingest of the files
         "peak_rss_mib": round(max(peak.peak / 2**20, peak_kb / 1024), 0),
@@ -168,6 +211,12 @@ def main() -> None:
     home = ROOT / "bench" / "out" / args.name
     if home.exists() and not args.keep:
         shutil.rmtree(home)
+    if os.environ.get("STRATA_DATABASE_URL") and not args.keep:
+        drop_workspace(os.environ["STRATA_DATABASE_URL"], args.name)
+    if os.environ.get("STRATA_CHROMA_URL") and not args.keep:  # a Chroma server keeps the last build's vectors
+        from core.index.chroma import drop_server_workspace
+
+        drop_server_workspace(os.environ["STRATA_CHROMA_URL"], args.name)
     command = " ".join(["python -m bench.build --name", args.name, *args.paths])
     corpus: dict = {}
     tmp = None
@@ -188,6 +237,7 @@ def main() -> None:
             shutil.rmtree(tmp, ignore_errors=True)
     if corpus:
         result["corpus"] = corpus
+    result["vectors"] = "chroma server" if os.environ.get("STRATA_CHROMA_URL") else "embedded"
     out = Path(args.out) if args.out else ROOT / "bench" / "results" / f"build-{args.name}.json"
     out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))

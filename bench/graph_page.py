@@ -68,6 +68,7 @@ def start_server(home: Path, log: Path) -> tuple[subprocess.Popen, str]:
     url = f"http://127.0.0.1:{port}"
     env = dict(os.environ, STRATA_HOME=str(home), STRATA_SAMPLE="0", STRATA_BACKEND="offline", HF_HUB_OFFLINE="1",
                TRANSFORMERS_OFFLINE="1", ANONYMIZED_TELEMETRY="False")
+    env.pop("STRATA_DATABASE_URL", None)  # the app reads the SQLite copy under `home`, never a shared database
     with open(log, "ab") as fh:
         proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
                                  "--server.port", str(port), "--server.headless", "true",

@@ -38,7 +38,7 @@ def layer_figures(home: Path, workspace: str) -> dict:
     from core.store import Store
 
     settings = Settings.from_env()
-    store = Store(settings.storage.db_path)
+    store = Store(settings.storage.db_url)
     ws = store.require_workspace(workspace)
     st = workspace_stats(store, ws)
     with store.session() as s:

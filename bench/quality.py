@@ -26,6 +26,8 @@ def main() -> None:
     ap.add_argument("--promote", action="store_true", help="also promote the resolution-2 variant (in the copy)")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
+    if os.environ.get("STRATA_CHROMA_URL"):  # the copy would share (and a promote would change) the server's vectors
+        ap.error("bench.quality copies the home with its embedded vectors; unset STRATA_CHROMA_URL")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
     work = Path(tempfile.mkdtemp(prefix="strata_quality_"))
@@ -57,7 +59,7 @@ def _measure(home: Path, name: str, do_promote: bool) -> dict:
 
     settings = Settings()
     settings.storage.home = home
-    store = Store(settings.storage.db_path)
+    store = Store(settings.storage.db_url)
     ws = store.require_workspace(name)
     index = open_index(settings, ws.name, ws.embedder)
     bs = build_settings(store, ws.id, settings)

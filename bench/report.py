@@ -243,6 +243,28 @@ def _quality_section(q: dict) -> list[str]:
     return out + [""]
 
 
+def _incremental_section(r: dict) -> list[str]:
+    """Adding a share of a corpus to a built workspace against rebuilding it (bench/incremental.py)."""
+    out = [f"## Living workspace: adding {r['add_share']:.0%} of `{r['name']}`", "",
+           f"* command: `{r['command']}`", f"* machine: {r['machine']}", f"* date: {r['date']}",
+           f"* {r['documents_base']:,} documents built, then {r['documents_added']:,} added: `core add` "
+           f"{r['add_s']:.1f} s against a rebuild of all of them {r['rebuild_s']:.1f} s "
+           f"({r['add_s'] / max(r['rebuild_s'], 1e-9):.0%}); the first build took {r['base_s']:.1f} s"]
+    if "equal_to_rebuild" in r:
+        out.append(f"* the added-to workspace equals the rebuild: {'yes' if r['equal_to_rebuild'] else 'NO'}")
+    if "delete_s" in r:
+        out.append(f"* then `core delete` of {r['documents_deleted']:,} documents: {r['delete_s']:.1f} s")
+    out += ["", "| stage | add s | rebuild s |" + (" delete s |" if "delete" in r else ""),
+            "|---|---:|---:|" + ("---:|" if "delete" in r else "")]
+    stages = list(dict.fromkeys([*r.get("delete", {}).get("stages", {}), *r["rebuild"]["stages"]]))
+    for st in stages:
+        cells = [r["add"]["stages"].get(st), r["rebuild"]["stages"].get(st)]
+        if "delete" in r:
+            cells.append(r["delete"]["stages"].get(st))
+        out.append(f"| {st} | " + " | ".join("" if c is None else f"{c:.1f}" for c in cells) + " |")
+    return out + [""]
+
+
 def main() -> None:
     res = ROOT / "bench" / "results"
     builds = [json.loads(p.read_text()) for p in sorted(res.glob("build-*.json"))]
@@ -300,6 +322,8 @@ def main() -> None:
     quality = res / "quality-generated.json"
     if quality.exists():
         out += _quality_section(json.loads(quality.read_text()))
+    for inc in sorted(res.glob("incremental-*.json")):
+        out += _incremental_section(json.loads(inc.read_text()))
     (ROOT / "docs" / "BENCHMARKS.md").write_text("\n".join(out) + "\n")
     print(f"wrote docs/BENCHMARKS.md ({len(builds)} builds, {len(evals)} eval sets)")
 

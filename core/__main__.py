@@ -1,7 +1,7 @@
 """The command line: `python -m core build|ask|eval|stats|history|export|workspaces|worker`, driving the same engine as
 the app.
 
-Exit status: 0 on success, 1 when the work failed (build error, unreachable Ollama), 2 on bad arguments or a
+Exit status: 0 on success, 1 when the work failed (build error, unreachable model server), 2 on bad arguments or a
 missing workspace; the reason is printed on one line to stderr.
 """
 
@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from core.backends.servers import backend_kind, embedder_kind, require_servers
 from core.config import Settings
 from core.protocols import BackendError
 from core.store import Store, StoreError, check_workspace_name
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if getattr(args, "backend", None):
         settings.backend.kind = args.backend
-    store = Store(settings.storage.db_path)
+    store = Store(settings.storage.db_url)
     try:
         return args.func(args, settings, store)
     except (UsageError, StoreError, ValueError, KeyError, FileNotFoundError) as exc:
@@ -58,15 +59,27 @@ def _parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("build", help="ingest files or folders into a workspace and build its graph")
     b.add_argument("--workspace", required=True)
-    b.add_argument("--backend", choices=["offline", "ollama"])
+    b.add_argument("--backend", choices=["offline", "ollama", "openai"])
     b.add_argument("--quiet", action="store_true", help="no progress bars")
     b.add_argument("paths", nargs="*", type=Path, help="files, folders or zip archives to add first")
     b.set_defaults(func=cmd_build)
+    ad = sub.add_parser("add", help="add files or folders to a workspace and update its graph (only new documents "
+                                    "are extracted)")
+    ad.add_argument("--workspace", required=True)
+    ad.add_argument("--backend", choices=["offline", "ollama", "openai"])
+    ad.add_argument("--quiet", action="store_true", help="no progress bars")
+    ad.add_argument("paths", nargs="+", type=Path, help="files, folders or zip archives to add")
+    ad.set_defaults(func=cmd_build)
+    de = sub.add_parser("delete", help="delete documents and what only they supported, then update the graph")
+    de.add_argument("--workspace", required=True)
+    de.add_argument("--document", nargs="+", required=True, help="document id, external id, title or file name")
+    de.add_argument("--quiet", action="store_true", help="no step lines")
+    de.set_defaults(func=cmd_delete)
 
     a = sub.add_parser("ask", help="ask a question of a built workspace")
     a.add_argument("--workspace", required=True)
     a.add_argument("--strategy", default="hirag")
-    a.add_argument("--backend", choices=["offline", "ollama"], help="answer backend (default: the build's)")
+    a.add_argument("--backend", choices=["offline", "ollama", "openai"], help="answer backend (default: the build's)")
     a.add_argument("--json", action="store_true")
     a.add_argument("question")
     a.set_defaults(func=cmd_ask)
@@ -104,8 +117,12 @@ def _parser() -> argparse.ArgumentParser:
     w = sub.add_parser("workspaces", help="list workspaces")
     w.set_defaults(func=cmd_workspaces)
 
-    k = sub.add_parser("worker", help=argparse.SUPPRESS)
-    k.add_argument("--run", type=int, required=True)
+    k = sub.add_parser("worker", help="run queued builds and jobs: one (--run ID) or, long-running, any (--serve)")
+    one = k.add_mutually_exclusive_group(required=True)
+    one.add_argument("--run", type=int, help="claim and run this run (exit 3 when another live worker holds it)")
+    one.add_argument("--serve", action="store_true",
+                     help="claim the oldest queued run, or one whose worker went silent, of any workspace; repeat")
+    k.add_argument("--poll", type=float, default=None, help="--serve: seconds between looks when idle (default 2)")
     k.set_defaults(func=cmd_worker)
     return p
 
@@ -124,10 +141,11 @@ def cmd_build(args, settings: Settings, store: Store) -> int:
     from core.workspace import ingest_paths
 
     check_workspace_name(args.workspace)
-    if settings.backend.kind == "ollama":  # fail fast (exit 1), before anything is created
-        from core.backends.ollama_client import require_ready
+    require_servers(settings)  # fail fast (exit 1) when a model server is down, before anything is created
+    if settings.storage.chroma_url:  # likewise for a Chroma server (VectorStoreUnavailable: exit 1, one line)
+        from core.index.chroma import connect_server
 
-        require_ready(settings.backend)
+        connect_server(settings.storage.chroma_url)
     ws = store.create_workspace(args.workspace)
     assert ws.id is not None  # a row read from or written to the store has its key
     busy = active_run(store, ws)
@@ -143,6 +161,7 @@ def cmd_build(args, settings: Settings, store: Store) -> int:
         raise UsageError(f"workspace {ws.name!r} has no documents; pass files or folders to add")
     run = create_run(store, ws, settings)
     assert run.id is not None  # a row read from or written to the store has its key
+    before = store.counts(ws.id)
     bars: dict[str, Any] = {}  # tqdm bars (tqdm ships no types)
     try:
         from tqdm import tqdm
@@ -170,7 +189,30 @@ def cmd_build(args, settings: Settings, store: Store) -> int:
         print(f"error: build failed in a stage: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     counts = store.counts(ws.id)
-    print(json.dumps({"workspace": ws.name, "run": run.id, "counts": counts}))
+    changed = {k: counts.get(k, 0) - before.get(k, 0) for k in sorted(set(counts) | set(before))
+               if counts.get(k, 0) != before.get(k, 0)}
+    print(json.dumps({"workspace": ws.name, "run": run.id, "counts": counts, "changed": changed}))
+    return 1 if failed else 0
+
+
+def cmd_delete(args, settings: Settings, store: Store) -> int:
+    """List the documents and what only they support, then delete them (a "delete" run, core/build/delete.py)."""
+    from core.build.delete import delete_documents, find_documents, preview
+
+    ws = store.require_workspace(args.workspace)
+    assert ws.id is not None  # a stored workspace
+    docs, missing = find_documents(store, ws.id, args.document)
+    if missing:
+        raise UsageError(f"no document {', '.join(map(repr, missing))} in workspace {ws.name!r}")
+    for d in docs:
+        print(f"deleting {d.id}  {d.title}", file=sys.stderr)
+    print(f"only they support: {json.dumps(preview(store, ws.id, [d.id for d in docs]))}", file=sys.stderr)
+    failed = False
+    for ev in delete_documents(store, ws, settings, [d.id for d in docs]):
+        if ev.status in ("done", "failed") and not args.quiet:
+            print(f"[{ev.stage or 'delete'}] {ev.status} {ev.message}", file=sys.stderr)
+        failed = failed or ev.status == "failed"
+    print(json.dumps({"workspace": ws.name, "deleted": [d.id for d in docs], "counts": store.counts(ws.id)}))
     return 1 if failed else 0
 
 
@@ -181,7 +223,7 @@ def _resources(args, settings: Settings, store: Store):
     ws = store.require_workspace(args.workspace)
     if ws.build_version == 0:
         raise UsageError(f"workspace {ws.name!r} has not been built yet (python -m core build --workspace {ws.name})")
-    settings.embed.embedder = "ollama" if ws.embedder.startswith("ollama") else "minilm"
+    settings.embed.embedder = embedder_kind(ws.embedder)  # type: ignore[assignment]
     return open_resources(store, ws, settings, make_embedder(settings.embed, settings.backend,
                                                                   settings.storage.home / "models"))
 
@@ -194,11 +236,8 @@ def cmd_ask(args, settings: Settings, store: Store) -> int:
     get_strategy(args.strategy)  # unknown names fail before any loading
     res = _resources(args, settings, store)
     if not args.backend:
-        settings.backend.kind = "ollama" if res.ws.backend == "ollama" else "offline"
-    if settings.backend.kind == "ollama":
-        from core.backends.ollama_client import require_ready
-
-        require_ready(settings.backend)
+        settings.backend.kind = backend_kind(res.ws.backend)  # type: ignore[assignment]
+    require_servers(settings)
     r, a = ask(res, make_backend(settings, store), args.question, args.strategy)
     if args.json:
         d = r.to_dict()
@@ -338,9 +377,12 @@ def cmd_workspaces(args, settings: Settings, store: Store) -> int:
 
 
 def cmd_worker(args, settings: Settings, store: Store) -> int:
-    from core.worker import run_worker
+    """Exit status of `--run`: see core/worker.py `run_worker` (3: not claimed, 4: taken over mid-run)."""
+    from core.worker import run_worker, serve
 
-    return run_worker(store, args.run)
+    if args.serve:
+        return serve(store, settings.worker.lease_s, args.poll or settings.worker.poll_s)
+    return run_worker(store, args.run, settings.worker.lease_s)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
 
 class StorageSettings(BaseModel):
@@ -18,9 +18,21 @@ class StorageSettings(BaseModel):
     sample_on_start: bool = Field(True, description="Create and build the bundled `sample` workspace on the app's "
                                                     "first start (STRATA_SAMPLE=0 turns it off).")
 
+    database_url: str | None = Field(None, description="SQLAlchemy URL of the database (STRATA_DATABASE_URL), e.g. "
+                                                       "postgresql+psycopg://user:pw@host:5432/strata; unset: the "
+                                                       "SQLite file STRATA_HOME/strata.db.")
+    chroma_url: str | None = Field(None, description="A Chroma server (STRATA_CHROMA_URL), e.g. http://127.0.0.1:8000, "
+                                                     "started with `chroma run`; unset: the embedded store under "
+                                                     "STRATA_HOME/vectors.")
+
     @property
     def db_path(self) -> Path:
         return self.home / "strata.db"
+
+    @property
+    def db_url(self) -> str:
+        """Where the database is: `database_url`, else the SQLite file under `home`."""
+        return self.database_url or f"sqlite:///{self.db_path}"
 
     def vector_dir(self, workspace: str) -> Path:
         return self.home / "vectors" / workspace
@@ -39,8 +51,15 @@ class ChunkSettings(BaseModel):
 
 
 class BackendSettings(BaseModel):
-    kind: Literal["offline", "ollama"] = Field("offline", description="Language backend used to build and answer.")
+    kind: Literal["offline", "ollama", "openai"] = Field("offline", description="Language backend used to build and "
+                                                         "answer: offline, Ollama, or OpenAI-compatible servers.")
     ollama_host: str = Field("http://127.0.0.1:11434", description="Ollama server (OLLAMA_HOST).")
+    openai_base_url: str = Field("http://127.0.0.1:8080/v1", description="Base URL of the OpenAI-compatible server, "
+                                 "ending in /v1 (STRATA_OPENAI_BASE_URL, else OPENAI_BASE_URL).")
+    api_key: SecretStr | None = Field(None, exclude=True, description="Its key (STRATA_OPENAI_API_KEY, else "
+                                      "OPENAI_API_KEY); never dumped: a build's worker reads the same environment.")
+    hosts: list[str] = Field(default_factory=list, description="Servers of the backend's kind sharing a build's calls "
+                             "(STRATA_HOSTS, comma-separated); empty: the one ollama_host or openai_base_url.")
     chat_model: str = Field("llama3.1:8b", description="Ollama model for extraction, summaries and answers.")
     embed_model: str = Field("nomic-embed-text", description="Ollama embedding model (embedder 'ollama').")
     num_ctx: int = Field(8192, description="Context window asked of Ollama; must hold the longest prompt.")
@@ -49,9 +68,21 @@ class BackendSettings(BaseModel):
     concurrency: int = Field(2, description="Parallel requests sent to Ollama during a build.")
     temperature: float = Field(0.0, description="Sampling temperature; 0 keeps builds repeatable.")
 
+    def endpoints(self, kind: str | None = None) -> list[str]:
+        """The servers of `kind` ("ollama", "openai"; default the backend's): `hosts` if set for it, else the one."""
+        kind = kind or self.kind
+        if self.hosts and kind == self.kind:
+            return list(dict.fromkeys(h.rstrip("/") for h in self.hosts))
+        return [(self.openai_base_url if kind == "openai" else self.ollama_host).rstrip("/")]
+
+    @property
+    def parallel_calls(self) -> int:  # requests a build may have in flight: `concurrency` per host
+        return max(1, int(self.concurrency)) * len(self.endpoints())
+
 
 class EmbedSettings(BaseModel):
-    embedder: Literal["minilm", "ollama"] = Field("minilm", description="Bundled all-MiniLM-L6-v2 or Ollama.")
+    embedder: Literal["minilm", "ollama", "openai"] = Field(
+        "minilm", description="Bundled all-MiniLM-L6-v2, Ollama's /api/embed or an OpenAI-compatible /v1/embeddings.")
     batch_size: int = Field(64, description="Texts embedded per call.")
 
 
@@ -301,6 +332,15 @@ class GraphSettings(BaseModel):
                                                   "aggregated links) in STRATA_HOME/derived, computed once per build.")
 
 
+class WorkerSettings(BaseModel):
+    """Background workers sharing one database (core/build/lease.py)."""
+
+    lease_s: float = Field(45.0, gt=0, description="A run whose worker renewed no heartbeat for this long is stale: "
+                                                   "another worker may take it over (STRATA_WORKER_LEASE_S). Workers "
+                                                   "renew every min(5 s, lease/3).")
+    poll_s: float = Field(2.0, gt=0, description="How often an idle `worker --serve` looks for a run to claim.")
+
+
 class Settings(BaseModel):
     storage: StorageSettings = StorageSettings()
     ingest: IngestSettings = IngestSettings()
@@ -317,26 +357,41 @@ class Settings(BaseModel):
     quality: QualitySettings = QualitySettings()
     retrieval: RetrievalSettings = RetrievalSettings()
     graph: GraphSettings = GraphSettings()
+    worker: WorkerSettings = WorkerSettings()
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "Settings":
-        """Defaults, overridden by STRATA_HOME, STRATA_BACKEND, OLLAMA_HOST, STRATA_CHAT_MODEL, STRATA_EMBEDDER,
-        STRATA_SAMPLE."""
+        """Defaults, overridden by STRATA_HOME, STRATA_DATABASE_URL, STRATA_CHROMA_URL, STRATA_BACKEND, OLLAMA_HOST, STRATA_CHAT_MODEL, STRATA_EMBEDDER,
+        STRATA_SAMPLE, STRATA_OPENAI_BASE_URL (or OPENAI_BASE_URL), STRATA_OPENAI_API_KEY (or OPENAI_API_KEY),
+        STRATA_HOSTS."""
         env = dict(os.environ if env is None else env)
         s = cls()
         if env.get("STRATA_HOME"):
             s.storage.home = Path(env["STRATA_HOME"])
+        if env.get("STRATA_WORKER_LEASE_S"):
+            s.worker.lease_s = float(env["STRATA_WORKER_LEASE_S"])
         if env.get("STRATA_BACKEND"):
             s.backend.kind = env["STRATA_BACKEND"]  # type: ignore[assignment]
         if env.get("OLLAMA_HOST"):
             host = env["OLLAMA_HOST"]
             s.backend.ollama_host = host if "://" in host else f"http://{host}"
+        s.backend.openai_base_url = (env.get("STRATA_OPENAI_BASE_URL") or env.get("OPENAI_BASE_URL")
+                                     or s.backend.openai_base_url)
+        if env.get("STRATA_HOSTS"):
+            s.backend.hosts = [h if "://" in h else f"http://{h}" for h in env["STRATA_HOSTS"].replace(",", " ").split()]
         if env.get("STRATA_CHAT_MODEL"):
             s.backend.chat_model = env["STRATA_CHAT_MODEL"]
         if env.get("STRATA_EMBED_MODEL"):
             s.backend.embed_model = env["STRATA_EMBED_MODEL"]
         if env.get("STRATA_EMBEDDER"):
             s.embed.embedder = env["STRATA_EMBEDDER"]  # type: ignore[assignment]
+        if env.get("STRATA_DATABASE_URL"):
+            s.storage.database_url = env["STRATA_DATABASE_URL"]
+        if env.get("STRATA_CHROMA_URL"):
+            s.storage.chroma_url = env["STRATA_CHROMA_URL"]
         if env.get("STRATA_SAMPLE", "").strip().lower() in ("0", "false", "no", "off"):
             s.storage.sample_on_start = False
-        return cls.model_validate(s.model_dump())
+        out = cls.model_validate(s.model_dump())
+        key = env.get("STRATA_OPENAI_API_KEY") or env.get("OPENAI_API_KEY")
+        out.backend.api_key = SecretStr(key) if key else None  # excluded from model_dump, so set after it
+        return out

@@ -34,6 +34,7 @@ from sqlalchemy import text as sql
 
 from core.history import export_json
 from core.resolution.review import stale_reasons
+from core.store import from_json, is_sqlite
 
 EXPORT_FORMATS = ("graphml", "gexf", "json", "csv")
 GRAPH_FORMATS = ("graphml", "gexf", "json")
@@ -91,8 +92,8 @@ def _parts(ids: list[str]) -> Iterator[list[str]]:
 
 def _query(conn, q: str, ws_id: int, ids: list[str] | None, col: str = "id") -> Iterator[tuple]:
     """Rows of `q` (which ends in a WHERE on workspace_id) for the workspace, or for `ids` of column `col`."""
-    if ids is None:
-        yield from conn.execute(sql(q + " ORDER BY rowid"), {"ws": ws_id})
+    if ids is None:  # in insertion order on SQLite; PostgreSQL has no rowid: by id (an edge's is its insertion order)
+        yield from conn.execute(sql(q + (" ORDER BY rowid" if is_sqlite(conn) else " ORDER BY id")), {"ws": ws_id})
         return
     for part in _parts(ids):
         marks = ", ".join(f":i{k}" for k in range(len(part)))
@@ -121,13 +122,13 @@ def _nodes(conn, ws_id: int, ids: list[str] | None, max_text: int) -> Iterator[t
     for i, title, filename, mime, ext, n_chars, meta in _query(
             conn, "SELECT id, title, filename, mime, external_id, n_chars, meta FROM document "
                   "WHERE workspace_id = :ws", ws_id, ids):
-        info = {"filename": filename, "external_id": ext, "n_chars": n_chars, "meta": json.loads(meta or "{}")}
+        info = {"filename": filename, "external_id": ext, "n_chars": n_chars, "meta": from_json(meta, {})}
         yield i, {"kind": "document", "title": title or "", "type": mime or "", "layer": 0, "weight": 1.0,
                   "document_id": i, "text": "", "data": json.dumps(info, ensure_ascii=False)}
     for i, method, level, parent, size, title, summary, report, data in _query(
             conn, "SELECT id, method, level, parent_id, size, title, summary, report, data FROM community "
                   "WHERE workspace_id = :ws", ws_id, ids):
-        info = {"parent_id": parent, "report": json.loads(report or "{}"), **json.loads(data or "{}")}
+        info = {"parent_id": parent, "report": from_json(report, {}), **from_json(data, {})}
         yield i, {"kind": "community", "title": title or "", "type": method, "layer": int(level or 0),
                   "weight": float(size or 0), "document_id": "", "text": cut(summary or ""),
                   "data": json.dumps(info, ensure_ascii=False)}
@@ -292,7 +293,7 @@ def communities_csv(store, ws_id: int) -> bytes:
         rows = conn.execute(sql("SELECT id, method, level, parent_id, size, title, summary, report, data FROM "
                                 "community WHERE workspace_id = :ws ORDER BY method, level, id"), {"ws": ws_id}).all()
     for i, method, level, parent, size, title, summary, report, data in rows:
-        rep, dat = json.loads(report or "{}"), json.loads(data or "{}")
+        rep, dat = from_json(report, {}), from_json(data, {})
         finds = "\n".join(f"{f.get('summary', '')}: {f.get('explanation', '')} ({f.get('importance', '')})"
                           for f in _findings(rep))
         stale = bool(dat.get("stale"))
@@ -316,7 +317,7 @@ def community_markdown(store, ws_id: int, community_id: str, members: int = 25) 
             "SELECT n.title, n.type, n.weight, n.text FROM edge e JOIN node n ON n.id = e.src WHERE e.workspace_id = :ws "
             "AND e.dst = :cid AND e.kind = 'in_community' AND n.kind = 'entity' ORDER BY n.weight DESC, n.title "
             "LIMIT :lim"), {"ws": ws_id, "cid": community_id, "lim": members}).all()
-    rep = json.loads(report or "{}")
+    rep = from_json(report, {})
     facts = [f"{method} community", f"level {level}", f"{size:,} members"]
     if rep.get("rating") is not None:
         facts.append(f"rating {rep['rating']}")

@@ -120,7 +120,7 @@ class EntityMerge(SQLModel, table=True):
 class BuildRun(SQLModel, table=True):
     id: Optional[int] = Field(default=None, primary_key=True)
     workspace_id: int = Field(index=True, foreign_key="workspace.id")
-    status: str = "queued"  # queued, running, done, failed, cancelled
+    status: str = "queued"  # queued, running, cancelling, done, failed, cancelled
     kind: str = "build"  # build, or a job of core/worker.py: promote, whatif, reembed
     params: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))  # a job's parameters
     backend: str = "offline"
@@ -129,6 +129,7 @@ class BuildRun(SQLModel, table=True):
     message: str = ""
     error: str = ""
     pid: Optional[int] = None
+    worker: Optional[str] = None  # the lease holder, "host:pid:nonce" (core/build/lease.py); None: not claimed yet
     heartbeat: Optional[datetime] = None
     created_at: datetime = Field(default_factory=utcnow)
     finished_at: Optional[datetime] = None

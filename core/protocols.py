@@ -120,7 +120,7 @@ class QueryTerms(BaseModel):
 
 @runtime_checkable
 class LanguageBackend(Protocol):
-    name: str  # "offline" or "ollama"
+    name: str  # "offline", "ollama" or "openai"
 
     @property
     def model(self) -> str:

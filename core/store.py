@@ -1,4 +1,8 @@
-"""The database: one SQLite file under STRATA_HOME, reached through SQLModel, and the few queries every layer needs."""
+"""The database, reached through SQLModel, and the few queries every layer needs: by default one SQLite file under
+STRATA_HOME; with STRATA_DATABASE_URL a PostgreSQL server (`postgresql+psycopg://user:pw@host:5432/strata`), so
+several app instances and workers share one database. SQL that differs between the two goes through the helpers
+here (`is_sqlite`, `bulk_insert`, `driver_sql`, `insert_ignore`, `index_hint`, `without_hints`,
+`join_in_order`, `like`, `json_field`, `from_json`)."""
 
 from __future__ import annotations
 
@@ -9,7 +13,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import JSON, event, func, update
+from sqlalchemy import JSON, event, func, inspect, text, update
+from sqlalchemy.engine import URL, make_url
 from sqlmodel import Session, SQLModel, col, create_engine, delete, select
 
 from core.models import (
@@ -27,6 +32,7 @@ from core.models import (
     Workspace,
 )
 
+_HINT = re.compile(r" INDEXED BY \w+")
 WORKSPACE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -43,19 +49,87 @@ def content_id(*parts: str) -> str:
     return h.hexdigest()[:20]
 
 
+def is_sqlite(conn) -> bool:
+    """Whether `conn` (an Engine, Connection or Session) talks to SQLite (else PostgreSQL)."""
+    bind = conn.get_bind() if isinstance(conn, Session) else conn
+    return bind.dialect.name == "sqlite"
+
+
+def index_hint(conn, index: str) -> str:
+    """` INDEXED BY <index>` on SQLite (its planner may pick a worse index on a big edge table), nothing elsewhere:
+    PostgreSQL has no hints and its planner uses the statistics ANALYZE keeps."""
+    return f" INDEXED BY {index}" if is_sqlite(conn) else ""
+
+
+def without_hints(conn, sql: str) -> str:
+    """`sql` as written on SQLite; elsewhere without its ` INDEXED BY <index>` hints (see `index_hint`)."""
+    return sql if is_sqlite(conn) else _HINT.sub("", sql)
+
+
+def like(conn, column, pattern: str):
+    """`column LIKE pattern`, ignoring case on both databases: SQLite's LIKE ignores ASCII case, PostgreSQL's
+    does not (its ILIKE does)."""
+    return column.like(pattern) if is_sqlite(conn) else column.ilike(pattern)
+
+
+def json_field(conn, column, key: str, as_text: bool = False):
+    """The value at `key` of a JSON column, SQL NULL when absent or null: SQLite's `json_extract(column, '$.key')`
+    (a number or a string, as stored); on PostgreSQL `column ->> 'key'` cast to a float, or left as text."""
+    if is_sqlite(conn):
+        return func.json_extract(column, f"$.{key}")
+    return column[key].as_string() if as_text else column[key].as_float()
+
+
+def from_json(raw, default=None):
+    """A JSON column's value as read by raw SQL (`text(...)`): SQLite hands back the JSON text, psycopg the decoded
+    value; both give the Python value here (`default` for NULL or empty text)."""
+    if raw is None or raw == "":
+        return default
+    return json.loads(raw) if isinstance(raw, (str, bytes)) else raw
+
+
+def join_in_order(conn) -> str:
+    """`CROSS JOIN` on SQLite, where it joins in the written order (and may take an ON clause), a plain `JOIN` on
+    PostgreSQL, where a CROSS JOIN takes no ON clause and the planner orders joins itself."""
+    return "CROSS JOIN" if is_sqlite(conn) else "JOIN"
+
+
+def driver_sql(conn, sql: str) -> str:
+    """`sql` written with `?` placeholders (for `exec_driver_sql`) in the driver's own style: psycopg takes `%s`."""
+    return sql if is_sqlite(conn) else sql.replace("?", "%s")
+
+
+def insert_ignore(conn, table):
+    """`INSERT ... ` that skips rows clashing with a unique key: SQLite's `INSERT OR IGNORE`, PostgreSQL's
+    `ON CONFLICT DO NOTHING`. Execute it with a list of row dicts."""
+    if is_sqlite(conn):
+        from sqlalchemy.dialects import sqlite
+
+        return sqlite.insert(table).on_conflict_do_nothing()
+    from sqlalchemy.dialects import postgresql
+
+    return postgresql.insert(table).on_conflict_do_nothing()
+
+
 def bulk_insert(conn, table, rows: list[dict]) -> None:
-    """INSERT `rows` (dicts with the same keys, column names) into `table` through the driver's executemany, JSON
-    columns serialized here as SQLAlchemy would. For large row counts: Core's per-row parameter processing cost
-    more than SQLite's own work in big builds. `conn` is a SQLAlchemy Connection (`session.connection()`)."""
+    """INSERT `rows` (dicts with the same keys, column names) into `table` as fast as the database takes them,
+    JSON columns serialized here as SQLAlchemy would. On SQLite through the driver's executemany: Core's per-row
+    parameter processing cost more than SQLite's own work in big builds. On PostgreSQL through COPY, one round
+    trip for all rows. `conn` is a SQLAlchemy Connection (`session.connection()`)."""
     if not rows:
         return
     cols = list(rows[0])
     as_json = {c.name for c in table.columns if isinstance(c.type, JSON)}
     names = ", ".join('"' + c + '"' for c in cols)
-    marks = ", ".join("?" for _ in cols)
-    sql = f'INSERT INTO "{table.name}" ({names}) VALUES ({marks})'
     dumps = json.dumps
-    conn.exec_driver_sql(sql, [tuple(dumps(r[c]) if c in as_json else r[c] for c in cols) for r in rows])
+    values = [tuple(dumps(r[c]) if c in as_json else r[c] for c in cols) for r in rows]
+    if is_sqlite(conn):
+        marks = ", ".join("?" for _ in cols)
+        conn.exec_driver_sql(f'INSERT INTO "{table.name}" ({names}) VALUES ({marks})', values)
+        return
+    with conn.connection.driver_connection.cursor() as cur, cur.copy(f'COPY "{table.name}" ({names}) FROM STDIN') as cp:
+        for v in values:
+            cp.write_row(v)
 
 
 def release_memory() -> None:
@@ -83,20 +157,49 @@ def check_workspace_name(name: str) -> str:
 class Store:
     """Owns the engine. Create one per process (the app keeps it in st.cache_resource)."""
 
-    def __init__(self, db_path: Path):
-        db_path = Path(db_path)
-        db_path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = db_path
-        self.engine = create_engine(f"sqlite:///{db_path}", connect_args={"check_same_thread": False, "timeout": 60})
-        event.listen(self.engine, "connect", _sqlite_pragmas)
-        SQLModel.metadata.create_all(self.engine)
+    def __init__(self, url_or_path: str | Path):
+        """`url_or_path`: a SQLAlchemy URL (`sqlite:///...`, `postgresql+psycopg://...`) or a path to a SQLite file.
+        `path` names the database for caches keyed on it: the SQLite file, or the URL without its password."""
+        url = database_url(url_or_path)
+        if url.get_backend_name() == "sqlite":
+            db_path = Path(url.database or ":memory:")
+            if url.database:
+                db_path.parent.mkdir(parents=True, exist_ok=True)
+            self.path: Path | str = db_path
+            self.engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 60})
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+            SQLModel.metadata.create_all(self.engine)
+        else:
+            self.path = url.render_as_string(hide_password=True)
+            # pre-ping: a server restart or an idle timeout must not fail the next query; timestamps in UTC as on
+            # SQLite (the models store naive UTC datetimes, a server's own time zone must not shift them)
+            self.engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10,
+                                        connect_args={"options": "-c timezone=UTC"})
+            with self.engine.begin() as conn:  # several processes may start at once: one creates the tables
+                conn.execute(text("SELECT pg_advisory_xact_lock(1936028001)"))
+                SQLModel.metadata.create_all(conn)
+        self.url = url.render_as_string(hide_password=False)
         _add_new_columns(self.engine)
+
+    @property
+    def dialect(self) -> str:
+        """`sqlite` or `postgresql`."""
+        return self.engine.dialect.name
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.dialect == "sqlite"
+
+    def close(self) -> None:
+        """Close the engine's pooled connections (a PostgreSQL server counts them)."""
+        self.engine.dispose()
 
     def analyze(self) -> None:
         """Refresh the query planner's statistics (after a build): without them SQLite may scan every edge instead
         of using `ix_edge_ws_dst` for lookups by target node. `analysis_limit` keeps this to a second or so."""
         with self.engine.connect() as conn:
-            conn.exec_driver_sql("PRAGMA analysis_limit=2000")
+            if self.is_sqlite:
+                conn.exec_driver_sql("PRAGMA analysis_limit=2000")
             conn.exec_driver_sql("ANALYZE")
             conn.commit()
 
@@ -189,12 +292,12 @@ class Store:
 
     def bump_version(self, ws_id: int) -> int:
         """The workspace's build_version + 1 (its graph changed; the app's cached views reload). Returns the new one."""
-        with self.session() as s:
-            s.execute(update(Workspace).where(col(Workspace.id) == ws_id)
-                      .values(build_version=Workspace.build_version + 1))
+        with self.session() as s:  # one atomic UPDATE ... RETURNING: concurrent bumps are never lost
+            new = s.execute(update(Workspace).where(col(Workspace.id) == ws_id)
+                            .values(build_version=Workspace.build_version + 1)
+                            .returning(col(Workspace.build_version))).scalar()
             s.commit()
-            ws = s.get(Workspace, ws_id)
-            return ws.build_version if ws is not None else 0
+            return new or 0
 
     def stage_runs(self, run_id: int) -> list[StageRun]:
         with self.session() as s:
@@ -215,17 +318,27 @@ class Store:
             s.commit()
 
 
+def database_url(url_or_path: str | Path) -> URL:
+    """A SQLAlchemy URL from a URL string or a SQLite file path (a Path, or a string without `://`)."""
+    if isinstance(url_or_path, Path) or "://" not in str(url_or_path):
+        return URL.create("sqlite", database=str(url_or_path))
+    return make_url(str(url_or_path))
+
+
 # columns added to a table after its first release: create_all makes missing tables, never missing columns, so a
-# database from before them gains them here (table -> column -> SQLite column definition)
-NEW_COLUMNS = {"buildrun": {"kind": "VARCHAR NOT NULL DEFAULT 'build'", "params": "JSON"}}
+# database from before them gains them here (table -> column -> column definition, valid on SQLite and PostgreSQL)
+NEW_COLUMNS = {"buildrun": {"kind": "VARCHAR NOT NULL DEFAULT 'build'", "params": "JSON", "worker": "VARCHAR"}}
 
 
 def _add_new_columns(engine) -> None:
     with engine.connect() as conn:
+        found = inspect(conn)
         for table, columns in NEW_COLUMNS.items():
-            have = {row[1] for row in conn.exec_driver_sql(f'PRAGMA table_info("{table}")')}
+            if not found.has_table(table):
+                continue
+            have = {c["name"] for c in found.get_columns(table)}
             for name, ddl in columns.items():
-                if have and name not in have:
+                if name not in have:
                     conn.exec_driver_sql(f'ALTER TABLE "{table}" ADD COLUMN "{name}" {ddl}')
         conn.commit()
 

@@ -1,5 +1,7 @@
 """The background worker and the jobs it runs: `python -m core worker --run ID` executes a build (core/build/runner.py)
-or a job. A job is work on a built workspace that runs through the same runner instead of in the app's process, with
+or a job; `python -m core worker --serve` is a long-running worker that claims the oldest queued run (or a run
+whose worker went silent) of any workspace, runs it, and looks for the next. Several workers on one database never
+run the same run: each claims it first (core/build/lease.py). A job is work on a built workspace that runs through the same runner instead of in the app's process, with
 the build's heartbeat, progress rows and cancel: promoting a what-if variant, a what-if run, a merge decision.
 
 This module sits above core/quality, whose planners (`PLANNERS`) turn a job's parameters into its steps (a
@@ -8,17 +10,21 @@ This module sits above core/quality, whose planners (`PLANNERS`) turn a job's pa
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import asdict
 
 from core.build.context import JobPlan
+from core.build.delete import delete_plan
 from core.build.factory import job_settings, make_context
+from core.build.lease import Lease, claim_next
 from core.build.runner import run_build, run_job
-from core.build.runs import KIND_LABELS, check_idle, insert_run, launch_worker, update_run
+from core.build.runs import FINISHED, KIND_LABELS, STALE_AFTER_S, check_idle, get_run, insert_run, launch_worker
 from core.config import Settings
-from core.models import BuildRun, Workspace, utcnow
+from core.models import BuildRun, Workspace
 from core.protocols import BackendError
 from core.quality.data import build_settings
 from core.quality.merge_job import merge_plan
@@ -27,7 +33,7 @@ from core.quality.variants import VariantSettings, check_name, get_variant, vari
 from core.store import Store
 
 PLANNERS: dict[str, Callable[[dict], JobPlan]] = {"promote": promote_plan, "whatif": variant_plan,
-                                                   "reembed": merge_plan}
+                                                   "reembed": merge_plan, "delete": delete_plan}
 
 
 def plan_job(kind: str, params: dict) -> JobPlan:
@@ -54,41 +60,91 @@ def start_job(store: Store, ws: Workspace, settings: Settings, kind: str, params
     return run
 
 
-def run_worker(store: Store, run_id: int) -> int:
-    """Entry point of the background worker: run the build or job `run_id` with the settings stored on its row."""
-    with store.session() as s:
-        run = s.get(BuildRun, run_id)
-        if run is None:
-            print(f"no build run {run_id}", file=sys.stderr)
-            return 2
-        ws = s.get(Workspace, run.workspace_id)
-        settings = Settings.model_validate(run.settings)
-        kind, params = run.kind or "build", dict(run.params or {})
-    try:
-        assert ws is not None, f"workspace {run.workspace_id} is gone"  # deleted with its runs: recorded as failed
-        ctx = make_context(store, ws, settings)
-    except Exception as exc:  # recorded on the run, so the app shows why the build never started
-        msg = str(exc) if isinstance(exc, BackendError) else f"{type(exc).__name__}: {exc}"
-        update_run(store, run_id, status="failed", message=msg[:500], error=traceback.format_exc()[-4000:],
-                    finished_at=utcnow())
-        print(msg, file=sys.stderr)
-        return 1
-    try:
-        if kind == "build":
-            events = run_build(ctx, run_id)
-        else:  # promote, what-if, merge decision: the job's own steps, planned by core/quality
-            try:
-                plan = plan_job(kind, params)
-            except Exception as exc:  # recorded on the run, so the page says why the job never started
-                update_run(store, run_id, status="failed", message=f"{type(exc).__name__}: {exc}"[:500],
-                           finished_at=utcnow())
-                raise
-            events = run_job(ctx, run_id, plan)
-        for ev in events:
-            print(f"[{ev.stage or 'build'}] {ev.status} {ev.done}/{ev.total} {ev.message}", flush=True)
-    except Exception:
-        traceback.print_exc()
-        return 1
+def run_worker(store: Store, run_id: int, stale_after_s: float = STALE_AFTER_S) -> int:
+    """`worker --run ID`: claim run `run_id` (a build or a job) and run it with the settings stored on its row.
+    Exit status: 0 finished or stopped by the user, 1 failed, 2 no such run, 3 not claimed (another live worker
+    holds it, or it finished or was superseded), 4 another worker took it over mid-run (this one stopped)."""
+    if get_run(store, run_id) is None:
+        print(f"no build run {run_id}", file=sys.stderr)
+        return 2
+    lease = Lease(store, run_id, stale_after_s)
+    if not lease.claim():
+        row = get_run(store, run_id)
+        why = ("it is gone" if row is None else f"it is {row.status}" if row.status in FINISHED else
+               f"worker {row.worker} holds it (last heartbeat {row.heartbeat})" if row.worker else
+               "a newer run of its workspace superseded it")
+        print(f"run {run_id} not claimed: {why}", file=sys.stderr)
+        return 3
+    return run_claimed(store, lease)
+
+
+def run_claimed(store: Store, lease: Lease) -> int:
+    """Run the run `lease` holds (see `run_worker` for the exit status), renewing the lease from the claim on."""
+    run_id = lease.run_id
+    print(f"worker {lease.token} claimed run {run_id}", flush=True)
+    with lease.heartbeat():
+        with store.session() as s:
+            run = s.get(BuildRun, run_id)
+            assert run is not None  # claimed just now; runs are deleted only with their workspace
+            ws = s.get(Workspace, run.workspace_id)
+            settings = Settings.model_validate(run.settings)
+            kind, params = run.kind or "build", dict(run.params or {})
+        try:
+            assert ws is not None, f"workspace {run.workspace_id} is gone"  # deleted with its runs: recorded
+            ctx = make_context(store, ws, settings)
+        except Exception as exc:  # recorded on the run, so the app shows why the build never started
+            msg = str(exc) if isinstance(exc, BackendError) else f"{type(exc).__name__}: {exc}"
+            lease.finish("failed", msg[:500], error=traceback.format_exc()[-4000:])
+            print(msg, file=sys.stderr)
+            return 1
+        last = ""
+        try:
+            if kind == "build":
+                events = run_build(ctx, run_id, lease=lease)
+            else:  # promote, what-if, merge decision: the job's own steps, planned by core/quality
+                try:
+                    plan = plan_job(kind, params)
+                except Exception as exc:  # recorded on the run, so the page says why the job never started
+                    lease.finish("failed", f"{type(exc).__name__}: {exc}"[:500])
+                    raise
+                events = run_job(ctx, run_id, plan, lease=lease)
+            for ev in events:
+                print(f"run {run_id} [{ev.stage or 'build'}] {ev.status} {ev.done}/{ev.total} {ev.message}", flush=True)
+                last = ev.status
+        except Exception:
+            traceback.print_exc()
+            return 1
+    if last == "lost":
+        print(f"worker {lease.token} lost run {run_id} to another worker", flush=True)
+        return 4
+    print(f"worker {lease.token} finished run {run_id}: {last}", flush=True)
+    return 0
+
+
+def serve(store: Store, stale_after_s: float = STALE_AFTER_S, poll_s: float = 2.0,
+          stop: threading.Event | None = None, max_runs: int | None = None) -> int:
+    """`worker --serve`: claim the oldest claimable run of any workspace (queued, or held by a worker silent for
+    `stale_after_s`; its newest run only, see core/build/lease.py), run it, repeat; idle, look again every
+    `poll_s` seconds. SIGTERM or SIGINT stops it after the current run (a run cut short resumes elsewhere once its
+    lease expires). `max_runs` (tests): return after that many runs."""
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+    print(f"worker serving {store.path}: lease {stale_after_s:g} s, poll {poll_s:g} s", flush=True)
+    runs = 0
+    while not stop.is_set() and (max_runs is None or runs < max_runs):
+        lease = claim_next(store, stale_after_s)
+        if lease is None:
+            stop.wait(poll_s)
+            continue
+        from core.index.vectors import reopen_vector_stores
+        from core.store import release_memory
+
+        reopen_vector_stores()  # another worker may have written this workspace's vectors since this one read them
+        run_claimed(store, lease)
+        release_memory()
+        runs += 1
     return 0
 
 

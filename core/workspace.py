@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.answer import Answer, answer
-from core.build.factory import open_index
+from core.build.factory import delete_vectors, open_index
 from core.build.runner import create_run
 from core.build.runs import active_run, launch_worker
 from core.config import Settings
@@ -116,17 +116,16 @@ def ensure_sample(store: Store, settings: Settings) -> tuple[Workspace | None, B
 
 
 def start_build(store: Store, ws: Workspace, settings: Settings, backend: str | None = None) -> BuildRun:
-    """Start a background build of `ws` unless one is already running; checks Ollama first when asked for."""
+    """Start a background build of `ws` unless one is already running; checks its model servers first, if any."""
     run = active_run(store, ws)
     if run is not None:
         return run
     s = settings.model_copy(deep=True)
     if backend:
         s.backend.kind = backend  # type: ignore[assignment]
-    if s.backend.kind == "ollama":
-        from core.backends.ollama_client import require_ready
+    from core.backends.servers import require_servers
 
-        require_ready(s.backend, need_embed=s.embed.embedder == "ollama")
+    require_servers(s)
     run = create_run(store, ws, s)
     assert run.id is not None  # a stored row has its key
     launch_worker(s, run.id)
@@ -134,7 +133,5 @@ def start_build(store: Store, ws: Workspace, settings: Settings, backend: str | 
 
 
 def delete_workspace(store: Store, ws: Workspace, settings: Settings) -> None:
-    import shutil
-
+    delete_vectors(settings, ws.name)  # first: an unreachable vector server stops here, with nothing deleted
     store.delete_workspace(ws)
-    shutil.rmtree(settings.storage.vector_dir(ws.name), ignore_errors=True)

@@ -66,10 +66,11 @@ class Built(NamedTuple):
 
 def _settings(home: Path):
     from core.config import Settings
+    from tests.stores import configure
 
     s = Settings()
     s.storage.home = Path(home)
-    return s
+    return configure(s)
 
 
 def build_workspace(home: Path, paths: list[Path], embedder, name: str = "w", settings=None) -> Built:
@@ -78,10 +79,13 @@ def build_workspace(home: Path, paths: list[Path], embedder, name: str = "w", se
     from core.build.runner import create_run, run_build
     from core.store import Store
     from core.workspace import ingest_paths
+    from tests.stores import configure
 
     settings = settings or _settings(home)
-    settings.storage.home = Path(home)
-    store = Store(settings.storage.db_path)
+    if Path(settings.storage.home) != Path(home):
+        settings.storage.home = Path(home)
+        configure(settings)
+    store = Store(settings.storage.db_url)
     ws = store.create_workspace(name)
     rep = ingest_paths(store, ws, paths, settings)
     assert rep.added and not rep.refusals, rep

@@ -224,6 +224,33 @@ def schema_reply(schema: Any, prompt: str) -> str:
     return json.dumps(fill_schema(schema))
 
 
+def user_prompt(body: dict[str, Any]) -> str:
+    """The user messages of a chat request, one text."""
+    return "\n".join(str(m.get("content", "")) for m in body.get("messages") or [] if m.get("role") == "user")
+
+
+def chat_content(behaviour: Any, schema: Any, prompt: str) -> str:
+    """A chat reply's text: the scripted one (Malformed; Missing: JSON lacking required fields; Reply(content=)),
+    else the deterministic reply for the schema (`schema_reply`), else a plain answer citing [1]."""
+    if isinstance(behaviour, Malformed):
+        return behaviour.content
+    if isinstance(behaviour, Missing):
+        if isinstance(schema, dict) and "title" in schema.get("properties", {}):
+            return json.dumps({"summary": "no title here", "findings": []})
+        return json.dumps({"entities": [{"name": "Ada Lovelace"}], "relationships": [], "statements": []})
+    if isinstance(behaviour, Reply) and behaviour.content is not None:
+        return behaviour.content
+    if schema:
+        return schema_reply(schema, prompt)
+    names = capitalised_names("\n".join(delimited(prompt, "SOURCES")), limit=2)
+    return f"According to the sources, this concerns {' and '.join(names) or 'the question'} [1]."
+
+
+def embed_inputs(body: dict[str, Any]) -> list[str]:
+    inputs = body.get("input", "")
+    return [str(inputs)] if isinstance(inputs, str) else [str(t) for t in inputs]
+
+
 def fake_vector(text: str, dim: int) -> list[float]:
     digest = hashlib.sha256(text.encode("utf-8")).digest()
     rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
@@ -258,7 +285,7 @@ class FakeOllama:
     def __enter__(self) -> "FakeOllama":
         fake = self
 
-        class Handler(_Handler):
+        class Handler(fake.handler_base()):  # type: ignore[misc,valid-type]
             owner = fake
 
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -278,6 +305,10 @@ class FakeOllama:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
+    def handler_base(self) -> type:
+        """The request handler class the server's handler derives from (a fake of another API overrides it)."""
+        return OllamaHandler
+
     # -- helpers for tests ----------------------------------------------------------------------------------------
     def paths(self) -> list[str]:
         return [p for p, _ in self.requests]
@@ -294,7 +325,7 @@ class FakeOllama:
             return queue.popleft() if queue else Reply()
 
 
-class _Handler(BaseHTTPRequestHandler):
+class OllamaHandler(BaseHTTPRequestHandler):
     owner: FakeOllama
     protocol_version = "HTTP/1.1"
     timeout = 10  # idle keep-alive connections end after this
@@ -303,12 +334,15 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     # -- plumbing ---------------------------------------------------------------------------------------------
-    def _send(self, status: int, body: Any, content_type: str = "application/json") -> None:
+    def _send(self, status: int, body: Any, content_type: str = "application/json",
+              headers: dict[str, str] | None = None) -> None:
         data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
         try:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
             self.wfile.flush()
@@ -415,33 +449,25 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(404, {"error": f'model "{model}" not found, try pulling it first'})
         return True
 
-    def _chat(self, body: dict, behaviour: Any) -> None:
+    def _begin(self, body: dict, behaviour: Any) -> str | None:
+        """The request's model, or None when the reply is already sent (an unknown model, a scripted body)."""
         model = str(body.get("model", ""))
         if self._model_missing(model):
-            return
+            return None
         if isinstance(behaviour, Reply) and behaviour.body is not None:
             self._send(200, behaviour.body)
+            return None
+        return model
+
+    def _chat(self, body: dict, behaviour: Any) -> None:
+        model = self._begin(body, behaviour)
+        if model is None:
             return
-        messages = body.get("messages") or []
-        prompt = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
-        fmt = body.get("format")
-        if isinstance(behaviour, Malformed):
-            content = behaviour.content
-        elif isinstance(behaviour, Missing):
-            if behaviour.body:
-                self._send(200, {"model": model, "created_at": _CREATED, "done": True})
-                return
-            if isinstance(fmt, dict) and "title" in fmt.get("properties", {}):
-                content = json.dumps({"summary": "no title here", "findings": []})
-            else:
-                content = json.dumps({"entities": [{"name": "Ada Lovelace"}], "relationships": [], "statements": []})
-        elif isinstance(behaviour, Reply) and behaviour.content is not None:
-            content = behaviour.content
-        elif fmt:
-            content = schema_reply(fmt, prompt)
-        else:
-            names = capitalised_names("\n".join(delimited(prompt, "SOURCES")), limit=2)
-            content = f"According to the sources, this concerns {' and '.join(names) or 'the question'} [1]."
+        prompt = user_prompt(body)
+        if isinstance(behaviour, Missing) and behaviour.body:
+            self._send(200, {"model": model, "created_at": _CREATED, "done": True})
+            return
+        content = chat_content(behaviour, body.get("format"), prompt)
         final = {
             "model": model,
             "created_at": _CREATED,
@@ -466,14 +492,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, data, "application/x-ndjson")
 
     def _embed(self, body: dict, behaviour: Any) -> None:
-        model = str(body.get("model", ""))
-        if self._model_missing(model):
+        model = self._begin(body, behaviour)
+        if model is None:
             return
-        if isinstance(behaviour, Reply) and behaviour.body is not None:
-            self._send(200, behaviour.body)
-            return
-        inputs = body.get("input", "")
-        inputs = [inputs] if isinstance(inputs, str) else list(inputs)
+        inputs = embed_inputs(body)
         self._send(
             200,
             {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core.backends.servers import embedder_kind
 from core.config import Settings
 from core.index.vectors import VectorIndex
 from core.models import Workspace
@@ -22,7 +23,7 @@ def settings() -> Settings:
 
 @st.cache_resource(show_spinner=False)
 def store() -> Store:
-    return Store(settings().storage.db_path)
+    return Store(settings().storage.db_url)
 
 
 @st.cache_resource(show_spinner="Loading the embedding model…")
@@ -30,7 +31,7 @@ def embedder(kind: str) -> Embedder:
     from core.backends.embedders import make_embedder
 
     s = settings().model_copy(deep=True)
-    s.embed.embedder = "ollama" if kind.startswith("ollama") else "minilm"
+    s.embed.embedder = embedder_kind(kind)  # type: ignore[assignment]
     return make_embedder(s.embed, s.backend, s.storage.home / "models")
 
 
@@ -56,13 +57,25 @@ def resources(ws_name: str, build_version: int) -> Resources:
 
 
 @st.cache_data(ttl=20, show_spinner=False)
-def ollama_status(host: str, chat_model: str, embed_model: str) -> dict:
-    from core.backends.ollama_client import check
+def server_status(kind: str, hosts: tuple[str, ...], chat_model: str, embed_model: str, need_embed: bool) -> list[dict]:
+    """Every host of the model server `kind` ("ollama", "openai"): reachable, its models, what it lacks, a message."""
+    from core.backends.servers import check
 
-    cfg = settings().backend.model_copy(update={"ollama_host": host, "chat_model": chat_model,
+    cfg = settings().backend.model_copy(update={"kind": kind, "hosts": list(hosts), "chat_model": chat_model,
                                                 "embed_model": embed_model, "timeout_s": 3.0})
-    st_ = check(cfg)
-    return {"reachable": st_.reachable, "models": st_.models, "missing": st_.missing, "message": st_.message}
+    return [{"reachable": s.reachable, "host": s.host, "models": s.models, "missing": s.missing, "message": s.message}
+            for s in check(cfg, kind, need_embed=need_embed)]
+
+
+@st.cache_data(ttl=20, show_spinner=False)
+def vector_store_problem(url: str | None) -> str | None:
+    """None when the vector store answers (always, embedded), else the one-line reason the Chroma server at `url`
+    (STRATA_CHROMA_URL) does not."""
+    if not url:
+        return None
+    from core.index.chroma import server_available
+
+    return server_available(url)
 
 
 @st.cache_resource(show_spinner="Preparing the sample workspace…")

@@ -53,12 +53,16 @@ def _reopen_vectors(ws) -> None:
 
 def _backend() -> None:
     b = R.settings().backend
-    if b.kind == "ollama":
-        status = R.ollama_status(b.ollama_host, b.chat_model, b.embed_model)
-        if status["reachable"] and not status["missing"]:
-            st.success(f"Backend: Ollama at {b.ollama_host} ({b.chat_model})", icon=":material/bolt:")
-        else:
-            st.warning(status["message"], icon=":material/warning:")
+    if b.kind in ("ollama", "openai"):
+        statuses = R.server_status(b.kind, tuple(b.endpoints()), b.chat_model, b.embed_model,
+                                   R.settings().embed.embedder == b.kind)
+        bad = [s for s in statuses if not s["reachable"] or s["missing"]]
+        if not bad:
+            label = "Ollama" if b.kind == "ollama" else "OpenAI-compatible server"
+            where = ", ".join(s["host"] for s in statuses)
+            st.success(f"Backend: {label} at {where} ({b.chat_model})", icon=":material/bolt:")
+        for s in bad:
+            st.warning(s["message"], icon=":material/warning:")
     else:
         how = {"spacy": "spaCy extraction"}.get(R.settings().extract.offline_extractor, "heuristic extraction")
         st.success(f"Backend: offline ({how}, extractive answers)", icon=":material/offline_bolt:")

@@ -11,6 +11,7 @@ from collections import Counter
 
 import streamlit as st
 
+from core.backends.servers import backend_kind
 from core.build.factory import make_backend
 from core.explore.route import legend_html, route_graph, route_payload
 from core.history import count_queries, export_json, list_queries, open_query
@@ -190,11 +191,11 @@ if submitted:
     elif not chosen:
         st.warning("Choose at least one strategy.")
     else:
-        res = R.resources(ws.name, ws.build_version)
         answer_settings = settings.model_copy(deep=True)
-        answer_settings.backend.kind = "ollama" if ws.backend == "ollama" else "offline"
+        answer_settings.backend.kind = backend_kind(ws.backend)  # type: ignore[assignment]
         backend, done = make_backend(answer_settings, store), []
         try:
+            res = R.resources(ws.name, ws.build_version)  # an unreachable vector server: BackendError, one line
             for name in chosen:
                 with st.spinner(f"Retrieving and answering with {_about(name)[0]}…"):
                     r, a = ask(res, backend, q, name)

@@ -27,8 +27,8 @@ PLURAL = {"document": "Documents", "chunk": "Chunks", "entity": "Entities", "rel
           "statement": "Statements", "community": "Communities", "edge": "Edges"}
 
 c1, c2, c3 = st.columns([1, 1, 3])
-backend = c3.radio("Backend", ["offline", "ollama"], horizontal=True,
-                   index=0 if settings.backend.kind == "offline" else 1, label_visibility="collapsed")
+backend = c3.radio("Backend", ["offline", "ollama", "openai"], horizontal=True,
+                   index=["offline", "ollama", "openai"].index(settings.backend.kind), label_visibility="collapsed")
 running = active_run(store, ws)
 if c1.button("Build / resume", type="primary", disabled=running is not None, icon=":material/play_arrow:"):
     try:

@@ -10,6 +10,7 @@ from core.protocols import BackendError
 from core.store import StoreError
 from core.workspace import delete_workspace, ingest_uploads, start_build
 from ui import resources as R
+from ui.documents_panel import delete_documents_panel
 from ui.text import md_escape
 
 store, settings = R.store(), R.settings()
@@ -67,9 +68,11 @@ st.caption("txt, md, html, pdf, docx, csv and jsonl (one document per row, a tex
            "or zip archives of these. The same content is never added twice.")
 files = st.file_uploader("Documents", type=[e.lstrip(".") for e in SUPPORTED_EXTENSIONS], accept_multiple_files=True,
                          key=f"upload_{ws.name}_{st.session_state.get('upload_round', 0)}")
-backend = st.radio("Build with", ["offline", "ollama"], horizontal=True,
-                   index=0 if settings.backend.kind == "offline" else 1,
-                   help="offline: spaCy extraction (heuristics as fallback), no model server. ollama: the configured Ollama host.")
+backend = st.radio("Build with", ["offline", "ollama", "openai"], horizontal=True,
+                   index=["offline", "ollama", "openai"].index(settings.backend.kind),
+                   help="offline: spaCy extraction (heuristics as fallback), no model server. ollama: the configured "
+                        "Ollama host(s). openai: the configured OpenAI-compatible server(s) (llama-server, vLLM, "
+                        "LM Studio).")
 if st.button("Add and build", type="primary", disabled=not files, icon=":material/upload:"):
     with st.spinner("Reading files…"):
         report = ingest_uploads(store, ws, [(f.name, f.getvalue()) for f in files], settings)
@@ -89,6 +92,9 @@ if shown is not None:
     for r in shown.refusals:
         st.warning(f"**{md_escape(r.filename)}** refused: {md_escape(r.reason)}", icon=":material/block:")
     if shown.added:
+        st.caption("Only the new documents are chunked and extracted; the entities they share with earlier "
+                   "documents, the layers, communities, reports (only those whose material changed) and indexes "
+                   "are updated in place.")
         st.page_link("views/build.py", label="Watch the build", icon=":material/construction:")
 if st.session_state.get("build_error"):
     st.error(st.session_state.pop("build_error"))
@@ -101,6 +107,7 @@ if docs:
                  hide_index=True, width="stretch")
     if len(docs) > 2000:
         st.caption(f"Showing the first 2,000 of {len(docs):,} documents.")
+    delete_documents_panel(store, ws, settings, docs)
 
 with st.expander("Danger zone"):
     confirm = st.text_input(f"Type “{ws.name}” to delete this workspace and everything built from it")

@@ -1,4 +1,5 @@
-"""Embedders: the bundled all-MiniLM-L6-v2 (default, from site-packages, never from a hub) and Ollama's.
+"""Embedders: the bundled all-MiniLM-L6-v2 (default, from site-packages, never from a hub), Ollama's and an
+OpenAI-compatible server's.
 
 MiniLMEmbedder gives the vectors sentence-transformers gives for this model (mean pooling over at most 256 tokens,
 L2-normalised) through the fastest runtime this machine can set up:
@@ -121,5 +122,9 @@ def make_embedder(embed: EmbedSettings, backend: BackendSettings, cache_dir: Pat
     if embed.embedder == "ollama":
         from core.backends.ollama_embedder import OllamaEmbedder
 
-        return OllamaEmbedder(backend)
+        return OllamaEmbedder(backend, batch_size=embed.batch_size)
+    if embed.embedder == "openai":
+        from core.backends.openai_embedder import OpenAIEmbedder
+
+        return OpenAIEmbedder(backend, batch_size=embed.batch_size)
     return MiniLMEmbedder(batch_size=embed.batch_size, cache_dir=cache_dir)

@@ -1,191 +1,47 @@
 """The Ollama language backend: extraction, community reports, summaries and answers, and the query-time tasks
-some strategies use, each one chat call through the `Channel` of core/backends/ollama_client.py.
+some strategies use, each one chat call through the `Channel` of core/backends/ollama_client.py (one or several
+Ollama hosts).
 
 Structured calls send the pydantic model's JSON schema as `format`, so Ollama constrains the reply to it; the
-reply is still validated, repaired when it is almost JSON (code fences, prose around it, trailing commas,
-unclosed brackets), and retried when it is not (the channel's retry policy). Every language call goes through the
-`CallCache` when one is given. The embedder is core/backends/ollama_embedder.py.
+reply is still validated, repaired and retried, and cached, as every model backend's is
+(core/backends/model_backend.py). The embedder is core/backends/ollama_embedder.py.
 """
 
 from __future__ import annotations
 
 import inspect
-import json
-import logging
-import math
-import time
-from collections.abc import Callable
-from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any
 
 import ollama
-from pydantic import BaseModel
 
 from core.backends.cache import CallCache
+from core.backends.hosts import Host
+from core.backends.model_backend import ModelBackend
 from core.backends.ollama_client import Channel
-from core.backends.replies import (
-    MalformedReply,
-    clean_extraction,
-    clean_points,
-    clean_report,
-    clean_summary,
-    clean_terms,
-    parse_reply,
-)
-from core.backends.summary_replies import clean_summary_entities
 from core.config import BackendSettings
-from core.extract.prompts import (
-    answer_prompt,
-    extraction_prompt,
-    query_terms_prompt,
-    rate_points_prompt,
-    report_prompt,
-    rerank_prompt,
-    summary_entities_prompt,
-    summary_prompt,
-)
-from core.protocols import (
-    ContextBlock,
-    Extraction,
-    PassageScores,
-    QueryTerms,
-    RatedPoint,
-    RatedPoints,
-    Report,
-    Summary,
-    SummaryEntities,
-)
-
-log = logging.getLogger(__name__)
 
 CLIENT_TAKES_THINK = "think" in inspect.signature(ollama.Client.chat).parameters
 
-T = TypeVar("T")
-M = TypeVar("M", bound=BaseModel)
 
-
-@lru_cache(maxsize=None)
-def _schema(model: type[BaseModel]) -> dict[str, Any]:
-    return model.model_json_schema()
-
-
-class OllamaBackend:
-    """LanguageBackend over an Ollama server: extraction, community reports and answers; and the RetrievalLLM
-    tasks some strategies use at query time (rated points, rerank, the question's entities and keywords)."""
+class OllamaBackend(ModelBackend[ollama.Client]):
+    """LanguageBackend over Ollama: extraction, community reports and answers; and the RetrievalLLM tasks some
+    strategies use at query time (rated points, rerank, the question's entities and keywords)."""
 
     name = "ollama"
 
     def __init__(self, settings: BackendSettings, cache: CallCache | None = None):
-        self.settings = settings
-        self.model = settings.chat_model
-        self.cache = cache
-        self._channel = Channel(settings)
+        super().__init__(settings, cache)
+        self._pool = self._channel = Channel(settings)
         self._think: bool | None = False if CLIENT_TAKES_THINK else None
 
-    @property
-    def host(self) -> str:
-        return self.settings.ollama_host
-
-    # -- the tasks --------------------------------------------------------------------------------------------------
-    def extract(self, text: str, entity_types: list[str], subject: str | None = None) -> Extraction:
-        prompt = extraction_prompt(text, entity_types, subject)
-        return clean_extraction(self._structured("extract", prompt, Extraction))
-
-    def report(self, title_hint: str, material: list[str]) -> Report:
-        return clean_report(self._structured("report", report_prompt(title_hint, material), Report))
-
-    def summarize(self, task: str, subject: str, material: list[str]) -> Summary:
-        return clean_summary(self._structured(f"summarize-{task}", summary_prompt(task, subject, material), Summary),
-                             subject)
-
-    def summary_entities(self, members: list[tuple[str, str]], concepts: list[str]) -> SummaryEntities:
-        names = [n for n, _ in members]
-        return self._call("summary-entities", summary_entities_prompt(members, concepts), _schema(SummaryEntities),
-                          lambda content: clean_summary_entities(parse_reply(content, SummaryEntities), names),
-                          lambda result: result.model_dump_json(), SummaryEntities.model_validate_json)
-
-    def answer(self, question: str, context: ContextBlock) -> str:
-        def parse(content: str) -> str:
-            text = (content or "").strip()
-            if not text:
-                raise MalformedReply("empty answer")
-            return text
-
-        return self._call("answer", answer_prompt(question, context), None, parse, str, str)
-
-    def rate_points(self, question: str, material: str) -> list[RatedPoint]:
-        return clean_points(self._structured("rate-points", rate_points_prompt(question, material), RatedPoints))
-
-    def rerank(self, question: str, passages: list[str]) -> list[float]:
-        """0-10 per passage; a reply with the wrong number of scores is malformed (asked again, then refused)."""
-        if not passages:
-            return []
-        prompt = rerank_prompt(question, passages)
-
-        def parse(content: str) -> list[float]:
-            scores = parse_reply(content, PassageScores).scores
-            if len(scores) != len(passages):
-                raise MalformedReply(f"expected {len(passages)} scores, got {len(scores)}")
-            return [min(10.0, max(0.0, float(x))) if math.isfinite(x) else 0.0 for x in scores]
-
-        return self._call("rerank", prompt, _schema(PassageScores), parse, json.dumps, json.loads)
-
-    def query_terms(self, question: str) -> QueryTerms:
-        return clean_terms(self._structured("query-terms", query_terms_prompt(question), QueryTerms))
-
-    # -- plumbing -------------------------------------------------------------------------------------------------
     def _options(self) -> dict[str, Any]:
         return {"temperature": self.settings.temperature, "num_ctx": self.settings.num_ctx}
 
-    def _structured(self, task: str, prompt: str, model: type[M]) -> M:
-        return self._call(
-            task,
-            prompt,
-            _schema(model),
-            lambda content: parse_reply(content, model),
-            lambda result: result.model_dump_json(),
-            model.model_validate_json,
-        )
+    def _cache_request(self, prompt: str, schema: dict[str, Any] | None, options: dict[str, Any]) -> dict[str, Any]:
+        return super()._cache_request(prompt, schema, options) | {"think": self._think}
 
-    def _call(
-        self,
-        task: str,
-        prompt: str,
-        schema: dict[str, Any] | None,
-        parse: Callable[[str], T],
-        dump: Callable[[T], str],
-        load: Callable[[str], T],
-    ) -> T:
-        options = self._options()
-        key = None
-        if self.cache is not None:
-            key = self.cache.key(self.name, self.model, task, prompt, schema, options)
-            hit = self.cache.get(key)
-            if hit is not None:
-                try:
-                    return load(hit)
-                except ValueError:  # pydantic's ValidationError is a ValueError
-                    log.warning("ignoring an unreadable cached %s reply %s", task, key[:12])
-
-        def attempt(i: int, after_malformed: bool) -> T:
-            opts = dict(options)
-            if after_malformed:  # the same prompt at the same temperature would give the same bad reply
-                opts["temperature"] = max(float(opts["temperature"]), min(1.0, 0.3 * i))
-            return parse(self._chat(prompt, schema, opts))
-
-        started = time.perf_counter()
-        result = self._channel.run(task, self.model, attempt)
-        ms = (time.perf_counter() - started) * 1000.0
-        if key is not None:
-            fmt = (schema or {}).get("title")
-            request = {"prompt": prompt, "format": fmt, "options": options, "think": self._think}
-            try:
-                self.cache.put(key, self.name, self.model, task, request, dump(result), ms)  # type: ignore[union-attr]
-            except Exception:  # noqa: BLE001 - a cache write failure must not lose a good reply
-                log.exception("could not cache the %s reply", task)
-        return result
-
-    def _chat(self, prompt: str, schema: dict[str, Any] | None, options: dict[str, Any]) -> str:
+    def _chat(self, host: Host[ollama.Client], prompt: str, schema: dict[str, Any] | None,
+              options: dict[str, Any]) -> str:
         kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": "user", "content": prompt}],
@@ -197,13 +53,13 @@ class OllamaBackend:
         if self._think is not None:
             kwargs["think"] = self._think
         try:
-            response = self._channel.client.chat(**kwargs)
+            response = host.client.chat(**kwargs)
         except ollama.ResponseError as exc:
             # A server that rejects the `think` field: drop it for good and ask again.
             if "think" in kwargs and exc.status_code == 400 and "think" in str(exc.error).lower():
                 self._think = None
                 del kwargs["think"]
-                response = self._channel.client.chat(**kwargs)
+                response = host.client.chat(**kwargs)
             else:
                 raise
         return response.message.content or ""

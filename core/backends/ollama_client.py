@@ -1,37 +1,23 @@
-"""Talking to an Ollama server, over the official `ollama` client: the `Channel` (one client, one concurrency
-limit, the retry policy) that the backend (core/backends/ollama_backend.py) and the embedder
-(core/backends/ollama_embedder.py) call through, and the server check (`check`, `require_ready`).
+"""Talking to Ollama servers, over the official `ollama` client: the `Channel` (one client and `concurrency` slots
+per host, the retry and failover policy of core/backends/hosts.py) that the backend (core/backends/ollama_backend.py)
+and the embedder (core/backends/ollama_embedder.py) call through, and the server check (`check`, `require_ready`).
 
-Transient failures (HTTP 5xx, timeouts, refused connections, an unreadable reply body) are retried, with a
-doubling pause; a malformed reply is asked again at once; anything left becomes a `BackendError` naming the host
-and the model. A `BoundedSemaphore(concurrency)` bounds the requests in flight so a build may call from a thread
-pool.
+Transient failures (HTTP 5xx, timeouts, refused connections, an unreadable reply body) move the call to another
+host, or are retried with a doubling pause; a malformed reply is asked again at once; anything left becomes a
+`BackendError` naming the host and the model. The slots bound the requests in flight so a build may call from a
+thread pool.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TypeVar
 
 import httpx
 import ollama
 from pydantic import ValidationError
 
-from core.backends.replies import MalformedReply
+from core.backends.hosts import Dialect, EndpointStatus, HostPool, require_all
 from core.config import BackendSettings
-from core.protocols import BackendError
-
-log = logging.getLogger(__name__)
-
-RETRY_BACKOFF_S = 0.25  # first pause after a transient failure; doubles per retry, capped at 4 s
-
-T = TypeVar("T")
-
 
 # -- requests ---------------------------------------------------------------------------------------------------
 
@@ -61,65 +47,30 @@ def _retryable(exc: BaseException) -> bool | None:
     return None
 
 
-class Channel:
-    """One client, one concurrency limit and the retry policy, shared by the calls of a backend or embedder."""
+def _fatal(exc: BaseException, host: str, model: str) -> str | None:
+    if isinstance(exc, ollama.ResponseError) and exc.status_code == 404:
+        return f"Ollama at {host} has no model {model!r} ({exc.error}); run `ollama pull {model}`"
+    return None
+
+
+OLLAMA = Dialect(label="Ollama", describe=_describe, retryable=_retryable, fatal=_fatal)
+
+
+class Channel(HostPool[ollama.Client]):
+    """The Ollama hosts of a backend or embedder (`settings.endpoints("ollama")`: OLLAMA_HOST, or STRATA_HOSTS),
+    each with its own client and `concurrency` slots, and the retry and failover policy of core/backends/hosts.py."""
 
     def __init__(self, settings: BackendSettings):
         self.settings = settings
-        self.host = settings.ollama_host
-        self.client = ollama.Client(host=settings.ollama_host, timeout=settings.timeout_s)
-        self.semaphore = threading.BoundedSemaphore(max(1, int(settings.concurrency)))
-
-    def run(self, what: str, model: str, attempt: Callable[[int, bool], T]) -> T:
-        """Call `attempt(i, after_malformed)` until it returns, at most retries + 1 times."""
-        tries = max(0, int(self.settings.retries)) + 1
-        problem = ""
-        after_malformed = False
-        for i in range(tries):
-            if i and not after_malformed:
-                time.sleep(min(4.0, RETRY_BACKOFF_S * 2 ** (i - 1)))
-            try:
-                with self.semaphore:
-                    return attempt(i, after_malformed)
-            except MalformedReply as exc:
-                problem, after_malformed = f"malformed reply: {exc}", True
-            except BackendError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - classified below; unknown errors propagate
-                retry = _retryable(exc)
-                if retry is None:
-                    raise
-                if isinstance(exc, ollama.ResponseError) and exc.status_code == 404:
-                    raise BackendError(
-                        f"Ollama at {self.host} has no model {model!r} ({exc.error}); run `ollama pull {model}`"
-                    ) from None
-                if not retry:
-                    reason = _describe(exc, self.settings.timeout_s)
-                    raise BackendError(
-                        f"Ollama at {self.host} refused to {what} with model {model!r}: {reason}"
-                    ) from None
-                problem, after_malformed = _describe(exc, self.settings.timeout_s), False
-            log.warning("ollama %s (%s) attempt %d/%d failed: %s", what, model, i + 1, tries, problem)
-        raise BackendError(
-            f"Ollama at {self.host} failed to {what} with model {model!r} after {tries} attempt"
-            f"{'s' if tries > 1 else ''}: {problem}"
-        )
+        super().__init__(settings.endpoints("ollama"), lambda url: ollama.Client(host=url, timeout=settings.timeout_s),
+                         concurrency=settings.concurrency, retries=settings.retries, timeout_s=settings.timeout_s,
+                         dialect=OLLAMA)
 
 
 # -- server check ---------------------------------------------------------------------------------------------------
 
 
-@dataclass
-class OllamaStatus:
-    reachable: bool
-    host: str
-    models: list[str] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)
-    message: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.reachable and not self.missing
+OllamaStatus = EndpointStatus  # the shape both servers' checks report
 
 
 def _tagged(name: str) -> str:
@@ -128,10 +79,13 @@ def _tagged(name: str) -> str:
     return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
 
 
-def check(settings: BackendSettings, need_embed: bool = True) -> OllamaStatus:
-    """Is the server up, and does it hold the chat (and embedding) model? Never raises."""
-    host = settings.ollama_host
-    wanted = list(dict.fromkeys([settings.chat_model] + ([settings.embed_model] if need_embed else [])))
+def check(settings: BackendSettings, need_embed: bool = True, host: str | None = None,
+          need_chat: bool = True) -> OllamaStatus:
+    """Is the server (`host`, default OLLAMA_HOST) up, and does it hold the chat (and embedding) model? Never
+    raises."""
+    host = host or settings.ollama_host
+    wanted = list(dict.fromkeys(([settings.chat_model] if need_chat else [])
+                                + ([settings.embed_model] if need_embed else [])))
     timeout = min(float(settings.timeout_s), 10.0)
     try:
         client = ollama.Client(host=host, timeout=timeout)
@@ -160,9 +114,7 @@ def check(settings: BackendSettings, need_embed: bool = True) -> OllamaStatus:
     return OllamaStatus(reachable=True, host=host, models=models, missing=missing, message=message)
 
 
-def require_ready(settings: BackendSettings, need_embed: bool = False) -> OllamaStatus:
-    """`check`, raising BackendError with its message when the host is down or lacks a needed model."""
-    status = check(settings, need_embed=need_embed)
-    if not status.reachable or status.missing:
-        raise BackendError(status.message)
-    return status
+def require_ready(settings: BackendSettings, need_embed: bool = False, need_chat: bool = True) -> OllamaStatus:
+    """`check` of every Ollama host, raising BackendError with their messages when one is down or lacks a needed
+    model; the first host's status otherwise."""
+    return require_all([check(settings, need_embed, h, need_chat) for h in settings.endpoints("ollama")])[0]

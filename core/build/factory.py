@@ -6,6 +6,7 @@ from __future__ import annotations
 from core.backends.cache import CallCache
 from core.backends.embedders import make_embedder
 from core.backends.offline import OfflineBackend
+from core.backends.servers import backend_kind, embedder_kind, require_servers
 from core.build.context import BuildContext
 from core.config import Settings
 from core.index.vectors import VectorIndex
@@ -21,19 +22,34 @@ def make_backend(settings: Settings, store: Store | None) -> LanguageBackend:
         from core.backends.ollama_backend import OllamaBackend
 
         return OllamaBackend(settings.backend, CallCache(store) if store else None)
+    if settings.backend.kind == "openai":  # likewise the openai client
+        from core.backends.openai_backend import OpenAIBackend
+
+        return OpenAIBackend(settings.backend, CallCache(store) if store else None)
     return OfflineBackend(settings.extract.max_entities_per_chunk, settings.extract.max_relationships_per_chunk,
                           settings.extract.offline_extractor)
 
 
 def open_index(settings: Settings, ws_name: str, embedder_name: str) -> VectorIndex:
-    return VectorIndex(settings.storage.vector_dir(ws_name), embedder_name)
+    """The workspace's vectors: on the Chroma server of `storage.chroma_url` when set, else embedded on disk."""
+    return VectorIndex(settings.storage.vector_dir(ws_name), embedder_name, url=settings.storage.chroma_url,
+                       workspace=ws_name)
+
+
+def delete_vectors(settings: Settings, ws_name: str) -> None:
+    """Remove the workspace's vectors: its collections on the server (when there is one) and its directory (the
+    embedded store, and the C-HNSW file that lives there either way)."""
+    import shutil
+
+    if settings.storage.chroma_url:
+        from core.index.chroma import drop_server_workspace
+
+        drop_server_workspace(settings.storage.chroma_url, ws_name)
+    shutil.rmtree(settings.storage.vector_dir(ws_name), ignore_errors=True)
 
 
 def make_context(store: Store, ws: Workspace, settings: Settings, embedder: Embedder | None = None) -> BuildContext:
-    if settings.backend.kind == "ollama":
-        from core.backends.ollama_client import require_ready  # the optional ollama client: see make_backend
-
-        require_ready(settings.backend, need_embed=settings.embed.embedder == "ollama")
+    require_servers(settings)  # the model servers the backend and embedder need, if any: up, with their models
     emb = embedder or make_embedder(settings.embed, settings.backend, settings.storage.home / "models")
     return BuildContext(
         store=store,
@@ -46,9 +62,9 @@ def make_context(store: Store, ws: Workspace, settings: Settings, embedder: Embe
 
 
 def job_settings(settings: Settings, ws: Workspace) -> Settings:
-    """`settings` with the workspace's own embedder (and backend when that embedder is Ollama's), for a job that
-    embeds as the build did."""
+    """`settings` with the workspace's own embedder (and backend when that embedder is a model server's), for a job
+    that embeds as the build did."""
     s = settings.model_copy(deep=True)
-    s.embed.embedder = "ollama" if (ws.embedder or "").startswith("ollama") else "minilm"
-    s.backend.kind = "ollama" if s.embed.embedder == "ollama" else "offline"
+    s.embed.embedder = embedder_kind(ws.embedder or "")  # type: ignore[assignment]
+    s.backend.kind = backend_kind(s.embed.embedder)  # type: ignore[assignment]
     return s

@@ -17,7 +17,8 @@ aggregation", Appendix C.3), for the `augment` stage (core/build/stages/augment.
   (`derived_from` its community) with one O (`has_overview`).
 
 Resumable: community ids hash their members, so a rerun over an unchanged graph keeps every row and report;
-reports are made only for new (or merge-staled) communities, before any row is written.
+reports are made only for new (or merge-staled) communities and those whose material changed (its hash is kept in
+`data["material"]`), before any row is written.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ class HeteroPartition:
                 Node.workspace_id == ws_id, col(Node.kind).in_(kinds),
                 or_(col(Node.kind) != "entity", col(Node.layer) == 0)).order_by(Node.id)).all()
             edges = s.exec(select(Edge.src, Edge.dst, Edge.kind).where(
-                Edge.workspace_id == ws_id, col(Edge.kind).in_({k for k, _, _ in noderag.COMMUNITY_EDGES}))).all()
+                Edge.workspace_id == ws_id, col(Edge.kind).in_({k for k, _, _ in noderag.COMMUNITY_EDGES}))
+                .order_by(Edge.src, Edge.dst, Edge.kind)).all()  # canonical order: Leiden depends on edge order
         self.ids = [r[0] for r in rows]
         self.kind = [r[1] for r in rows]
         self.text = [(r[3] or r[2] or "") for r in rows]
@@ -122,9 +124,12 @@ def communities(ctx: BuildContext, part: HeteroPartition) -> Iterator[tuple[int,
         have = {cid: (summary, data) for cid, summary, data in s.exec(select(
             Community.id, Community.summary, Community.data).where(
             Community.workspace_id == ws_id, Community.method == METHOD))}
+    material = [content_id(hint, *lines) for hint, lines in (part.material(k) for k in range(len(part.cids)))]
+    # no report yet, a stale one, or one written from other material (documents added or deleted)
     todo = [k for k, cid in enumerate(part.cids)
-            if cid not in have or not have[cid][0] or (have[cid][1] or {}).get("stale")]
-    workers = ctx.settings.backend.concurrency if ctx.backend.name == "ollama" else 1
+            if cid not in have or not have[cid][0] or (have[cid][1] or {}).get("stale")
+            or (have[cid][1] or {}).get("material") != material[k]]
+    workers = ctx.settings.backend.parallel_calls if ctx.backend.name != "offline" else 1
     batch = max(32, workers * 4)
     reports: dict[str, Report] = {}
 
@@ -145,7 +150,7 @@ def communities(ctx: BuildContext, part: HeteroPartition) -> Iterator[tuple[int,
             kinds[part.kind[v]] += 1
         rows.append(Community(id=cid, workspace_id=ws_id, method=METHOD, level=0, size=len(part.communities[k]),
                               data={"kinds": dict(sorted(kinds.items())),
-                                    "modularity_level": round(part.modularity, 4)}))
+                                    "modularity_level": round(part.modularity, 4), "material": material[k]}))
         members_of[cid] = [part.ids[v] for v in part.communities[k]]
     write_communities(store, ws_id, rows, members_of, (METHOD,))
     with store.session() as s:  # a kept community whose member was deleted and made again (an attribute) lost its edge

@@ -21,6 +21,7 @@ from core.build.context import BuildContext
 from core.build.noderag_communities import edge_row
 from core.index.embedding import node_text_for_embedding
 from core.models import Edge, Node, sql_table
+from core.store import is_sqlite, json_field
 
 EMBEDDED = noderag.SEMANTIC_KINDS  # NodeRAG's retrievable, vector-searched kinds
 
@@ -62,14 +63,36 @@ def load_vectors(ctx: BuildContext) -> tuple[list[str], list[str], np.ndarray]:
 # prefix, so it reads the embedded nodes' edges instead of scanning every edge of the workspace.
 _KINDS = ", ".join(f"'{k}'" for k in EMBEDDED)
 _OWNER = " OR ".join(f"(e.kind = '{k}' AND a.kind = '{a}' AND b.kind = '{b}')" for k, a, b in noderag.HETEROGRAPH_EDGES
-                     if k not in ("matches", "semantic") and a in EMBEDDED and b in EMBEDDED) or "0"
-LINKED = sql_text(f"""
-    SELECT e.id, e.src, e.dst, e.kind, json_extract(e.data, '$.hnsw'), ({_OWNER}) AS owner
+                     if k not in ("matches", "semantic") and a in EMBEDDED and b in EMBEDDED) or "FALSE"
+_LINKED = f"""
+    SELECT e.id, e.src, e.dst, e.kind, {{hnsw}}, ({_OWNER}) AS owner
     FROM {Node.__tablename__} AS a
-    CROSS JOIN {Edge.__tablename__} AS e ON e.workspace_id = a.workspace_id AND e.src = a.id
+    {{join}} {Edge.__tablename__} AS e ON e.workspace_id = a.workspace_id AND e.src = a.id
     JOIN {Node.__tablename__} AS b ON b.id = e.dst
     WHERE a.workspace_id = :ws AND a.kind IN ({_KINDS}) AND b.kind IN ({_KINDS}) AND e.kind != 'matches'
-      AND e.kind != 'semantic' AND (({_OWNER}) OR json_extract(e.data, '$.hnsw') IS NOT NULL)""")
+      AND e.kind != 'semantic' AND (({_OWNER}) OR {{hnsw}} IS NOT NULL)"""
+
+
+def linked_sql(conn):
+    """The query above for the connection's database: on SQLite driven from the nodes by CROSS JOIN (its written
+    join order) and json_extract; on PostgreSQL a plain JOIN and the `->>` operator."""
+    if is_sqlite(conn):
+        return sql_text(_LINKED.format(hnsw="json_extract(e.data, '$.hnsw')", join="CROSS JOIN"))
+    return sql_text(_LINKED.format(hnsw="CAST(e.data ->> 'hnsw' AS FLOAT)", join="JOIN"))
+
+
+def _drop_hnsw(conn):
+    """`data` without its `hnsw` key, as an UPDATE value."""
+    if is_sqlite(conn):
+        return func.json_remove(Edge.data, "$.hnsw")
+    return literal_column("CAST(CAST(data AS jsonb) - 'hnsw' AS json)")
+
+
+def _set_hnsw(conn):
+    """`data` with `hnsw` set to 1, as an UPDATE value."""
+    if is_sqlite(conn):
+        return func.json_set(func.coalesce(Edge.data, literal_column("'{}'")), "$.hnsw", 1)
+    return literal_column("""CAST(COALESCE(CAST(data AS jsonb), '{}') || '{"hnsw": 1}' AS json)""")
 
 
 def delete_ids(s, ids: list[int]) -> None:
@@ -83,19 +106,19 @@ def write_edges(ctx, ids: list[str], matches: list[tuple[int, int]], pairs: np.n
     transaction, touching only the rows that differ (a re-run over an unchanged graph writes nothing)."""
     ws_id, n = ctx.ws.id, len(ids)
     index = {nid: v for v, nid in enumerate(ids)}
-    by = func.coalesce(func.json_extract(Edge.data, "$.by"), "")
-    hnsw = func.json_extract(Edge.data, "$.hnsw")
     with ctx.store.session() as s:
+        by = func.coalesce(json_field(s, Edge.data, "by", as_text=True), "")
+        hnsw = json_field(s, Edge.data, "hnsw")
         old_sem = {(a, b): (eid, sc) for eid, a, b, sc in s.exec(
-            select(Edge.id, Edge.src, Edge.dst, func.json_extract(Edge.data, "$.score")).where(
+            select(Edge.id, Edge.src, Edge.dst, json_field(s, Edge.data, "score")).where(
                 Edge.workspace_id == ws_id, Edge.kind == "semantic", by == "hnsw"))}
         old_match = {(a, b): (eid, w) for eid, a, b, w in s.exec(select(Edge.id, Edge.src, Edge.dst, Edge.weight).where(
             Edge.workspace_id == ws_id, Edge.kind == "matches"))}
-        linked = s.exec(LINKED, params={"ws": ws_id}).all()
+        linked = s.exec(linked_sql(s), params={"ws": ws_id}).all()
         old_boost = {eid for eid, _, _, _, boost, _ in linked if boost is not None}
         # pair -> the one edge that takes the boost: a heterograph edge (owner), else a match
         owner: dict[tuple[int, ...], tuple] = {}
-        for eid, src, dst, _kind, _, can_own in sorted(linked, key=lambda r: (r[3], r[0])):
+        for eid, src, dst, _kind, _, can_own in sorted(linked, key=lambda r: (r[3], r[1], r[2])):  # not row-id order
             if can_own and src in index and dst in index:
                 owner.setdefault(tuple(sorted((index[src], index[dst]))), ("db", eid))
         for h, j in matches:
@@ -113,12 +136,11 @@ def write_edges(ctx, ids: list[str], matches: list[tuple[int, int]], pairs: np.n
         gone = sorted(old_boost - boost_db)
         for k in range(0, len(gone), 500):
             s.exec(update(Edge).where(col(Edge.id).in_(gone[k : k + 500])).values(
-                weight=Edge.weight - hnsw, data=func.json_remove(Edge.data, "$.hnsw")))
+                weight=Edge.weight - hnsw, data=_drop_hnsw(s)))
         fresh = sorted(boost_db - old_boost)
         for k in range(0, len(fresh), 500):
             s.exec(update(Edge).where(col(Edge.id).in_(fresh[k : k + 500])).values(
-                weight=Edge.weight + 1,
-                data=func.json_set(func.coalesce(Edge.data, literal_column("'{}'")), "$.hnsw", 1)))
+                weight=Edge.weight + 1, data=_set_hnsw(s)))
         rows = [edge_row(ws_id, src, dst, "matches", w, {"hnsw": 1} if w > 1 else {})
                 for (src, dst), w in want_match.items() if old_match.get((src, dst), (0, None))[1] != w]
         rows += [edge_row(ws_id, src, dst, "semantic", 1.0, {"by": "hnsw", "score": sc})

@@ -19,11 +19,13 @@ from dataclasses import dataclass
 from sqlmodel import col, select
 
 from core.models import Edge, Node
+from core.store import content_id
 from core.text import truncate
 
 MAX_ENTITIES = 30
 MAX_RELATIONSHIPS = 40
 REPORTED = ("leiden", "hirag", "attributed")
+HASHED = ("leiden", "hirag")  # reports the reports stage keeps by material hash (attributed: its own stage does)
 
 
 def report_material(members: list, rels: list) -> tuple[str, list[str]]:
@@ -34,6 +36,12 @@ def report_material(members: list, rels: list) -> tuple[str, list[str]]:
     lines = [f"{n.title} ({n.type}): {truncate(n.text, 400)}" for n in members[:MAX_ENTITIES]]
     lines += [f"{r.title}: {truncate(r.text, 300)}" for r in rels[:MAX_RELATIONSHIPS]]
     return hint, lines
+
+
+def material_hash(members: list, rels: list) -> str:
+    """The hash of what a report is written from: a stored report with the same hash needs no new one."""
+    hint, lines = report_material(members, rels)
+    return content_id(hint, *lines)
 
 
 @dataclass
@@ -66,6 +74,6 @@ class CommunityElements:
 
     def of(self, cid: str) -> tuple[list[Element], list[Element]]:
         member_ids = set(self.members.get(cid, []))
-        members = [self.nodes[m] for m in member_ids if m in self.nodes]
+        members = [self.nodes[m] for m in sorted(member_ids) if m in self.nodes]  # ties keep id order
         inner = {r for m in member_ids for r in self.rels_of.get(m, []) if self.ends[r] <= member_ids}
-        return members, [self.nodes[r] for r in inner if r in self.nodes]
+        return members, [self.nodes[r] for r in sorted(inner) if r in self.nodes]

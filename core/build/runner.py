@@ -2,18 +2,21 @@
 
 A stage is `stage(ctx: BuildContext) -> Iterator[Progress]` (core/build/context.py). The runner writes every
 stage's progress to `StageRun` rows and a heartbeat to `BuildRun`, which is what the app polls, so a reload or a
-second tab sees the same run.
+second tab sees the same run. It writes them as the holder of the run's lease (core/build/lease.py): a worker
+that lost the run to another stops at its next unit and writes nothing more.
 """
 
 from __future__ import annotations
 
-import os
 import time
 import traceback
 from collections.abc import Callable, Iterator
 
+from sqlalchemy import update
+
 from core.build.context import BuildContext, Cancelled, Event, JobPlan, Progress, Stage
-from core.build.runs import Heartbeat, insert_run, update_run, update_stage
+from core.build.lease import Lease, LeaseLost
+from core.build.runs import insert_run
 from core.build.stages.attributed import attributed_stage
 from core.build.stages.augment import augment_stage
 from core.build.stages.chunk import chunk_stage
@@ -30,6 +33,10 @@ from core.config import Settings
 from core.models import BuildRun, Workspace, utcnow
 from core.protocols import BackendError
 from core.store import Store
+
+
+class RunTaken(RuntimeError):
+    """The run could not be claimed: another live worker holds it, or it finished or was superseded."""
 
 
 def stages() -> list[tuple[str, str, Stage]]:
@@ -61,31 +68,30 @@ def create_run(store: Store, ws: Workspace, settings: Settings) -> BuildRun:
 
 def run_build(ctx: BuildContext, run_id: int, only: list[str] | None = None,
               steps: list[tuple[str, str, Stage]] | None = None,
-              finish: Callable[[BuildContext], str] | None = None) -> Iterator[Event]:
+              finish: Callable[[BuildContext], str] | None = None, lease: Lease | None = None) -> Iterator[Event]:
     """Run every stage (or `only` these) of run `run_id`, recording progress; yields an Event per update. A job
     (core/worker.py) passes its own `steps` and `finish` (what to do once every step is done, returning the
-    run's final message) instead of the build's stages and its version bump."""
-    with Heartbeat(ctx.store, run_id):
-        yield from _run_stages(ctx, run_id, only, steps, finish)
+    run's final message) instead of the build's stages and its version bump. `lease`: the caller's claim on the
+    run (a worker claims before it builds its context); without one the run is claimed here, and RunTaken raised
+    when another live worker holds it. A lost lease ends the run's events with one of status "lost"."""
+    if lease is None:
+        lease = Lease(ctx.store, run_id, ctx.settings.worker.lease_s)
+        if not lease.claim():
+            raise RunTaken(f"run {run_id} is held by another live worker, finished, or superseded by a newer run")
+    with lease.heartbeat():
+        yield from _run_stages(ctx, lease, only, steps, finish)
 
 
-def _run_stages(ctx: BuildContext, run_id: int, only: list[str] | None,
+def _run_stages(ctx: BuildContext, lease: Lease, only: list[str] | None,
                 steps: list[tuple[str, str, Stage]] | None = None,
                 finish: Callable[[BuildContext], str] | None = None) -> Iterator[Event]:
-    store = ctx.store
+    store, run_id = ctx.store, lease.run_id
     last_write = 0.0
-
-    def cancelled() -> bool:
-        with store.session() as s:
-            run = s.get(BuildRun, run_id)
-            return run is not None and run.status == "cancelling"
-
-    ctx.should_stop = cancelled
-    if cancelled():  # stopped while still queued: honour it instead of overwriting it with "running"
-        update_run(store, run_id, status="cancelled", finished_at=utcnow(), message="Stopped by the user")
+    ctx.should_stop = lease.should_stop
+    if lease.state() == "cancelling":  # stopped while still queued: honour it
+        lease.finish("cancelled", "Stopped by the user")
         yield Event(run_id, "", "cancelled", 0, 0, "Stopped by the user", {})
         return
-    update_run(store, run_id, status="running", pid=os.getpid(), heartbeat=utcnow())
     stage_name = ""
     try:
         for name, label, fn in (stages() if steps is None else steps):
@@ -93,8 +99,8 @@ def _run_stages(ctx: BuildContext, run_id: int, only: list[str] | None,
                 continue
             stage_name = name
             t0 = time.perf_counter()
-            update_run(store, run_id, stage=name, message=label)
-            update_stage(store, run_id, name, status="running", started_at=utcnow())
+            lease.write(stage=name, message=label)
+            lease.write_stage(name, status="running", started_at=utcnow())
             yield Event(run_id, name, "running", 0, 0, label, {})
             last: Progress | None = None
             for p in fn(ctx):
@@ -102,45 +108,55 @@ def _run_stages(ctx: BuildContext, run_id: int, only: list[str] | None,
                 now = time.perf_counter()
                 if now - last_write > 0.4 or p.done == p.total:
                     last_write = now
-                    update_stage(store, run_id, name, done=p.done, total=p.total, message=p.message or label,
-                                  counts=p.counts, seconds=now - t0)
-                    update_run(store, run_id, heartbeat=utcnow(), message=p.message or label)
+                    lease.write_stage(name, done=p.done, total=p.total, message=p.message or label,
+                                      counts=p.counts, seconds=now - t0)
+                    lease.write(heartbeat=utcnow(), message=p.message or label)
                 yield Event(run_id, name, "running", p.done, p.total, p.message, p.counts)
                 if ctx.should_stop():
-                    raise Cancelled()
+                    raise lease.stop_error()
+            if ctx.should_stop() and lease.lost.is_set():  # a stage that saw the loss returned early
+                raise LeaseLost()
             secs = time.perf_counter() - t0
             fin = last or Progress(1, 1, label)
-            update_stage(store, run_id, name, status="done", done=fin.total, total=fin.total, counts=fin.counts,
-                          seconds=secs, finished_at=utcnow(), message=fin.message or label)
+            lease.write_stage(name, status="done", done=fin.total, total=fin.total, counts=fin.counts,
+                              seconds=secs, finished_at=utcnow(), message=fin.message or label)
             yield Event(run_id, name, "done", fin.total, fin.total, fin.message, fin.counts)
+        if lease.state() == "lost":  # another worker holds the run now: it finishes it
+            raise LeaseLost()
         done_message = "Build finished" if finish is None else finish(ctx)
         if finish is None:
             store.analyze()
-            with store.session() as s:
-                ws = s.get(Workspace, ctx.ws_id)
-                assert ws is not None  # the workspace being built
-                ws.build_version += 1
-                ws.backend = ctx.backend.name
-                ws.chat_model = ctx.backend.model
-                ws.embedder = ctx.embedder.name
-                s.add(ws)
-                s.commit()
-        update_run(store, run_id, status="done", finished_at=utcnow(), message=done_message, heartbeat=utcnow())
+            finish_build(store, ctx.ws_id, ctx.backend.name, ctx.backend.model, ctx.embedder.name)
+        if not lease.finish("done", done_message):
+            raise LeaseLost()
         yield Event(run_id, "", "done", 1, 1, done_message, {})
+    except LeaseLost:
+        yield Event(run_id, stage_name, "lost", 0, 0, "another worker took the run over: stopped", {})
     except Cancelled:
-        update_stage(store, run_id, stage_name, status="cancelled")
-        update_run(store, run_id, status="cancelled", finished_at=utcnow(), message="Stopped by the user")
+        if lease.lost.is_set():
+            yield Event(run_id, stage_name, "lost", 0, 0, "another worker took the run over: stopped", {})
+            return
+        lease.write_stage(stage_name, status="cancelled")
+        lease.finish("cancelled", "Stopped by the user")
         yield Event(run_id, stage_name, "cancelled", 0, 0, "Stopped by the user", {})
     except Exception as exc:  # recorded for the UI, then re-raised for the CLI's exit status
         msg = f"{type(exc).__name__}: {exc}" if not isinstance(exc, BackendError) else str(exc)
-        update_stage(store, run_id, stage_name, status="failed", message=msg[:500])
-        update_run(store, run_id, status="failed", finished_at=utcnow(), error=traceback.format_exc()[-4000:],
-                    message=msg[:500])
+        lease.write_stage(stage_name, status="failed", message=msg[:500])
+        lease.finish("failed", msg[:500], error=traceback.format_exc()[-4000:])
         yield Event(run_id, stage_name, "failed", 0, 0, msg, {})
         raise
 
 
-def run_job(ctx: BuildContext, run_id: int, plan: JobPlan) -> Iterator[Event]:
+def finish_build(store: Store, ws_id: int, backend: str, chat_model: str, embedder: str) -> None:
+    """A finished build: the workspace's version + 1 (one atomic UPDATE: a concurrent bump is never lost) and the
+    backend, model and embedder it was built with."""
+    t = Workspace.__table__  # type: ignore[attr-defined]
+    with store.engine.begin() as conn:
+        conn.execute(update(t).where(t.c.id == ws_id).values(build_version=t.c.build_version + 1, backend=backend,
+                                                               chat_model=chat_model, embedder=embedder))
+
+
+def run_job(ctx: BuildContext, run_id: int, plan: JobPlan, lease: Lease | None = None) -> Iterator[Event]:
     """Run job `run_id` (the worker calls this): runner.run_build over the plan's steps; the graph-changing steps
     that finished decide the version bump, whether the job ends, is stopped or fails."""
     bumped = False
@@ -151,7 +167,7 @@ def run_job(ctx: BuildContext, run_id: int, plan: JobPlan) -> Iterator[Event]:
         return plan.done_message
 
     try:
-        yield from run_build(ctx, run_id, steps=plan.steps, finish=finish)
+        yield from run_build(ctx, run_id, steps=plan.steps, finish=finish, lease=lease)
     finally:  # a step stopped or failed half-way may have changed rows too: reload rather than show stale views
         started = {r.stage for r in ctx.store.stage_runs(run_id) if r.status != "pending"}
         if not bumped and started & plan.changes:

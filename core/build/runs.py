@@ -4,7 +4,14 @@ sidebar polls it every two seconds, so it imports no stage.
 
 A build and a job are both `BuildRun` rows (`kind` "build", or a job kind: "promote", "whatif", "reembed", with its
 parameters in `params`), with one `StageRun` row per stage or step. One run at a time per workspace: `check_idle`
-raises JobBusy while `active_run` finds one.
+raises JobBusy while `active_run` finds one, and `insert_run` checks it again under the workspace's write lock.
+
+Which worker runs a run is core/build/lease.py: an atomic claim and a lease renewed by heartbeats. The rule for a
+run whose worker went silent (its heartbeat older than `STALE_AFTER_S`, the worker's `lease_s`): it is no longer
+active, so the app (Build / resume) or the CLI may start a new run of the workspace, which supersedes it (closed
+here, in the same transaction; a worker still holding it loses its lease and stops) and resumes from the
+checkpoints; until then an idle `worker --serve` may claim the silent run itself and resume it. Either way one
+run of the workspace works at a time.
 """
 
 from __future__ import annotations
@@ -15,56 +22,87 @@ import sys
 import threading
 from pathlib import Path
 
+from sqlalchemy import case, literal, update
 from sqlmodel import col, select
 
-from core.config import Settings
+from core.config import Settings, WorkerSettings
 from core.models import BuildRun, StageRun, Workspace, utcnow
 from core.store import Store
 
 FINISHED = ("done", "failed", "cancelled")
-KIND_LABELS = {"build": "Build", "promote": "Promote", "whatif": "What-if run", "reembed": "Merge decision"}
+UNFINISHED = ("queued", "running", "cancelling")
+STALE_AFTER_S: float = WorkerSettings.model_fields["lease_s"].default  # a silent worker's run is stale after this
+KIND_LABELS = {"build": "Build", "promote": "Promote", "whatif": "What-if run", "reembed": "Merge decision",
+               "delete": "Delete documents"}
 
 
 class JobBusy(RuntimeError):
     """A build or another job of the workspace is running: the new one is refused (the message says which)."""
 
 
+def lock_workspace(conn, ws_id: int) -> None:
+    """Take the write lock on the workspace's row for the rest of the transaction (a no-op UPDATE): on PostgreSQL a
+    row lock, on SQLite the database's write lock, so run inserts and claims of one workspace are serialized. It
+    must be the transaction's first write (SQLite: a transaction that read first may not upgrade)."""
+    conn.execute(update(Workspace.__table__).where(Workspace.__table__.c.id == ws_id)  # type: ignore[attr-defined]
+                 .values(build_version=Workspace.__table__.c.build_version))  # type: ignore[attr-defined]
+
+
 def insert_run(store: Store, ws: Workspace, settings: Settings, steps: list[tuple[str, str]], kind: str = "build",
                params: dict | None = None, message: str = "") -> BuildRun:
-    """A queued run with one pending StageRun per (name, label) step, in order."""
+    """A queued run with one pending StageRun per (name, label) step, in order. Under the workspace's write lock:
+    refused (JobBusy) while another run of the workspace is active (a run stopped while still queued does not
+    count), and the workspace's older unfinished runs, all silent by then, are closed as superseded."""
     assert ws.id is not None  # a stored workspace
     with store.session() as s:
+        lock_workspace(s.connection(), ws.id)
+        prev = s.exec(select(BuildRun).where(BuildRun.workspace_id == ws.id).order_by(col(BuildRun.id).desc())).first()
+        if prev is not None and is_active(prev) and not (prev.status == "cancelling" and prev.worker is None):
+            raise JobBusy(busy_message(prev))
         run = BuildRun(workspace_id=ws.id, status="queued", kind=kind, params=params or {},
                        backend=settings.backend.kind, settings=settings.model_dump(mode="json"), message=message)
         s.add(run)
-        s.commit()
-        s.refresh(run)
-        assert run.id is not None  # set by the commit
+        s.flush()
+        assert run.id is not None  # set by the flush
         for i, (name, label) in enumerate(steps):
             s.add(StageRun(run_id=run.id, workspace_id=ws.id, stage=name, ordinal=i, message=label))
+        t = BuildRun.__table__  # type: ignore[attr-defined]
+        s.connection().execute(update(t).where(t.c.workspace_id == ws.id, t.c.id < run.id, t.c.status.in_(UNFINISHED))
+                               .values(status=case((t.c.status == "running", literal("failed")),
+                                                   else_=literal("cancelled")),
+                                       message=case((t.c.status == "cancelling", literal("Stopped by the user")),
+                                                    else_=literal(f"superseded by run {run.id}: its worker had "
+                                                                  f"stopped sending heartbeats")),
+                                       finished_at=utcnow()))
         s.commit()
         return run
 
 
-def active_run(store: Store, ws: Workspace, stale_after_s: float = 45.0) -> BuildRun | None:
-    """The workspace's queued or running build, unless its worker stopped sending heartbeats."""
+def is_active(run: BuildRun, stale_after_s: float = STALE_AFTER_S) -> bool:
+    """Unfinished, and its worker (or, while queued, its creation) sent a sign of life within `stale_after_s`."""
+    if run.status not in UNFINISHED:
+        return False
+    beat = run.heartbeat or run.created_at
+    if beat.tzinfo is None:  # read back without its zone: stored in UTC
+        beat = beat.replace(tzinfo=utcnow().tzinfo)
+    return (utcnow() - beat).total_seconds() <= stale_after_s
+
+
+def active_run(store: Store, ws: Workspace, stale_after_s: float = STALE_AFTER_S) -> BuildRun | None:
+    """The workspace's queued or running build or job, unless its worker stopped sending heartbeats (then the run
+    is stale: see the module doc for who resumes it)."""
     assert ws.id is not None  # a stored workspace
     run = store.latest_run(ws.id)
-    if run is None or run.status not in ("queued", "running", "cancelling"):
-        return None
-    beat = run.heartbeat or run.created_at
-    if (utcnow() - beat).total_seconds() > stale_after_s:
-        return None
-    return run
+    return run if run is not None and is_active(run, stale_after_s) else None
 
 
 def request_cancel(store: Store, run_id: int) -> None:
-    with store.session() as s:
-        run = s.get(BuildRun, run_id)
-        if run and run.status in ("queued", "running"):
-            run.status = "cancelling"
-            s.add(run)
-            s.commit()
+    """Ask the run's worker to stop (it stops at its next unit): one conditional UPDATE, so a worker's own write
+    in between is never undone and a finished run stays finished."""
+    t = BuildRun.__table__  # type: ignore[attr-defined]
+    with store.engine.begin() as conn:
+        conn.execute(update(t).where(t.c.id == run_id, t.c.status.in_(("queued", "running")))
+                     .values(status="cancelling"))
 
 
 def run_label(run: BuildRun) -> str:
@@ -137,11 +175,20 @@ def finished_since_seen(store: Store, ws_id: int) -> bool:
 
 
 def launch_worker(settings: Settings, run_id: int) -> subprocess.Popen:
-    """Start `python -m core worker --run ID` detached from the caller, logging to STRATA_HOME/logs."""
+    """Start `python -m core worker --run ID` detached from the caller, logging to STRATA_HOME/logs, on the caller's
+    database and vector store (STRATA_DATABASE_URL / STRATA_CHROMA_URL from `settings`)."""
     logs = Path(settings.storage.home) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env["STRATA_HOME"] = str(Path(settings.storage.home).resolve())
+    # the caller's stores, also when they were set in code (tests) rather than in this process's environment
+    for var, value in (("STRATA_DATABASE_URL", settings.storage.database_url),
+                       ("STRATA_CHROMA_URL", settings.storage.chroma_url)):
+        if value:
+            env[var] = value
+        else:
+            env.pop(var, None)
+    env["STRATA_WORKER_LEASE_S"] = str(settings.worker.lease_s)
     root = Path(__file__).resolve().parents[2]  # the checkout: core/build/runs.py -> ../../..
     env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
     log = open(logs / f"run-{run_id}.log", "ab")  # noqa: SIM115 - handed to the child
@@ -154,28 +201,3 @@ def launch_worker(settings: Settings, run_id: int) -> subprocess.Popen:
         stdin=subprocess.DEVNULL,
         start_new_session=True,
     )
-
-
-class Heartbeat:
-    """Writes the run's heartbeat every few seconds from a thread, so a long unit (loading a model, one slow
-    model call) never looks like a dead worker to the app."""
-
-    def __init__(self, store: Store, run_id: int, every_s: float = 5.0):
-        self.store, self.run_id, self.every_s = store, run_id, every_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, daemon=True, name=f"heartbeat-{run_id}")
-
-    def _beat(self) -> None:
-        while not self._stop.wait(self.every_s):
-            try:
-                update_run(self.store, self.run_id, heartbeat=utcnow())
-            except Exception:  # noqa: BLE001 - a missed beat is retried at the next tick
-                pass
-
-    def __enter__(self) -> "Heartbeat":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(timeout=self.every_s + 1)

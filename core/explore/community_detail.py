@@ -16,6 +16,7 @@ from sqlalchemy import text
 from core.explore.display import DisplayGraph, edges_between, materialize
 from core.explore.drawing import vis_payload
 from core.explore.hierarchy import read_rows
+from core.store import is_sqlite
 
 
 # -- one community (or summary entity) in detail --------------------------------------------------------------------
@@ -57,8 +58,9 @@ class CommunityDetail:
     graph_note: str = ""
 
 
-# Members are gathered once into a temporary table (the connection's own, never the workspace's tables); lookups
-# by edge target name their index, which SQLite's planner (no ANALYZE statistics) would otherwise pass over.
+# Members are gathered once into a temporary table (the connection's own, never the workspace's tables); on SQLite,
+# lookups by edge target name their index, which its planner (no ANALYZE statistics) would otherwise pass over, and
+# CROSS JOIN keeps the written join order. The SQL below is for SQLite; `_dialect` rewrites it for PostgreSQL.
 _BY_COMMUNITY = ("INSERT OR IGNORE INTO temp.strata_members SELECT src FROM edge INDEXED BY ix_edge_ws_dst "
                  "WHERE workspace_id=:ws AND dst=:cid AND kind='in_community'")
 _BY_SUMMARY = ("INSERT OR IGNORE INTO temp.strata_members WITH RECURSIVE d(id) AS (SELECT src FROM edge "
@@ -70,32 +72,47 @@ _M = "temp.strata_members m"
 _BY_DST = "edge e INDEXED BY ix_edge_ws_dst"
 
 
+def _dialect(session, sql: str) -> str:
+    """`sql` as written (SQLite), or for PostgreSQL: no index hints, plain JOINs, the temporary schema `pg_temp`,
+    ON CONFLICT DO NOTHING for INSERT OR IGNORE."""
+    if is_sqlite(session):
+        return sql
+    sql = sql.replace(" INDEXED BY ix_edge_ws_dst", "").replace("CROSS JOIN", "JOIN").replace("temp.", "pg_temp.")
+    if sql.startswith("INSERT OR IGNORE INTO"):
+        sql = "INSERT INTO" + sql[len("INSERT OR IGNORE INTO"):] + " ON CONFLICT DO NOTHING"
+    return sql
+
+
+def _read(session, sql: str, **params) -> list:
+    return read_rows(session, _dialect(session, sql), **params)
+
+
 def community_detail(store, ws_id: int, cid: str, per_kind: int = 200, max_documents: int = 25,
                      graph_cap: int = 120) -> CommunityDetail | None:
     """Report, members by kind, source documents (most member mentions first) and the drawn subgraph of one
     community, or of one HiRAG summary entity (its members: everything it summarizes, layer by layer)."""
     with store.session() as s:
-        c = read_rows(s, "SELECT id, method, level, parent_id, size, title, summary, report FROM community "
+        c = _read(s, "SELECT id, method, level, parent_id, size, title, summary, report FROM community "
                          "WHERE id=:cid AND workspace_id=:ws", ws=ws_id, cid=cid)
         if c:
             _, method, level, parent_id, size, title, summary, report = c[0]
             kind, gather = "community", _BY_COMMUNITY
-            parent = read_rows(s, "SELECT id, title FROM community WHERE id=:p", p=parent_id) if parent_id else []
-            children = read_rows(s, "SELECT id, title, size FROM community WHERE workspace_id=:ws AND method=:m "
+            parent = _read(s, "SELECT id, title FROM community WHERE id=:p", p=parent_id) if parent_id else []
+            children = _read(s, "SELECT id, title, size FROM community WHERE workspace_id=:ws AND method=:m "
                                     "AND parent_id=:cid AND id!=:cid ORDER BY size DESC, id LIMIT 100",
                                  ws=ws_id, m=method, cid=cid)
             report = _json(report)
         else:
-            n = read_rows(s, "SELECT id, layer, title, text FROM node WHERE id=:cid AND workspace_id=:ws "
+            n = _read(s, "SELECT id, layer, title, text FROM node WHERE id=:cid AND workspace_id=:ws "
                              "AND kind='entity' AND layer>0", ws=ws_id, cid=cid)
             if not n:
                 return None
             _, level, title, summary = n[0]
             method, kind, gather, report, size = "hirag_layers", "summary", _BY_SUMMARY, {}, 0
-            parent = read_rows(s, "SELECT n.id, n.title FROM edge e CROSS JOIN node n ON n.id=e.dst "
+            parent = _read(s, "SELECT n.id, n.title FROM edge e CROSS JOIN node n ON n.id=e.dst "
                                   "WHERE e.workspace_id=:ws AND e.src=:cid AND e.kind='summarizes' "
                                   "ORDER BY e.weight DESC, n.id LIMIT 1", ws=ws_id, cid=cid)
-            children = read_rows(s, f"SELECT n.id, n.title, n.weight FROM {_BY_DST} CROSS JOIN node n ON n.id=e.src "
+            children = _read(s, f"SELECT n.id, n.title, n.weight FROM {_BY_DST} CROSS JOIN node n ON n.id=e.src "
                                     "WHERE e.workspace_id=:ws AND e.dst=:cid AND e.kind='summarizes' AND n.layer>0 "
                                     "ORDER BY n.weight DESC, n.id LIMIT 100", ws=ws_id, cid=cid)
         p = dict(ws=ws_id, cid=cid, cap=per_kind)
@@ -104,12 +121,14 @@ def community_detail(store, ws_id: int, cid: str, per_kind: int = 200, max_docum
             _rows_w(s, "DELETE FROM temp.strata_members")
             _rows_w(s, gather, **p)
             members, counts, docs = _members(s, kind, p, max_documents)
-            names = {i: (t, f) for i, t, f in read_rows(
+            names = {i: (t, f) for i, t, f in _read(
                 s, "SELECT id, title, filename FROM document WHERE workspace_id=:ws AND id IN :ids",
                 ws=ws_id, ids=[d[0] for d in docs])} if docs else {}
-        finally:
-            _rows_w(s, "DROP TABLE IF EXISTS temp.strata_members")
-            s.commit()  # ends the read; only the connection's temporary table was written
+        except BaseException:
+            s.rollback()  # the temporary table goes with it (PostgreSQL takes no statement in a failed transaction)
+            raise
+        _rows_w(s, "DROP TABLE IF EXISTS temp.strata_members")
+        s.commit()  # ends the read; only the connection's temporary table was written
     if kind == "summary":
         size = counts.get("entity", 0)
     documents = []
@@ -125,7 +144,7 @@ def community_detail(store, ws_id: int, cid: str, per_kind: int = 200, max_docum
 
 
 def _rows_w(session, sql: str, **params) -> None:
-    session.connection().execute(text(sql), params)
+    session.connection().execute(text(_dialect(session, sql)), params)
 
 
 def _members(s, kind: str, p: dict, max_documents: int) -> tuple[dict[str, list[Member]], dict[str, int], list]:
@@ -133,27 +152,27 @@ def _members(s, kind: str, p: dict, max_documents: int) -> tuple[dict[str, list[
     elements, and the documents whose chunks (or statements) mention members most."""
     members: dict[str, list[Member]] = defaultdict(list)
     counts: dict[str, int] = {}
-    for k, i, t, ty, w, x, total in read_rows(
+    for k, i, t, ty, w, x, total in _read(
             s, f"SELECT k, id, title, type, weight, text, total FROM (SELECT {_GROUP} AS k, n.id, n.title, n.type, "
             "n.weight, substr(n.text, 1, 400) AS text, row_number() OVER (PARTITION BY "
             f"{_GROUP} ORDER BY n.weight DESC, n.id) AS rk, count(*) OVER (PARTITION BY {_GROUP}) AS total "
-            f"FROM {_M} CROSS JOIN node n ON n.id=m.id) WHERE rk<=:cap ORDER BY k, rk", **p):
+            f"FROM {_M} CROSS JOIN node n ON n.id=m.id) AS ranked WHERE rk<=:cap ORDER BY k, rk", **p):
         members[k].append(Member(i, t, ty, w, x))
         counts[k] = total
-    for i, t, ty, w, x, total in read_rows(
+    for i, t, ty, w, x, total in _read(
             s, "SELECT r.id, r.title, r.type, r.weight, substr(r.text, 1, 400), count(*) OVER () FROM node r "
             f"WHERE r.id IN (SELECT e.src FROM {_M} CROSS JOIN {_BY_DST} ON e.workspace_id=:ws AND e.dst=m.id "
             "WHERE e.kind IN ('subject', 'object') GROUP BY e.src HAVING count(*)>=2) "
             "ORDER BY r.weight DESC, r.id LIMIT :cap", **p):
         members["relationship (inside)"].append(Member(i, t, ty, w, x))
         counts["relationship (inside)"] = total
-    attached = read_rows(s, f"SELECT a.kind, a.id, a.title, a.type, a.weight, substr(a.text, 1, 400) FROM {_M} "
+    attached = _read(s, f"SELECT a.kind, a.id, a.title, a.type, a.weight, substr(a.text, 1, 400) FROM {_M} "
                             "CROSS JOIN edge h ON h.workspace_id=:ws AND h.src=m.id AND h.kind='has_attribute' "
                             "CROSS JOIN node a ON a.id=h.dst ORDER BY a.weight DESC LIMIT :cap", **p)
-    attached += read_rows(s, f"SELECT n.kind, n.id, n.title, n.type, n.weight, substr(n.text, 1, 400) FROM {_BY_DST} "
+    attached += _read(s, f"SELECT n.kind, n.id, n.title, n.type, n.weight, substr(n.text, 1, 400) FROM {_BY_DST} "
                              "CROSS JOIN node n ON n.id=e.src WHERE e.workspace_id=:ws AND e.dst=:cid "
                              "AND e.kind NOT IN ('in_community', 'summarizes') ORDER BY n.weight DESC LIMIT :cap", **p)
-    attached += read_rows(s, f"SELECT o.kind, o.id, o.title, o.type, o.weight, substr(o.text, 1, 400) FROM {_BY_DST} "
+    attached += _read(s, f"SELECT o.kind, o.id, o.title, o.type, o.weight, substr(o.text, 1, 400) FROM {_BY_DST} "
                              "CROSS JOIN edge h ON h.workspace_id=:ws AND h.src=e.src AND h.kind='has_overview' "
                              "CROSS JOIN node o ON o.id=h.dst WHERE e.workspace_id=:ws AND e.dst=:cid "
                              "AND e.kind='derived_from' ORDER BY o.weight DESC LIMIT :cap", **p)
@@ -163,7 +182,7 @@ def _members(s, kind: str, p: dict, max_documents: int) -> tuple[dict[str, list[
             counts[k] = counts.get(k, 0) + 1
     docs: list = []
     for src_kind in ("chunk", "statement"):  # chunks hold the mentions; statements when chunks link none
-        docs = read_rows(s, "SELECT x.document_id, count(*) AS mentions, count(DISTINCT e.dst) AS ms, count(*) OVER () "
+        docs = _read(s, "SELECT x.document_id, count(*) AS mentions, count(DISTINCT e.dst) AS ms, count(*) OVER () "
                             f"FROM {_M} CROSS JOIN {_BY_DST} ON e.workspace_id=:ws AND e.dst=m.id AND e.kind='mentions' "
                             "CROSS JOIN node x ON x.id=e.src WHERE x.kind=:sk AND x.document_id IS NOT NULL "
                             "GROUP BY x.document_id ORDER BY mentions DESC, ms DESC, x.document_id LIMIT :nd",

@@ -14,6 +14,7 @@ from sqlmodel import col, select
 
 from core.explore.display import materialize
 from core.models import Community, Document, Edge, Node
+from core.store import like, without_hints
 
 
 @dataclass
@@ -36,25 +37,25 @@ def search_nodes(store, ws_id: int, text_: str, limit: int = 25) -> list[tuple[s
     q = text_.strip()
     if not q:
         return []
-    like, prefix = f"%{q}%", f"{q}%"
+    pat, prefix = f"%{q}%", f"{q}%"
     with store.session() as s:
         rows = [(i, k, t) for i, k, t in s.exec(
             select(Node.id, Node.kind, Node.title).where(Node.workspace_id == ws_id, Node.kind == "entity",
-                                                         col(Node.title).like(like))
-            .order_by(col(Node.title).like(prefix).desc(), col(Node.weight).desc()).limit(limit))]
+                                                         like(s, col(Node.title), pat))
+            .order_by(like(s, col(Node.title), prefix).desc(), col(Node.weight).desc()).limit(limit))]
         rows += [(i, "community", t) for i, t in s.exec(
             select(Community.id, Community.title).where(Community.workspace_id == ws_id, Community.method != "wcc",
-                                                        col(Community.title).like(like))
-            .order_by(col(Community.title).like(prefix).desc(), col(Community.level)).limit(limit))]
+                                                        like(s, col(Community.title), pat))
+            .order_by(like(s, col(Community.title), prefix).desc(), col(Community.level)).limit(limit))]
         rows += [(i, "document", t) for i, t in s.exec(
             select(Document.id, Document.title).where(Document.workspace_id == ws_id,
-                                                      col(Document.title).like(like)).limit(limit))]
+                                                      like(s, col(Document.title), pat)).limit(limit))]
     starts = [r for r in rows if r[2].lower().startswith(q.lower())]
     return (starts + [r for r in rows if r not in starts])[:limit]
 
 
 def _rows(s, sql: str, **params) -> list:
-    stmt = text(sql).bindparams(*(bindparam(k, expanding=True) for k, v in params.items()
+    stmt = text(without_hints(s, sql)).bindparams(*(bindparam(k, expanding=True) for k, v in params.items()
                                   if isinstance(v, (list, tuple))))
     return list(s.connection().execute(stmt, params))
 

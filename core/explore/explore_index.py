@@ -28,6 +28,9 @@ from typing import Any
 
 import numpy as np
 from scipy import sparse
+from sqlalchemy import text
+
+from core.store import index_hint, is_sqlite
 
 FORMAT = 1  # bump when the file layout changes
 _SEP = "\x1f"
@@ -135,13 +138,16 @@ class ExploreIndex:
 
 # -- computing --------------------------------------------------------------------------------------------------
 def fingerprint(store, ws_id: int) -> str:
-    """Build version and the newest edge, node and community rows: cheap reads (rowid maxima, one indexed count)."""
+    """Build version and the newest edge, node and community rows: cheap reads (rowid maxima on SQLite, indexed
+    counts of the workspace's rows on PostgreSQL, which has no rowid, and one indexed count)."""
     with store.session() as s:
         conn = s.connection()
-        bv = conn.exec_driver_sql("SELECT build_version FROM workspace WHERE id=?", (ws_id,)).scalar()
-        e = conn.exec_driver_sql("SELECT max(id) FROM edge").scalar()
-        n = conn.exec_driver_sql("SELECT max(rowid) FROM node").scalar()
-        c = conn.exec_driver_sql("SELECT count(*) FROM community WHERE workspace_id=?", (ws_id,)).scalar()
+        one = {"ws": ws_id}
+        bv = conn.execute(text("SELECT build_version FROM workspace WHERE id=:ws"), one).scalar()
+        e = conn.execute(text("SELECT max(id) FROM edge")).scalar()
+        n = conn.execute(text("SELECT max(rowid) FROM node" if is_sqlite(conn)
+                              else "SELECT count(*) FROM node WHERE workspace_id=:ws"), one).scalar()
+        c = conn.execute(text("SELECT count(*) FROM community WHERE workspace_id=:ws"), one).scalar()
     return f"b{bv or 0}-e{e or 0}-n{n or 0}-c{c or 0}"
 
 
@@ -149,19 +155,18 @@ def compute_index(store, ws_id: int, key: str = "") -> ExploreIndex:
     t0 = time.perf_counter()
     with store.session() as s:
         conn = s.connection()
+        by_kind = "edge" + index_hint(conn, "ix_edge_ws_kind")
 
         def rows(sql: str) -> list:
-            return conn.exec_driver_sql(sql, (ws_id,)).fetchall()
+            return conn.execute(text(sql), {"ws": ws_id}).fetchall()
 
-        comms = rows("SELECT id, method, level, parent_id, size, title FROM community WHERE workspace_id=? "
+        comms = rows("SELECT id, method, level, parent_id, size, title FROM community WHERE workspace_id=:ws "
                      "AND method != 'wcc' ORDER BY method, level, id")
-        ents = rows("SELECT id, title, type, layer, weight FROM node WHERE workspace_id=? AND kind='entity' "
+        ents = rows("SELECT id, title, type, layer, weight FROM node WHERE workspace_id=:ws AND kind='entity' "
                     "ORDER BY id")
-        mem = rows("SELECT src, dst FROM edge INDEXED BY ix_edge_ws_kind WHERE workspace_id=? "
-                   "AND kind='in_community'")
-        ends = rows("SELECT src, dst, kind FROM edge INDEXED BY ix_edge_ws_kind WHERE workspace_id=? "
-                    "AND kind IN ('subject', 'object')")
-        ups = rows("SELECT src, dst FROM edge INDEXED BY ix_edge_ws_kind WHERE workspace_id=? AND kind='summarizes'")
+        mem = rows(f"SELECT src, dst FROM {by_kind} WHERE workspace_id=:ws AND kind='in_community'")
+        ends = rows(f"SELECT src, dst, kind FROM {by_kind} WHERE workspace_id=:ws AND kind IN ('subject', 'object')")
+        ups = rows(f"SELECT src, dst FROM {by_kind} WHERE workspace_id=:ws AND kind='summarizes'")
     ci = {r[0]: i for i, r in enumerate(comms)}
     ei = {r[0]: i for i, r in enumerate(ents)}
     n_c, n_e = len(comms), len(ents)

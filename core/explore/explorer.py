@@ -23,6 +23,7 @@ from sqlalchemy import bindparam, text
 from core.explore.display import DisplayEdge, DisplayGraph, DisplayNode, NodeFilter, materialize, tooltip
 from core.explore.drawing import level_color, method_color
 from core.explore.explore_index import ExploreIndex
+from core.store import without_hints
 from core.text import truncate
 
 DEFAULT_KINDS = ("entity", "community", "document")
@@ -231,7 +232,7 @@ def community_choices(ix: ExploreIndex, dg: DisplayGraph) -> list[tuple[str, str
 
 # -- one hop ----------------------------------------------------------------------------------------------------
 def _sql(store, sql: str, **params) -> list:
-    stmt = text(sql).bindparams(*(bindparam(k, expanding=True) for k, v in params.items()
+    stmt = text(without_hints(store.engine, sql)).bindparams(*(bindparam(k, expanding=True) for k, v in params.items()
                                   if isinstance(v, (list, tuple))))
     with store.session() as s:
         return list(s.connection().execute(stmt, params))

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from sqlalchemy import bindparam, text
 
+from core.store import is_sqlite, without_hints
 from core.text import truncate
 
 METHODS = {"leiden": "Leiden communities (GraphRAG)", "hirag": "HiRAG communities",
@@ -72,8 +73,8 @@ class HierarchyFrame:
 
 
 def read_rows(session, sql: str, **params) -> list:
-    """Rows of a raw SQL read; a list or tuple parameter binds as an `IN :name` list."""
-    stmt = text(sql).bindparams(*(bindparam(k, expanding=True) for k, v in params.items()
+    """Rows of a raw SQL read; a list or tuple parameter binds as an `IN :name` list; index hints only on SQLite."""
+    stmt = text(without_hints(session, sql)).bindparams(*(bindparam(k, expanding=True) for k, v in params.items()
                                   if isinstance(v, (list, tuple))))
     return list(session.connection().execute(stmt, params))
 
@@ -210,13 +211,14 @@ def find(store, ws_id: int, method: str, text_: str, limit: int = 50) -> list[Se
     """Communities of `method` (or summary entities) whose title contains `text_`: coarse and large first."""
     like = f"%{text_.strip()}%"
     with store.session() as s:
+        op = "LIKE" if is_sqlite(s) else "ILIKE"  # SQLite's LIKE ignores ASCII case, PostgreSQL's does not
         if method == "hirag_layers":
             rows = read_rows(s, "SELECT id, layer, weight, title FROM node WHERE workspace_id=:ws AND kind='entity' "
-                                "AND layer>0 AND title LIKE :q ORDER BY layer DESC, weight DESC LIMIT :n",
+                                f"AND layer>0 AND title {op} :q ORDER BY layer DESC, weight DESC LIMIT :n",
                              ws=ws_id, q=like, n=limit)
         else:
             rows = read_rows(s, "SELECT id, level, size, title FROM community WHERE workspace_id=:ws AND method=:m "
-                                "AND title LIKE :q ORDER BY level, size DESC LIMIT :n", ws=ws_id, m=method, q=like,
+                                f"AND title {op} :q ORDER BY level, size DESC LIMIT :n", ws=ws_id, m=method, q=like,
                              n=limit)
     kind = "summary" if method == "hirag_layers" else "community"
     return [Sector(i, "", truncate(t or "", 32), t or "", int(lv), int(n or 0), kind, target=i) for i, lv, n, t in rows]
@@ -228,10 +230,11 @@ def frame_signature(store, ws_id: int, method: str) -> tuple:
     with store.session() as s:
         if method == "hirag_layers":
             rows = read_rows(s, "SELECT layer, count(*), sum(length(title)) FROM node WHERE workspace_id=:ws "
-                                "AND kind='entity' AND layer>0 GROUP BY layer", ws=ws_id)
+                                "AND kind='entity' AND layer>0 GROUP BY layer ORDER BY layer", ws=ws_id)
         else:
-            rows = read_rows(s, "SELECT level, count(*), sum(size), sum(title != '') FROM community "
-                                "WHERE workspace_id=:ws AND method=:m GROUP BY level", ws=ws_id, m=method)
+            rows = read_rows(s, "SELECT level, count(*), sum(size), sum(CASE WHEN title != '' THEN 1 ELSE 0 END) "
+                                "FROM community WHERE workspace_id=:ws AND method=:m GROUP BY level ORDER BY level",
+                             ws=ws_id, m=method)
     return tuple(tuple(r) for r in rows)
 
 

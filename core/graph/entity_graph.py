@@ -57,11 +57,14 @@ def load_entity_graph(store, ws_id: int) -> EntityGraph:
     with store.session() as s:
         ents = s.exec(select(Node.id, Node.layer).where(Node.workspace_id == ws_id, Node.kind == "entity")
                       .order_by(Node.id)).all()
-        rels = s.exec(select(Node.id, Node.weight).where(Node.workspace_id == ws_id, Node.kind == "relationship")).all()
+        # in id order, so the links (and the clustering over them) depend on the graph, not on insertion order
+        rels = s.exec(select(Node.id, Node.weight).where(Node.workspace_id == ws_id, Node.kind == "relationship")
+                      .order_by(Node.id)).all()
         ends = s.exec(select(Edge.src, Edge.dst, Edge.kind).where(
             Edge.workspace_id == ws_id, col(Edge.kind).in_(("subject", "object")))).all()
         ups = s.exec(select(Edge.src, Edge.dst, Edge.weight).where(Edge.workspace_id == ws_id,
-                                                                   Edge.kind == "summarizes")).all()
+                                                                   Edge.kind == "summarizes")
+                     .order_by(Edge.src, Edge.dst)).all()
     ent_ids = [e for e, _ in ents]
     index = {e: i for i, e in enumerate(ent_ids)}
     eg = EntityGraph(ids=ent_ids, index=index, layer=[int(lv or 0) for _, lv in ents])

@@ -114,11 +114,11 @@ class EdgeList:
 
     @classmethod
     def load(cls, store, ws_id: int, graph: HeteroGraph) -> "EdgeList":
-        from sqlalchemy import func
+        from core.store import json_field
 
         with store.session() as s:
             edges = s.exec(select(Edge.src, Edge.dst, Edge.kind, Edge.weight)
-                           .add_columns(func.json_extract(Edge.data, "$.hnsw")).where(col(Edge.workspace_id) == ws_id)
+                           .add_columns(json_field(s, Edge.data, "hnsw")).where(col(Edge.workspace_id) == ws_id)
                            .order_by(col(Edge.id))).all()
         ecode = {k: i for i, k in enumerate(graph.edge_kind_names)}
         rows = [(graph.index[a], graph.index[b], ecode.get(k, -1), float(w or 0.0), float(hb or 0.0))

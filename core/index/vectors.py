@@ -1,21 +1,26 @@
-"""Vector collections in chromadb on disk: one collection per node kind and embedder.
+"""Vector collections in chromadb: one collection per node kind and embedder, embedded on disk (one directory per
+workspace) or on a Chroma server (STRATA_CHROMA_URL; core/index/chroma.py says where and how names are made).
 
 We always pass our own embeddings (chromadb's default embedding function would download a model).
-Collection names are `<kind>__<embedder>`, so switching embedder never mixes dimensions.
+Collection names end in `<kind>__<embedder>`, so switching embedder never mixes dimensions. Every request stays
+within the store's maximum batch size (`get_max_batch_size`, the server's own when there is one).
 
 chromadb (1.5) keeps a cosine collection's vector as its unit vector and its norm, and gives back their product:
 some components come back one float32 step off, and writing what was read moves them again. `upsert` therefore
 writes every vector at the fixed point of that round trip (`settle`), so a vector read back (an undo snapshot, a
 promoted variant, a copied workspace) writes back bit for bit. tests/unit/test_vectors.py checks it against the
-real store.
+real store, embedded and on a server (the HTTP client carries float32 values exactly).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from core.index import chroma
 
 
 @dataclass
@@ -51,31 +56,65 @@ def settle(vectors: np.ndarray, rounds: int = 32) -> np.ndarray:
     return v
 
 
+def _guarded(method):
+    """On a server: a connection lost mid-way is reported as `VectorStoreUnavailable`, on one line."""
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        if self.server is None:
+            return method(self, *args, **kwargs)
+        try:
+            return method(self, *args, **kwargs)
+        except chroma.connection_errors() as exc:
+            raise chroma.unavailable(self.server, exc) from None
+
+    return call
+
+
 class VectorIndex:
-    def __init__(self, path: Path, embedder_name: str):
-        import chromadb
-        from chromadb.config import Settings as ChromaSettings
+    """The vectors of one workspace and embedder: in the chromadb directory `path`, or, with `url`, on that Chroma
+    server in collections named after `workspace`."""
 
-        Path(path).mkdir(parents=True, exist_ok=True)
+    def __init__(self, path: Path | None, embedder_name: str, url: str | None = None, workspace: str | None = None):
         self.embedder_name = embedder_name
-        self.client = chromadb.PersistentClient(
-            path=str(path), settings=ChromaSettings(anonymized_telemetry=False)
-        )
+        self.server = chroma.parse_url(url) if url else None
+        if url:
+            if not workspace:
+                raise ValueError("a VectorIndex on a server needs its workspace's name")
+            self.client = chroma.connect_server(url)
+        else:
+            if path is None:
+                raise ValueError("an embedded VectorIndex needs its directory")
+            self.client = chroma.connect_embedded(Path(path))
+        self.workspace = workspace
         self._collections: dict[str, object] = {}
+        self.batch = self._max_batch()
 
+    @_guarded
+    def _max_batch(self) -> int:
+        n = int(self.client.get_max_batch_size())
+        return n if n > 0 else 2000
+
+    @_guarded
     def collection(self, kind: str):
-        name = f"{kind}__{self.embedder_name}"
+        if self.server is None:
+            name, meta = f"{kind}__{self.embedder_name}", {"hnsw:space": "cosine"}
+        else:
+            assert self.workspace is not None  # checked in __init__
+            name = chroma.server_collection_name(self.workspace, kind, self.embedder_name)
+            meta = {"hnsw:space": "cosine", chroma.WORKSPACE_META: self.workspace}
         if name not in self._collections:
             self._collections[name] = self.client.get_or_create_collection(
-                name, metadata={"hnsw:space": "cosine"}, embedding_function=None
+                name, metadata=meta, embedding_function=None
             )
         return self._collections[name]
 
+    @_guarded
     def upsert(self, kind: str, ids: list[str], vectors: np.ndarray, metas: list[dict] | None = None) -> None:
         if not ids:
             return
         col = self.collection(kind)
-        step = 2000
+        step = min(2000, self.batch)
         for i in range(0, len(ids), step):
             col.upsert(
                 ids=ids[i : i + step],
@@ -83,25 +122,30 @@ class VectorIndex:
                 metadatas=(metas[i : i + step] if metas else None),
             )
 
+    @_guarded
     def existing(self, kind: str) -> dict[str, str]:
         """id -> the content hash stored with it (meta "h"), for every vector of the collection."""
         col = self.collection(kind)
         out: dict[str, str] = {}
         total = col.count()
-        step = 5000
+        step = min(5000, self.batch)
         for off in range(0, total, step):
             got = col.get(limit=step, offset=off, include=["metadatas"])
             for i, m in zip(got["ids"], got["metadatas"]):
                 out[i] = (m or {}).get("h", "")
         return out
 
+    @_guarded
     def delete(self, kind: str, ids: list[str]) -> None:
-        if ids:
-            self.collection(kind).delete(ids=ids)
+        step = min(5000, self.batch)
+        for i in range(0, len(ids), step):
+            self.collection(kind).delete(ids=ids[i : i + step])
 
+    @_guarded
     def count(self, kind: str) -> int:
         return self.collection(kind).count()
 
+    @_guarded
     def query(self, kind: str, vector: np.ndarray, k: int, where: dict | None = None) -> list[Hit]:
         col = self.collection(kind)
         n = col.count()
@@ -114,26 +158,33 @@ class VectorIndex:
             include=["distances", "metadatas"],
         )
         metas = res["metadatas"][0] if res.get("metadatas") else [{}] * len(res["ids"][0])
-        return [Hit(i, 1.0 - float(d), m or {}) for i, d, m in zip(res["ids"][0], res["distances"][0], metas)]
+        # the distance as the float32 the store computed (a server's JSON gives its shortest decimal), so both
+        # stores report the same score to the bit
+        return [Hit(i, 1.0 - float(np.float32(d)), m or {})
+                for i, d, m in zip(res["ids"][0], res["distances"][0], metas)]
 
+    @_guarded
     def vectors(self, kind: str, ids: list[str]) -> dict[str, np.ndarray]:
         if not ids:
             return {}
         out: dict[str, np.ndarray] = {}
         col = self.collection(kind)
-        for i in range(0, len(ids), 5000):
-            got = col.get(ids=ids[i : i + 5000], include=["embeddings"])
+        step = min(5000, self.batch)
+        for i in range(0, len(ids), step):
+            got = col.get(ids=ids[i : i + step], include=["embeddings"])
             for gid, emb in zip(got["ids"], got["embeddings"]):
                 out[gid] = np.asarray(emb, dtype=np.float32)
         return out
 
+    @_guarded
     def all_vectors(self, kind: str) -> tuple[list[str], np.ndarray]:
         col = self.collection(kind)
         ids: list[str] = []
         vecs: list[np.ndarray] = []
         total = col.count()
-        for off in range(0, total, 5000):
-            got = col.get(limit=5000, offset=off, include=["embeddings"])
+        step = min(5000, self.batch)
+        for off in range(0, total, step):
+            got = col.get(limit=step, offset=off, include=["embeddings"])
             ids.extend(got["ids"])
             vecs.extend(np.asarray(e, dtype=np.float32) for e in got["embeddings"])
         return ids, (np.vstack(vecs) if vecs else np.zeros((0, 0), dtype=np.float32))
@@ -141,7 +192,8 @@ class VectorIndex:
 
 def reopen_vector_stores() -> None:
     """Make the next chromadb client of this process read its directory afresh (clients opened before keep working
-    on what they had read); see `finished_since_seen`."""
+    on what they had read); see `finished_since_seen`. A server's clients always see its latest writes; this only
+    makes the next one reconnect."""
     from chromadb.api.shared_system_client import SharedSystemClient
 
     SharedSystemClient.clear_system_cache()

@@ -50,7 +50,7 @@ def promote_settings(store, ws: Workspace, settings: Settings) -> Settings:
     storage."""
     assert ws.id is not None  # a row read from or written to the store has its key
     s = build_settings(store, ws.id, settings)
-    if ws.backend in ("offline", "ollama"):
+    if ws.backend in ("offline", "ollama", "openai"):
         s.backend.kind = ws.backend  # type: ignore[assignment]
     return s
 

@@ -130,6 +130,8 @@ def apply_merge(s, ws_id: int, row: EntityMerge, auto: bool, vector: tuple | Non
             absorbed = dict((hit.data or {}).get("absorbed", {}))
             absorbed[M] = absorbed.get(M, 0.0) + (e.weight or 0.0)
             hit.weight, hit.data = (hit.weight or 0.0) + (e.weight or 0.0), {**(hit.data or {}), "absorbed": absorbed}
+            if "x" in (hit.data or {}) and "x" in (e.data or {}):  # the chunk's contributions to both (a later refold)
+                hit.data = {**hit.data, "x": list(hit.data["x"]) + list(e.data["x"])}
             s.add(hit)
             s.delete(e)
         else:

@@ -311,8 +311,10 @@ def test_sample_has_summary_entities(sample_graph):
 def _check_stored(method: str, eg, h: Hierarchy, rows: dict, members: dict) -> list:
     """The stored rows of `method` are `h`'s communities, every level a partition, children inside parents."""
     comms = [c for c in rows.values() if c.method == method]
-    want = sorted((c.level, frozenset(eg.ids[v] for v in c.members)) for c in h.clusters)
-    got = sorted((c.level, frozenset(members[c.id])) for c in comms)
+    # member lists sorted into tuples: frozensets only order partially, so a sorted list of them would depend on
+    # the order the rows came back in
+    want = sorted((c.level, tuple(sorted(eg.ids[v] for v in c.members))) for c in h.clusters)
+    got = sorted((c.level, tuple(sorted(members[c.id]))) for c in comms)
     assert got == want
     for c in comms:
         assert c.size == len(members[c.id])
@@ -342,8 +344,8 @@ def test_leiden_is_graphrag_s_on_the_extracted_graph_only(sample_built, sample_g
     clustered = {ex.ids[v] for comp in h.components if len(comp) >= cfg.min_component_size for v in comp}
     assert set().union(*lvl0) == clustered
     wcc = [c for c in rows.values() if c.method == "wcc"]
-    assert sorted(frozenset(members[c.id]) for c in wcc) == sorted(
-        frozenset(ex.ids[v] for v in comp) for comp in h.components if len(comp) >= cfg.min_component_size)
+    assert sorted(tuple(sorted(members[c.id])) for c in wcc) == sorted(
+        tuple(sorted(ex.ids[v] for v in comp)) for comp in h.components if len(comp) >= cfg.min_component_size)
     assert all(not c.summary for c in wcc), "WCC components get no report"
     # the stage recorded the same modularity and counts per level
     assert counts["entities"] == g.vcount() == len(ex.ids)

@@ -20,7 +20,7 @@ from tests.conftest import SAMPLE_DIR
 
 def _chunked(home, settings_factory, embedder):
     settings = settings_factory(home)
-    store = Store(settings.storage.db_path)
+    store = Store(settings.storage.db_url)
     ws = store.create_workspace("w")
     ingest_paths(store, ws, [SAMPLE_DIR], settings)
     ctx = make_context(store, ws, settings, embedder=embedder)
@@ -71,7 +71,7 @@ def test_a_titled_rows_mention_of_its_subject_weighs_more(tmp_path, make_setting
     the same entity named in another row's chunk is an ordinary mention (weight 1)."""
     settings = make_settings(tmp_path)
     settings.extract.subject_weight = 5.0
-    store = Store(settings.storage.db_path)
+    store = Store(settings.storage.db_url)
     ws = store.create_workspace("w")
     ingest_paths(store, ws, [tiny_jsonl], settings)
     ctx = make_context(store, ws, settings, embedder=embedder)
@@ -83,7 +83,7 @@ def test_a_titled_rows_mention_of_its_subject_weighs_more(tmp_path, make_setting
                                                                      Node.kind == "chunk"))}
         mentions = [(e.src, e.dst, e.weight, e.data) for e in s.exec(select(Edge).where(
             Edge.workspace_id == ws.id, Edge.kind == "mentions")) if e.src in chunk_doc]
-    subject = [(chunk_doc[c], title_of[e]) for c, e, w, d in mentions if w == 5.0 and d == {"subject": True}]
+    subject = [(chunk_doc[c], title_of[e]) for c, e, w, d in mentions if w == 5.0 and (d or {}).get("subject") is True]
     assert sorted(t for t, _ in subject) == sorted(chunk_doc.values())  # one per row, each row's own subject
     assert all(t.startswith(name) for t, name in subject), subject
     lena = [(chunk_doc[c], w) for c, e, w, d in mentions if title_of[e] == "Lena Marsh"]

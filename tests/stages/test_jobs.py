@@ -27,7 +27,9 @@ from core.quality import variants as V
 from core.quality.data import load_base, stored_groups
 from core.resolution import review as rv
 from core.store import Store
+from tests.chroma_server import copy_vectors
 from tests.conftest import SAMPLE_DIR, build_workspace
+from tests.stores import copy_db
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +43,9 @@ def master(tmp_path_factory, embedder):
     vs = V.defaults(built.store, built.ws.id, built.settings)
     list(V.run_variant(built.store, index, built.ws, "res-2", V.VariantSettings(**{**vs.__dict__, "resolution": 2.0}),
                        built.settings))
-    with built.store.engine.connect() as conn:
-        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    if built.store.is_sqlite:  # the copies read the file
+        with built.store.engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     return built
 
 
@@ -51,7 +54,9 @@ def _copy(master, dest):
     shutil.copytree(master.settings.storage.home, dest)
     mine = master.settings.model_copy(deep=True)
     mine.storage.home = dest
-    store = Store(mine.storage.db_path)
+    mine.storage.chroma_url = copy_vectors(master.settings.storage.chroma_url, dest)  # on a server: its own copy
+    mine.storage.database_url = copy_db(master.settings.storage.database_url, dest)  # on PostgreSQL: its own copy
+    store = Store(mine.storage.db_url)
     return mine, store, store.require_workspace("sample")
 
 

@@ -24,7 +24,9 @@ from core.models import Community, Edge, EntityMerge, Node, Workspace
 from core.resolution import review as rv
 from core.resolution.merge import MergeError, is_stale, list_merges, mark_stale
 from core.store import Store, content_id
+from tests.chroma_server import copy_vectors
 from tests.conftest import SAMPLE_DIR, build_workspace
+from tests.stores import copy_db
 
 
 @pytest.fixture(scope="module")
@@ -53,13 +55,16 @@ def test_the_default_spacy_build_of_the_sample_has_the_ashby_fen_candidate(sampl
 def ws(master, tmp_path):
     """A private copy of the built sample: (settings, store, workspace, index, embedder)."""
     settings, store, ws, embedder = master
-    with store.engine.connect() as conn:
-        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    if store.is_sqlite:  # the copy reads the file
+        with store.engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     home = tmp_path / "home"
     shutil.copytree(settings.storage.home, home)
     mine = settings.model_copy(deep=True)
     mine.storage.home = home
-    st = Store(mine.storage.db_path)
+    mine.storage.chroma_url = copy_vectors(settings.storage.chroma_url, home)  # on a server: its own copy
+    mine.storage.database_url = copy_db(settings.storage.database_url, home)  # on PostgreSQL: its own copy
+    st = Store(mine.storage.db_url)
     index = open_index(mine, ws.name, embedder.name)
     assert index.count("entity") == open_index(settings, ws.name, embedder.name).count("entity") > 0
     return mine, st, st.require_workspace(ws.name), index, embedder

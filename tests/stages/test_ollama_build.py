@@ -99,7 +99,7 @@ def test_ollama_failure_fails_the_run_and_keeps_the_data(tmp_path, tiny_corpus, 
 
     with FakeOllama() as fake:
         s = _ollama_settings(make_settings, tmp_path / "h", fake.url)
-        store = Store(s.storage.db_path)
+        store = Store(s.storage.db_url)
         ws = store.create_workspace("w")
         ingest_paths(store, ws, [tiny_corpus], s)
         ctx = make_context(store, ws, s, embedder=embedder)

@@ -254,7 +254,7 @@ def store_counts_positive(c: dict) -> bool:
 def test_cancel_mid_extract_then_resume_matches_uninterrupted_build(tmp_path, sample_built, make_settings):
     ref_settings, ref_store, ref_ws, embedder = sample_built
     settings = make_settings(tmp_path / "resume_home")
-    store = Store(settings.storage.db_path)
+    store = Store(settings.storage.db_url)
     ws = store.create_workspace("sample")
     assert ws.id == ref_ws.id, "content ids include the workspace id; both databases start at 1"
     ingest_paths(store, ws, [SAMPLE_DIR], settings)
@@ -313,7 +313,7 @@ def test_cancel_mid_extract_then_resume_matches_uninterrupted_build(tmp_path, sa
 
 def test_cancel_request_only_applies_to_live_runs(tmp_path, make_settings):
     settings = make_settings(tmp_path / "h")
-    store = Store(settings.storage.db_path)
+    store = Store(settings.storage.db_url)
     ws = store.create_workspace("w")
     run = create_run(store, ws, settings)
     request_cancel(store, run.id)
@@ -347,7 +347,7 @@ def test_active_run_ignores_finished_and_silent_runs(tmp_path, make_settings):
     from core.worker import run_worker
 
     settings = make_settings(tmp_path / "h")
-    store = Store(settings.storage.db_path)
+    store = Store(settings.storage.db_url)
     ws = store.create_workspace("w")
     assert active_run(store, ws) is None
     run = create_run(store, ws, settings)
@@ -373,7 +373,7 @@ def test_active_run_ignores_finished_and_silent_runs(tmp_path, make_settings):
 
 def test_cancel_requested_while_queued_is_honoured(tmp_path, tiny_corpus, make_settings, embedder):
     settings = make_settings(tmp_path / "h")
-    store = Store(settings.storage.db_path)
+    store = Store(settings.storage.db_url)
     ws = store.create_workspace("w")
     ingest_paths(store, ws, [tiny_corpus], settings)
     run = create_run(store, ws, settings)
@@ -390,7 +390,7 @@ def test_background_worker_builds_and_records_progress(tmp_path, tiny_corpus, ma
     from core.build.runs import active_run, launch_worker
 
     settings = make_settings(tmp_path / "h")
-    store = Store(settings.storage.db_path)
+    store = Store(settings.storage.db_url)
     ws = store.create_workspace("w")
     ingest_paths(store, ws, [tiny_corpus], settings)
     run = create_run(store, ws, settings)

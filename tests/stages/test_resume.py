@@ -2,18 +2,21 @@
 
 The kill is simulated inside the worker: after a stage has reported progress, the stage is abandoned with an
 exception the runner does not catch (like SIGKILL, nothing records the failure and the stage's uncommitted work is
-lost). The next build resumes; after a chain of such kills, one in every stage after extraction, the workspace
+lost). Once the killed worker's lease has expired, the next build resumes; after a chain of such kills, one in every stage after extraction, the workspace
 must equal an uninterrupted build of the same corpus: same nodes, edges (with weights), communities and vectors.
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 import pytest
 
 import core.build.runner as pipeline
 from core.build.factory import make_context, open_index
 from core.build.runner import create_run, run_build, stage_names
-from core.models import BuildRun
+from core.build.runs import STALE_AFTER_S, JobBusy
+from core.models import BuildRun, utcnow
 from core.store import Store
 from core.workspace import ingest_paths
 from tests.stages.test_pipeline import SAMPLE_DIR, snapshot
@@ -29,7 +32,7 @@ def test_kill_in_every_stage_then_resume_equals_uninterrupted_build(tmp_path, sa
                                                                     monkeypatch):
     ref_settings, ref_store, ref_ws, embedder = sample_built
     settings = make_settings(tmp_path / "kill_home")
-    store = Store(settings.storage.db_path)
+    store = Store(settings.storage.db_url)
     ws = store.create_workspace("sample")
     assert ws.id == ref_ws.id, "content ids include the workspace id; both databases start at 1"
     ingest_paths(store, ws, [SAMPLE_DIR], settings)
@@ -47,6 +50,9 @@ def test_kill_in_every_stage_then_resume_equals_uninterrupted_build(tmp_path, sa
         killed_in.append(target)
         with store.session() as s:
             assert s.get(BuildRun, run.id).status == "running", "a killed worker records nothing"
+        with pytest.raises(JobBusy):  # the killed worker's lease holds the workspace ...
+            create_run(store, ws, settings)
+        _expire_lease(store, run.id)  # ... until it expires: a killed worker renews nothing
     assert killed_in == targets
 
     monkeypatch.setattr(pipeline, "stages", real_stages)
@@ -64,6 +70,15 @@ def test_kill_in_every_stage_then_resume_equals_uninterrupted_build(tmp_path, sa
     ref_index = open_index(ref_settings, ref_ws.name, embedder.name)
     for kind in COLLECTIONS:
         assert sorted(index.existing(kind).items()) == sorted(ref_index.existing(kind).items()), kind
+
+
+def _expire_lease(store: Store, run_id: int) -> None:
+    """The run's last heartbeat pushed back past the lease, as if its killed worker had been silent that long."""
+    with store.session() as s:
+        row = s.get(BuildRun, run_id)
+        row.heartbeat = utcnow() - timedelta(seconds=STALE_AFTER_S + 1)
+        s.add(row)
+        s.commit()
 
 
 def _wrapped(real, target: str):

@@ -33,7 +33,7 @@ def _subject_mentions(tmp_path, make_settings, embedder, marking: bool, extracto
     settings = make_settings(tmp_path / "home")
     settings.extract.title_subject = marking
     settings.extract.offline_extractor = extractor
-    store = Store(settings.storage.db_path)
+    store = Store(settings.storage.db_url)
     ws = store.create_workspace("w")
     ingest_paths(store, ws, [tmp_path / "in"], settings)
     list(run_build(make_context(store, ws, settings, embedder=embedder), create_run(store, ws, settings).id,
@@ -42,7 +42,7 @@ def _subject_mentions(tmp_path, make_settings, embedder, marking: bool, extracto
         nodes = {n.id: n for n in s.exec(select(Node).where(Node.workspace_id == ws.id))}
         edges = s.exec(select(Edge).where(Edge.workspace_id == ws.id, Edge.kind == "mentions")).all()
     return {(nodes[e.src].title.rsplit(" #", 1)[0], nodes[e.dst].title) for e in edges
-            if nodes[e.src].kind == "chunk" and e.data == {"subject": True}}
+            if nodes[e.src].kind == "chunk" and (e.data or {}).get("subject") is True}
 
 
 @pytest.mark.parametrize("extractor", ["spacy", "heuristic"])

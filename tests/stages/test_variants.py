@@ -97,7 +97,7 @@ def test_higher_resolution_gives_more_communities(built, index):
 def test_variant_persists_and_reloads(built, index):
     vs = V.VariantSettings(resolution=1.5, use_weights=False, max_cluster_size=6, max_levels=3, seed=7)
     _run(built, index, "persisted", vs)
-    fresh = Store(built.settings.storage.db_path)  # a new engine: only what is on disk
+    fresh = Store(built.settings.storage.db_url)  # a new engine: only what is on disk
     v = V.get_variant(fresh, fresh.require_workspace("sample"), "persisted")
     assert V.VariantSettings.from_dict(v.settings) == vs
     assert set(v.metrics) == {str(lv) for lv, *_ in v.partition["clusters"]}

@@ -18,8 +18,13 @@ APP = Path(__file__).resolve().parents[2] / "app.py"
 def app_home(home: Path) -> Iterator[None]:
     """The app's settings read `home` (offline backend, no hub): st.cache_resource / st.cache_data live for the
     whole process, so they are emptied on the way in and out, and no other test's store leaks in."""
+    from tests.stores import home_url, postgres
+
     mp = pytest.MonkeyPatch()
-    for k, v in {"STRATA_HOME": str(home), "STRATA_BACKEND": "offline", "HF_HUB_OFFLINE": "1"}.items():
+    env = {"STRATA_HOME": str(home), "STRATA_BACKEND": "offline", "HF_HUB_OFFLINE": "1"}
+    if postgres():  # the home's database on the test server (tests/pg.py)
+        env["STRATA_DATABASE_URL"] = home_url(home)
+    for k, v in env.items():
         mp.setenv(k, v)
     st.cache_resource.clear()
     st.cache_data.clear()

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -33,19 +32,21 @@ def _clear_caches() -> None:
 @pytest.fixture(scope="module")
 def ask_home(tmp_path_factory, sample_built):
     """STRATA_HOME holding a copy of the built sample, database and vectors (the shared one stays untouched)."""
-    from core.store import Store
+    from tests.stores import copy_database, postgres
 
     home = tmp_path_factory.mktemp("strata_ask_ui")
     src_home = sample_built.settings.storage.home
-    with sqlite3.connect(src_home / "strata.db") as src, sqlite3.connect(home / "strata.db") as dst:
-        src.backup(dst)
+    store = copy_database(sample_built.settings.storage.db_url, home)
     shutil.copytree(src_home / "vectors", home / "vectors")
     mp = pytest.MonkeyPatch()
     mp.setenv("STRATA_HOME", str(home))
     mp.setenv("STRATA_BACKEND", "offline")
     mp.setenv("HF_HUB_OFFLINE", "1")
+    if postgres():  # the copy's database on the test server
+        mp.setenv("STRATA_DATABASE_URL", store.url)
+    if sample_built.settings.storage.chroma_url:  # on a Chroma server the app reads the sample's collections there
+        mp.setenv("STRATA_CHROMA_URL", sample_built.settings.storage.chroma_url)  # (asking writes no vector)
     _clear_caches()
-    store = Store(home / "strata.db")
     yield store, store.require_workspace("sample")
     _clear_caches()
     mp.undo()

@@ -26,6 +26,7 @@ from core.quality.data import METHODS as QUALITY_METHODS
 from core.quality.variants import list_variants
 from core.resolution import review as rv
 from core.store import Store
+from tests.stores import copy_db
 from tests.ui.conftest import app_home, open_page, run, wait_for_job
 from ui.text import md_label
 
@@ -38,11 +39,12 @@ def home(tmp_path_factory, sample_built):
     the bulk accept leaves for review by default), the copy marks its lowest-scored candidate ambiguous, as
     core/resolution/candidates.py would mark a short name matching several others."""
     settings, store, _ws, _emb = sample_built
-    with store.engine.connect() as conn:
-        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    if store.is_sqlite:  # the copy reads the file
+        with store.engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     home = tmp_path_factory.mktemp("strata_controls_ui") / "home"
     shutil.copytree(settings.storage.home, home)
-    store = Store(home / "strata.db")
+    store = Store(copy_db(settings.storage.database_url, home) or home / "strata.db")
     ws = store.require_workspace("sample")
     cands = rv.filter_rows(rv.merge_table(store, ws.id), "candidate")
     if cands and not any(r.evidence.get("ambiguous") and r.score >= 0.5 for r in cands):

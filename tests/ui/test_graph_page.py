@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 
 import pytest
 from sqlmodel import select
@@ -16,17 +15,14 @@ from streamlit.testing.v1 import AppTest
 
 from core.models import Community, Edge, Node
 from core.store import Store
+from tests.stores import copy_database
 from tests.ui.conftest import app_home, open_page, run
 
 
 @pytest.fixture(scope="module")
 def graph_home(tmp_path_factory, sample_built):
     home = tmp_path_factory.mktemp("strata_graph_ui")
-    src, dst = sqlite3.connect(sample_built.settings.storage.db_path), sqlite3.connect(home / "strata.db")
-    src.backup(dst)
-    src.close()
-    dst.close()
-    store = Store(home / "strata.db")
+    store = copy_database(sample_built.settings.storage.db_url, home)
     with app_home(home):
         yield store, store.require_workspace("sample")
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from collections import Counter
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.models import Community, Document, Edge, Node
 from core.store import Store, content_id
+from tests.stores import copy_database, home_url, postgres
 from ui.text import md_label
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
@@ -54,12 +54,7 @@ def _add_attributed(store: Store, ws_id: int) -> None:
 def hier_home(tmp_path_factory, sample_built):
     """STRATA_HOME holding a copy of the built sample (the shared one stays untouched)."""
     home = tmp_path_factory.mktemp("strata_hier_ui")
-    src = sqlite3.connect(sample_built.settings.storage.db_path)
-    dst = sqlite3.connect(home / "strata.db")
-    src.backup(dst)
-    src.close()
-    dst.close()
-    store = Store(home / "strata.db")
+    store = copy_database(sample_built.settings.storage.db_url, home)
     ws = store.require_workspace("sample")
     assert ws.build_version >= 1
     _add_attributed(store, ws.id)
@@ -67,6 +62,8 @@ def hier_home(tmp_path_factory, sample_built):
     mp.setenv("STRATA_HOME", str(home))
     mp.setenv("STRATA_BACKEND", "offline")
     mp.setenv("HF_HUB_OFFLINE", "1")
+    if postgres():
+        mp.setenv("STRATA_DATABASE_URL", home_url(home))
     _clear_caches()
     yield store, ws
     _clear_caches()

@@ -48,7 +48,7 @@ def ui_home(tmp_path_factory, embedder):
     _clear_streamlit_caches()
     settings = Settings.from_env()
     assert settings.storage.home == home
-    store = Store(settings.storage.db_path)
+    store = Store(settings.storage.db_url)
     ws = store.create_workspace("sample")
     rep = ingest_paths(store, ws, [SAMPLE_DIR], settings)
     assert rep.added and not rep.refusals, rep

@@ -16,18 +16,21 @@ from streamlit.testing.v1 import AppTest
 from core.quality.variants import list_variants
 from core.resolution import review as rv
 from core.store import Store
+from tests.stores import copy_db
 from tests.ui.conftest import app_home, open_page, run, wait_for_job
 
 
 @pytest.fixture(scope="module")
 def quality_home(tmp_path_factory, sample_built):
     settings, store, _ws, _emb = sample_built
-    with store.engine.connect() as conn:
-        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    if store.is_sqlite:  # the copy reads the file
+        with store.engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     home = tmp_path_factory.mktemp("strata_quality_ui") / "home"
     shutil.copytree(settings.storage.home, home)
+    url = copy_db(settings.storage.database_url, home)
     with app_home(home):
-        yield Store(home / "strata.db")
+        yield Store(url or home / "strata.db")
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TINY_ROWS
+from tests.stores import home_url, postgres
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,6 +22,8 @@ def cli(home: Path, *args: str, env: dict | None = None, timeout: float = 240) -
          if k not in ("OLLAMA_HOST", "STRATA_BACKEND", "STRATA_EMBEDDER", "STRATA_CHAT_MODEL", "STRATA_EMBED_MODEL")}
     e.update(STRATA_HOME=str(home), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", ANONYMIZED_TELEMETRY="False",
              PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    if postgres():  # the home's database on the test PostgreSQL server
+        e["STRATA_DATABASE_URL"] = home_url(home)
     e.update(env or {})
     return subprocess.run([sys.executable, "-m", "core", *args], cwd=ROOT, env=e, capture_output=True, text=True,
                           timeout=timeout)

@@ -284,6 +284,6 @@ def test_the_sample_workspace_on_start_can_be_turned_off(tmp_path):
     assert Settings.from_env({"STRATA_HOME": str(tmp_path)}).storage.sample_on_start is True
     off = Settings.from_env({"STRATA_HOME": str(tmp_path), "STRATA_SAMPLE": "0"})
     assert off.storage.sample_on_start is False
-    store = Store(off.storage.db_path)
+    store = Store(off.storage.db_url)
     assert ensure_sample(store, off) == (None, None)
     assert store.workspaces() == []  # nothing created, no build started

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
+from core.backends import hosts
 from core.backends import ollama_backend as ob
-from core.backends import ollama_client
 from core.backends.cache import CallCache
 from core.backends.ollama_backend import CLIENT_TAKES_THINK, OllamaBackend
 from core.backends.ollama_client import check
@@ -33,7 +33,7 @@ TEXT = "Ada Lovelace worked with Charles Babbage in London. She wrote the first 
 
 @pytest.fixture(autouse=True)
 def fast_backoff(monkeypatch):
-    monkeypatch.setattr(ollama_client, "RETRY_BACKOFF_S", 0.01)
+    monkeypatch.setattr(hosts, "RETRY_BACKOFF_S", 0.01)
 
 
 @pytest.fixture

@@ -1,11 +1,27 @@
 """The chromadb store keeps what VectorIndex writes bit for bit: a vector read back and written again (an undo
-snapshot, a promoted variant) comes back unchanged, whichever runtime produced it."""
+snapshot, a promoted variant) comes back unchanged, whichever runtime produced it; embedded on disk and through a
+Chroma server's HTTP client alike (`store`: both, always, so the default run checks the server too)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from core.index.vectors import VectorIndex, settle
+
+
+@pytest.fixture(params=["embedded", "server"])
+def open_vectors(request, tmp_path):
+    """open_vectors(embedder_name) -> a fresh VectorIndex in the store under test."""
+
+    def _open(embedder_name: str) -> VectorIndex:
+        if request.param == "embedded":
+            return VectorIndex(tmp_path, embedder_name)
+        from tests.chroma_server import server_url
+
+        return VectorIndex(None, embedder_name, url=server_url(tmp_path), workspace="w")
+
+    return _open
 
 
 def _unit(rng, n: int, d: int = 384) -> np.ndarray:
@@ -13,9 +29,9 @@ def _unit(rng, n: int, d: int = 384) -> np.ndarray:
     return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
 
-def test_a_raw_chroma_round_trip_is_not_exact_so_settling_is_needed(tmp_path):
+def test_a_raw_chroma_round_trip_is_not_exact_so_settling_is_needed(open_vectors):
     """The reason settle exists: written as they come, some vectors do not survive read -> write -> read."""
-    idx = VectorIndex(tmp_path, "t")
+    idx = open_vectors("t")
     v = _unit(np.random.default_rng(1), 300)
     ids = [f"n{i}" for i in range(len(v))]
     col = idx.collection("entity")
@@ -26,8 +42,8 @@ def test_a_raw_chroma_round_trip_is_not_exact_so_settling_is_needed(tmp_path):
     assert any(not np.array_equal(first[i], second[i]) for i in ids)
 
 
-def test_written_vectors_read_back_exactly_and_survive_a_rewrite(tmp_path):
-    idx = VectorIndex(tmp_path, "t")
+def test_written_vectors_read_back_exactly_and_survive_a_rewrite(open_vectors):
+    idx = open_vectors("t")
     rng = np.random.default_rng(7)
     v = np.concatenate([_unit(rng, 500), rng.normal(size=(50, 384)).astype(np.float32) * 3])  # not unit: made so
     ids = [f"n{i}" for i in range(len(v))]
@@ -43,8 +59,8 @@ def test_written_vectors_read_back_exactly_and_survive_a_rewrite(tmp_path):
     assert all(np.array_equal(again[i], back[i]) for i in ids)
 
 
-def test_real_embeddings_survive_a_rewrite(tmp_path, embedder):
-    idx = VectorIndex(tmp_path, embedder.name)
+def test_real_embeddings_survive_a_rewrite(open_vectors, embedder):
+    idx = open_vectors(embedder.name)
     texts = [f"Entity {i}: a harbour town on the river Carrow, founded in {1700 + i}" for i in range(64)]
     ids = [f"e{i}" for i in range(len(texts))]
     idx.upsert("entity", ids, embedder.embed(texts))

@@ -17,7 +17,8 @@ member (transitively), title/summary/report filled so the `reports` stage skips 
 "attributed", layer, entity members), so they do not depend on L.
 
 Resumable: reports are persisted in batches as they are made (rows at a provisional level until the build
-ends), and a community whose id is stored with a summary keeps it; the end of the stage writes the final levels
+ends), and a community whose id is stored with a summary written from the same material (`data["material"]`, a hash)
+keeps it, so after documents are added or deleted only communities whose material changed get a new report; the end of the stage writes the final levels
 and parents and removes stale rows, so a resumed build ends with the rows of an uninterrupted one.
 The C-HNSW index (layer 0 entities, layer i the communities of layer i) is saved to `<vector dir>/chnsw.npz`.
 """
@@ -57,6 +58,7 @@ class Comm:
     title: str = ""
     summary: str = ""
     report: dict = field(default_factory=dict)
+    material: str = ""  # hash of what its report is written from (a stored report with the same hash is kept)
 
 
 @dataclass
@@ -93,12 +95,15 @@ def _load_base(ctx) -> Base:
                 [pair_rels[k] for k in keys])
 
 
-def _stored(ctx) -> dict[str, tuple[str, str, dict]]:
-    """id -> (title, summary, report) of the attributed communities already stored with a summary."""
+def _stored(ctx) -> dict[str, tuple[str, str, dict, str]]:
+    """id -> (title, summary, report, material hash) of the attributed communities already stored with a summary."""
     with ctx.store.session() as s:
-        rows = s.exec(select(Community.id, Community.title, Community.summary, Community.report).where(
+        rows = s.exec(select(Community.id, Community.title, Community.summary, Community.report,
+                             Community.data).where(  # type: ignore[call-overload]  # five columns
             Community.workspace_id == ctx.ws.id, Community.method == METHOD, Community.summary != "")).all()
-    return {i: (t, x, r or {}) for i, t, x, r in rows}
+    # a report marked stale (its members' documents deleted, a merge) is never reused
+    return {i: (t, x, r or {}, "" if (d or {}).get("stale") else (d or {}).get("material", ""))
+            for i, t, x, r, d in rows}
 
 
 def _rel_elements(ctx, rel_ids: list[str]) -> dict[str, Element]:
@@ -115,25 +120,30 @@ def _rel_elements(ctx, rel_ids: list[str]) -> dict[str, Element]:
 def _persist(ctx, comms: list[Comm], level: int) -> None:
     """Store these communities (new ones with their in_community edges; a stored one without a summary gets it)."""
     with ctx.store.session() as s:
-        have = dict(s.exec(select(Community.id, Community.summary).where(
-            col(Community.id).in_([c.id for c in comms]))).all())
+        have = {i: (x, t, None if (d or {}).get("stale") else (d or {}).get("material", "")) for i, x, t, d in s.exec(
+            select(Community.id, Community.summary, Community.title, Community.data).where(
+                col(Community.id).in_([c.id for c in comms]))).all()}
         new = [c for c in comms if c.id not in have]
         conn = s.connection()
         if new:
             conn.execute(insert(sql_table(Community)), [
                 {"id": c.id, "workspace_id": ctx.ws.id, "method": METHOD, "level": level, "parent_id": None,
                  "size": len(c.members), "title": c.title, "summary": c.summary, "report": c.report,
-                 "data": {"layer": c.layer, "children": len(c.children)}} for c in new])
+                 "data": _data(c)} for c in new])
             edges = [{"workspace_id": ctx.ws.id, "src": m, "dst": c.id, "kind": "in_community", "weight": 1.0,
                       "data": {}} for c in new for m in c.member_ids]
             for i in range(0, len(edges), 50_000):
                 conn.execute(insert(sql_table(Edge)), edges[i : i + 50_000])
         table = sql_table(Community)
-        for c in comms:
-            if c.id in have and not have[c.id]:
+        for c in comms:  # a stored row without a report, or with one written from other material, gets this one
+            if c.id in have and have[c.id] != (c.summary, c.title, c.material):
                 conn.execute(update(table).where(table.c.id == c.id).values(title=c.title, summary=c.summary,
-                                                                            report=c.report))
+                                                                            report=c.report, data=_data(c)))
         s.commit()
+
+
+def _data(c: Comm) -> dict:
+    return {"layer": c.layer, "children": len(c.children), "material": c.material}
 
 
 def _singleton(c: Comm, base: Base, below: list[Comm]) -> None:
@@ -175,7 +185,7 @@ def attributed_stage(ctx: BuildContext) -> Iterator[Progress]:
     layers: list[list[Comm]] = []
     layer_vecs: list[np.ndarray] = []  # the summary vectors of each layer's communities
     knn_total = 0
-    workers = ctx.settings.backend.concurrency if ctx.backend.name == "ollama" else 1
+    workers = ctx.settings.backend.parallel_calls if ctx.backend.name != "offline" else 1
     batch = max(32, workers * 4)
     while not h.done:
         layer = h.layer
@@ -195,20 +205,26 @@ def attributed_stage(ctx: BuildContext) -> Iterator[Progress]:
             member_ids = [base.ids[m] for m in members.tolist()]
             comms.append(Comm(community_id(ctx.ws_id, METHOD, layer, member_ids), layer, members, member_ids,
                               g if below else []))
-        inner, rels = _inner_relationships(ctx, base, level, comms, stored) if layer == 1 else ({}, {})
+        inner, rels = _inner_relationships(ctx, base, level, comms) if layer == 1 else ({}, {})
         todo: list[int] = []
+        materials: dict[int, tuple[str, list[str]]] = {}
         for gi, c in enumerate(comms):
-            if c.id in stored:
-                c.title, c.summary, c.report = stored[c.id]
-            elif len(level.groups[gi]) == 1:
+            if len(level.groups[gi]) == 1:  # no model call: made again, so it follows its member or child
                 _singleton(c, base, below)
+                c.material = content_id(c.title, c.summary)
+                continue
+            materials[gi] = _material(c, base, below, rels, inner.get(gi, []))
+            c.material = content_id(materials[gi][0], *materials[gi][1])
+            got = stored.get(c.id)
+            if got is not None and got[3] == c.material:  # written from the same material: kept
+                c.title, c.summary, c.report = got[:3]
             else:
                 todo.append(gi)
         provisional = cfg.max_levels - layer
         _persist(ctx, [c for c in comms if c.summary], provisional)
 
         def make(gi: int) -> tuple[int, str, Report]:  # used within this level only, so the loop's names hold
-            hint, material = _material(comms[gi], base, below, rels, inner.get(gi, []))  # noqa: B023
+            hint, material = materials[gi]  # noqa: B023
             return gi, hint, ctx.backend.report(hint, material)
 
         with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -246,9 +262,9 @@ def attributed_stage(ctx: BuildContext) -> Iterator[Progress]:
                          f"stopped: {h.stop_reason or 'no entities'}", counts)
 
 
-def _inner_relationships(ctx, base: Base, level: Level, comms: list[Comm], stored: dict) -> tuple[dict, dict]:
-    """Relationship ids inside each level-1 community that still needs a report, and their elements."""
-    need = {gi for gi, c in enumerate(comms) if c.id not in stored and len(level.groups[gi]) > 1}
+def _inner_relationships(ctx, base: Base, level: Level, comms: list[Comm]) -> tuple[dict, dict]:
+    """Relationship ids inside each level-1 community of two or more members, and their elements."""
+    need = {gi for gi, c in enumerate(comms) if len(level.groups[gi]) > 1}
     inner: dict[int, list[str]] = {}
     if not need or not len(base.edges):
         return inner, {}
@@ -295,7 +311,7 @@ def _finish(ctx, layers: list[list[Comm]]) -> None:
         for j, c in enumerate(comms):
             rows.append(Community(id=c.id, workspace_id=ctx.ws.id, method=METHOD, level=n_levels - c.layer,
                                   parent_id=parent_of.get(j), size=len(c.members), title=c.title, summary=c.summary,
-                                  report=c.report, data={"layer": c.layer, "children": len(c.children)}))
+                                  report=c.report, data=_data(c)))
             members_of[c.id] = c.member_ids
     with ctx.store.session() as s:
         old = set(s.exec(select(Community.id).where(Community.workspace_id == ctx.ws.id, Community.method == METHOD)))

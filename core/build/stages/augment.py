@@ -12,7 +12,7 @@ Adds to the stored heterograph (Table 4 kinds: T chunk, S statement, N entity, R
 * `semantic` edges from the base layer of an HNSW graph over every T, S, A, H vector; a pair already linked by
   a heterograph edge has that edge's weight raised by 1 (marked `data.hnsw`) instead (core/build/noderag_edges.py).
 
-Resumable: attributes are written in batches and skipped once stored; communities keep their rows and reports
+Resumable: attributes are written in batches and skipped once stored from the same material (a hash in `data`); communities keep their rows and reports
 while their members are unchanged; high-level and overview nodes are synced to the reports (new ones added, stale
 ones removed); the edges of the last step are replaced in one transaction.
 """
@@ -64,10 +64,10 @@ class Decomposed:
                 Node.workspace_id == ws_id, Node.kind == "relationship").order_by(Node.id)).all()
             stmts = s.exec(select(Node.id, Node.text).where(
                 Node.workspace_id == ws_id, Node.kind == "statement").order_by(Node.id)).all()
-            ends = s.exec(select(Edge.src, Edge.dst).where(
-                Edge.workspace_id == ws_id, col(Edge.kind).in_(("subject", "object")))).all()
+            ends = s.exec(select(Edge.src, Edge.dst).where(  # edges in a canonical order, not insertion order
+                Edge.workspace_id == ws_id, col(Edge.kind).in_(("subject", "object"))).order_by(Edge.src, Edge.dst)).all()
             mentions = s.exec(select(Edge.src, Edge.dst).where(
-                Edge.workspace_id == ws_id, Edge.kind == "mentions")).all()
+                Edge.workspace_id == ws_id, Edge.kind == "mentions").order_by(Edge.src, Edge.dst)).all()
         self.entity = {i: (t, float(w or 0.0)) for i, t, w in ents}
         self.rel = {i: (t, x or "", float(w or 0.0)) for i, t, x, w in rels}
         self.stmt = {i: x or "" for i, x in stmts}
@@ -121,16 +121,21 @@ def _attributes(ctx: BuildContext, dec: Decomposed, important: list[str]) -> Ite
     """Summarize each important entity once; drop attributes of entities no longer important."""
     store, ws_id = ctx.store, ctx.ws_id
     want = {content_id(str(ws_id), "attribute", e): e for e in important}
+    material = {aid: content_id(dec.entity[e][0], *dec.material(e)) for aid, e in want.items()}
     with store.session() as s:
-        have = set(s.exec(select(Node.id).where(Node.workspace_id == ws_id, Node.kind == "attribute")))
-        stale = sorted(have - set(want))
-        if stale:
-            delete_nodes(s, ws_id, stale)
+        have = {i: (d or {}).get("material") for i, d in s.exec(select(Node.id, Node.data).where(
+            Node.workspace_id == ws_id, Node.kind == "attribute"))}
+        gone = sorted(set(have) - set(want))
+        # an attribute summarized from other material (its entity's statements or relationships changed: documents
+        # added or deleted) is made again; one from the same material is kept
+        redo = sorted(aid for aid in set(have) & set(want) if have[aid] != material[aid])
+        if gone or redo:
+            delete_nodes(s, ws_id, gone + redo)
             s.commit()
-    ctx.index.delete("attribute", stale)
-    todo = [(aid, e) for aid, e in want.items() if aid not in have]
+    ctx.index.delete("attribute", gone)
+    todo = [(aid, e) for aid, e in want.items() if aid not in have or aid in redo]
     total = len(todo)
-    workers = ctx.settings.backend.concurrency if ctx.backend.name == "ollama" else 1
+    workers = ctx.settings.backend.parallel_calls if ctx.backend.name != "offline" else 1
     batch = max(32, workers * 4)
 
     def summarize(item: tuple[str, str]) -> tuple[str, str, Summary]:
@@ -142,7 +147,8 @@ def _attributes(ctx: BuildContext, dec: Decomposed, important: list[str]) -> Ite
             part = todo[off : off + batch]
             results = list(pool.map(summarize, part)) if workers > 1 else [summarize(t) for t in part]
             nodes = [node_row(ws_id, aid, "attribute", dec.entity[eid][0], summ.summary,
-                               {"entity_id": eid, "keywords": list(summ.keywords)[:10]}) for aid, eid, summ in results]
+                               {"entity_id": eid, "keywords": list(summ.keywords)[:10], "material": material[aid]})
+                     for aid, eid, summ in results]
             edges = [edge_row(ws_id, eid, aid, "has_attribute") for aid, eid, _ in results]
             with store.session() as s:
                 conn = s.connection()

@@ -19,17 +19,17 @@ from concurrent.futures import ThreadPoolExecutor
 from sqlmodel import col, select
 
 from core.build.context import BuildContext, Progress
+from core.build.mentions import chunk_ords, fold_entity, fold_relationship
 from core.models import Document, Node, sql_table
 from core.protocols import Extraction
 from core.resolution.merge import merged_into
-from core.store import bulk_insert, content_id
+from core.store import bulk_insert, content_id, driver_sql
 from core.text import norm_key
 
 log = logging.getLogger(__name__)
 STAGE = "extract"
 ROW_FORMATS = {"csv", "tsv", "jsonl", "ndjson", "json"}
 REAL_TITLES = {"field", "heading", "html"}  # Document.meta["title_from"] values that name the document's subject
-_DESC_CAP = 1200
 _OFFLINE_BATCH = 64  # chunks per transaction with the offline heuristics
 
 
@@ -49,7 +49,7 @@ def extract_stage(ctx: BuildContext) -> Iterator[Progress]:
     todo = [r for r in rows if r[0] not in done]
     total = len(todo)
     types = ctx.settings.extract.entity_types
-    workers = ctx.settings.backend.concurrency if ctx.backend.name == "ollama" else 1
+    workers = ctx.settings.backend.parallel_calls if ctx.backend.name != "offline" else 1
     counts: Counter[str] = Counter()
     redirect = merged_into(store, ws_id) if total else {}
     todo_docs = {d: docs[d] for d in dict.fromkeys(r[2] for r in todo) if d in docs}
@@ -177,6 +177,7 @@ def write_extractions(store, ws_id: int, items: list[tuple[str, str | None, Extr
     with store.session() as s:
         conn = s.connection()
         stored = _load(conn, {i for p in plans for i in (*p[4], *p[5])})
+        ords = chunk_ords(conn, [p[0] for p in plans])
 
         def current(nid: str) -> dict | None:
             """The row as it stands after the chunks already merged: a new row, a changed row or a stored one."""
@@ -191,50 +192,36 @@ def write_extractions(store, ws_id: int, items: list[tuple[str, str | None, Extr
 
         for chunk_id, doc_id, ex, by_name, wanted, rel_ids in plans:
             about = subject_keys((subjects or {}).get(doc_id)) if doc_id else set()
+            pos = (doc_id or "", ords.get(chunk_id, 0))  # the canonical order of contributions (core/build/mentions.py)
             for eid, (key, e) in wanted.items():
                 name, desc = e.name.strip(), (e.description or "").strip()
                 node = current(eid)
                 if node is None:
-                    new_nodes[eid] = _node_row(ws_id, eid, "entity", key=key, title=name, type=e.type, weight=1.0,
-                                               data={"aliases": {name: 1}, "types": {e.type: 1},
-                                                     "descriptions": [desc] if desc else []})
+                    node = new_nodes[eid] = _node_row(ws_id, eid, "entity", key=key, weight=0.0,
+                                                      data={"aliases": {}, "types": {}, "descriptions": []})
                     counts["entities_new"] += 1
-                else:
-                    data = node["data"]
-                    aliases = data.setdefault("aliases", {})
-                    aliases[name] = aliases.get(name, 0) + 1
-                    types = data.setdefault("types", {})
-                    types[e.type] = types.get(e.type, 0) + 1
-                    descs = data.setdefault("descriptions", [])
-                    if desc and desc not in descs and sum(map(len, descs)) < _DESC_CAP:
-                        descs.append(desc)
-                    node["weight"] = (node["weight"] or 0.0) + 1.0
+                fold_entity(node, name, e.type, desc, pos)
+                mention = {"x": [[name, e.type, desc]]}  # this chunk's contribution, for a refold
                 if key in about:
-                    edges.append((ws_id, chunk_id, eid, "mentions", subject_weight, '{"subject": true}'))
+                    edges.append((ws_id, chunk_id, eid, "mentions", subject_weight,
+                                  json.dumps({"subject": True} | mention)))
                     counts["subject_mentions"] += 1
                 else:
-                    edges.append((ws_id, chunk_id, eid, "mentions", 1.0, "{}"))
+                    edges.append((ws_id, chunk_id, eid, "mentions", 1.0, json.dumps(mention)))
                 counts["mentions"] += 1
             # relationships: nodalized, keyed by (subject, object)
             titles = {by_name[e.name.lower()]: e.name for e in reversed(ex.entities) if e.name.lower() in by_name}
             for rid, (a, b, pred, w, desc) in rel_ids.items():
                 node = current(rid)
                 if node is None:
-                    new_nodes[rid] = _node_row(ws_id, rid, "relationship", key=f"{a}|{b}",
-                                               title=f"{titles.get(a, a)} — {pred} — {titles.get(b, b)}"[:300],
-                                               text=desc, type=pred, weight=w,
-                                               data={"source": a, "target": b, "predicates": [pred]})
+                    node = new_nodes[rid] = _node_row(ws_id, rid, "relationship", key=f"{a}|{b}", weight=0.0,
+                                                      data={"source": a, "target": b})
                     edges.append((ws_id, rid, a, "subject", 1.0, "{}"))
                     edges.append((ws_id, rid, b, "object", 1.0, "{}"))
                     counts["relationships_new"] += 1
-                else:
-                    preds = node["data"].setdefault("predicates", [])
-                    if pred not in preds and len(preds) < 10:
-                        preds.append(pred)
-                    if desc and desc not in node["text"] and len(node["text"]) < _DESC_CAP:
-                        node["text"] = (node["text"] + " " + desc).strip()
-                    node["weight"] = (node["weight"] or 0.0) + w
-                edges.append((ws_id, rid, chunk_id, "derived_from", 1.0, "{}"))
+                title = f"{titles.get(a, a)} — {pred} — {titles.get(b, b)}"[:300]
+                fold_relationship(node, pred, w, desc, title, pos)
+                edges.append((ws_id, rid, chunk_id, "derived_from", 1.0, json.dumps({"x": [[pred, w, desc, title]]})))
             # statements: propositions of this chunk, mentioning the chunk's entities they name
             names = list(by_name.items())
             for k, text in enumerate(dict.fromkeys(t.strip() for t in ex.statements if t.strip())):
@@ -248,12 +235,12 @@ def write_extractions(store, ws_id: int, items: list[tuple[str, str | None, Extr
                 counts["statements"] += 1
         bulk_insert(conn, sql_table(Node), list(new_nodes.values()))
         if changed:
-            conn.exec_driver_sql("UPDATE node SET weight = ?, text = ?, data = ? WHERE id = ?",
+            conn.exec_driver_sql(driver_sql(conn, "UPDATE node SET weight = ?, text = ?, data = ? WHERE id = ?"),
                                  [(r["weight"], r["text"], json.dumps(r["data"]), nid) for nid, r in changed.items()])
         if edges:
-            conn.exec_driver_sql("INSERT INTO edge (workspace_id, src, dst, kind, weight, data) "
-                                 "VALUES (?, ?, ?, ?, ?, ?)", edges)
-        conn.exec_driver_sql("INSERT INTO checkpoint (workspace_id, stage, unit) VALUES (?, ?, ?)",
+            conn.exec_driver_sql(driver_sql(conn, "INSERT INTO edge (workspace_id, src, dst, kind, weight, data) "
+                                                  "VALUES (?, ?, ?, ?, ?, ?)"), edges)
+        conn.exec_driver_sql(driver_sql(conn, "INSERT INTO checkpoint (workspace_id, stage, unit) VALUES (?, ?, ?)"),
                              [(ws_id, STAGE, cid) for cid, _, _ in items])
         s.commit()
     return counts

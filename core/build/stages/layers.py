@@ -34,7 +34,7 @@ from core.algorithms.layers import (
 )
 from core.build.context import BuildContext, Progress
 from core.config import LayerSettings
-from core.index.embedding import node_text_for_embedding
+from core.index.embedding import embed_missing, node_text_for_embedding
 from core.models import Edge, Node, sql_table
 from core.store import content_id, release_memory
 
@@ -42,6 +42,8 @@ DESCRIPTION_CHARS = 400  # a member's description as shown to the model
 
 
 def _clear_summary_layers(ctx) -> None:
+    """Remove the summary entities and their links (their vectors stay: a summary entity made again with the same
+    id and text keeps its vector; `_drop_stale_vectors` removes the others at the end)."""
     with ctx.store.session() as s:
         old = list(s.exec(select(Node.id).where(Node.workspace_id == ctx.ws.id, Node.kind == "entity",
                                                 col(Node.layer) > 0)))
@@ -51,7 +53,13 @@ def _clear_summary_layers(ctx) -> None:
                                       col(Edge.dst).in_(part)))
             s.exec(delete(Node).where(col(Node.id).in_(part)))
         s.commit()
-    ctx.index.delete("entity", old)
+
+
+def _drop_stale_vectors(ctx) -> None:
+    """Entity vectors of nodes that no longer exist (summary entities not made again)."""
+    with ctx.store.session() as s:
+        live = set(s.exec(select(Node.id).where(Node.workspace_id == ctx.ws.id, Node.kind == "entity")))
+    ctx.index.delete("entity", [i for i in ctx.index.existing("entity") if i not in live])
 
 
 def _row(layer: int, n: int) -> dict:
@@ -63,6 +71,7 @@ def layers_stage(ctx: BuildContext) -> Iterator[Progress]:
     cfg: LayerSettings = ctx.settings.layers
     _clear_summary_layers(ctx)
     if not cfg.enabled:
+        _drop_stale_vectors(ctx)
         yield Progress(1, 1, "summary layers switched off", {"layers": [], "stop_reason": "disabled"})
         return
     with ctx.store.session() as s:
@@ -103,6 +112,7 @@ def layers_stage(ctx: BuildContext) -> Iterator[Progress]:
         ids = new_ids
         layer += 1
     row["stop_reason"] = reason
+    _drop_stale_vectors(ctx)
     del vec_of, titles, texts
     release_memory()
     clustered = sum(1 for r in layers if r["cluster_sparsity"] is not None)
@@ -191,7 +201,11 @@ def _summary_layer(ctx, cfg: LayerSettings, layer: int, ids: list[str], clusters
             s.commit()
         for sid in new_ids:
             titles[sid], texts[sid] = nodes[sid]["title"], nodes[sid]["text"]
-        vecs = ctx.embedder.embed([node_text_for_embedding("entity", titles[i], texts[i][:1000]) for i in new_ids])
-        ctx.index.upsert("entity", new_ids, vecs, [{"type": "SUMMARY", "layer": layer + 1} for _ in new_ids])
-        vec_of.update(zip(new_ids, vecs))
+        # embedded only when new or changed (a summary entity's id and text made again keep their stored vector)
+        rows = [(i, node_text_for_embedding("entity", titles[i], texts[i][:1000]), {"type": "SUMMARY",
+                                                                                       "layer": layer + 1})
+                for i in new_ids]
+        for _ in embed_missing(ctx.index, ctx.embedder, "entity", rows, ctx.settings.embed.batch_size):
+            pass
+        vec_of.update(ctx.index.vectors("entity", new_ids))
     return new_ids

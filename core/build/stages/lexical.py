@@ -190,7 +190,7 @@ def lexical_stage(ctx: BuildContext) -> Iterator[Progress]:
     by_doc: dict[str | None, list[str]] = defaultdict(list)
     for sid, doc in lx.stmt_doc.items():
         by_doc[doc].append(sid)
-    workers = ctx.settings.backend.concurrency if ctx.backend.name == "ollama" else 1
+    workers = ctx.settings.backend.parallel_calls if ctx.backend.name != "offline" else 1
 
     def summarize(job: tuple[str, list[str]]):
         title, texts = job

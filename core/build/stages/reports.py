@@ -3,7 +3,9 @@
 The material of a report is its members' descriptions and inner relationships (core/build/report_material.py,
 which also names the methods REPORTED and why). The stage writes the reports still missing and rewrites those
 marked stale by an entity merge or undo since they were written (core/resolution/merge.py `mark_stale`), clearing
-the mark.
+the mark, and (for `leiden` and `hirag`) those whose material changed since: each report keeps the hash of the
+material it was written from (`data["material"]`), so after documents are added or deleted only the communities
+whose members' descriptions or inner relationships changed get a new report; the others keep theirs.
 
 The communities reported are those whose paper reports them: GraphRAG's `leiden` (§2: a report per community of
 every level), HiRAG's `hirag` (hirag.txt §4.1: "for each community p in P, we generate an interpretable semantic
@@ -17,20 +19,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-from sqlalchemy import bindparam, func, or_, update
+from sqlalchemy import bindparam, or_, update
 from sqlmodel import col, select
 
 from core.build.context import BuildContext, Progress
-from core.build.report_material import REPORTED, CommunityElements, report_material
+from core.build.report_material import HASHED, REPORTED, CommunityElements, material_hash, report_material
 from core.models import Community, sql_table
 from core.protocols import Report
-from core.store import release_memory
+from core.store import content_id, json_field, release_memory
 
 
 def reports_stage(ctx: BuildContext) -> Iterator[Progress]:
     store, ws_id = ctx.store, ctx.ws_id
     with store.session() as s:  # no report yet, or a report written before entity merges changed its members
-        stale = func.json_extract(Community.data, "$.stale")
+        stale = json_field(s, Community.data, "stale", as_text=True)
         rows = s.exec(select(Community.id, Community.data).where(
             Community.workspace_id == ws_id, col(Community.method).in_(REPORTED),
             or_(col(Community.summary) == "", stale.is_not(None)))
@@ -46,20 +48,35 @@ def reports_stage(ctx: BuildContext) -> Iterator[Progress]:
                 {"_id": cid, "data": {k: v for k, v in (data or {}).items() if k not in ("stale", "stale_reasons")}}
                 for cid, data in bare])
             s.commit()
+    elements: CommunityElements | None = CommunityElements(store, ws_id)
+    assert elements is not None
+    # a report whose material changed (members' descriptions, inner relationships: documents added or deleted) is
+    # written again; one whose material hash is unchanged is kept, whatever else changed in the graph
+    due = {cid for cid, _ in rows}
+    with store.session() as s:
+        reported = s.exec(select(Community.id, Community.data).where(
+            Community.workspace_id == ws_id, col(Community.method).in_(HASHED), Community.summary != "")
+            .order_by(Community.method, col(Community.level), Community.id)).all()
+    rows = list(rows) + [(cid, data) for cid, data in reported
+                         if cid not in due and (data or {}).get("material") != material_hash(*elements.of(cid))]
     todo = [cid for cid, _ in rows]
     fresh = {cid: {k: v for k, v in (data or {}).items() if k not in ("stale", "stale_reasons")} for cid, data in rows}
     total = len(todo)
     if total == 0:
         yield Progress(0, 0, "all reports present", {})
         return
-    elements: CommunityElements | None = CommunityElements(store, ws_id)
-    workers = ctx.settings.backend.concurrency if ctx.backend.name == "ollama" else 1
+    workers = ctx.settings.backend.parallel_calls if ctx.backend.name != "offline" else 1
     batch = max(32, workers * 4) if workers > 1 else 256  # reports written per transaction
     table = sql_table(Community)
+    with store.session() as s:
+        hashed = set(s.exec(select(Community.id).where(Community.workspace_id == ws_id,
+                                                       col(Community.method).in_(HASHED))))
 
     def build(cid: str) -> tuple[str, Report]:
         assert elements is not None  # dropped only after the last report
         hint, material = report_material(*elements.of(cid))
+        if cid in hashed:
+            fresh[cid]["material"] = content_id(hint, *material)
         return cid, ctx.backend.report(hint, material)
 
     with ThreadPoolExecutor(max_workers=workers) as pool:

@@ -1,0 +1,350 @@
+"""Several workers on one database (core/build/lease.py), with real worker processes, on SQLite and on PostgreSQL
+(the `db` fixture runs every test on both; the PostgreSQL server is tests/pg.py's):
+
+* two `worker --serve` processes and three queued builds: every build done exactly once, each claimed by exactly
+  one worker, its stage progress written by that worker alone;
+* a worker killed with SIGKILL in the middle of a build: once its lease expires a `--serve` worker takes the run
+  over and resumes it, and the workspace equals an uninterrupted build;
+* a stalled worker (SIGSTOP) whose run another worker took over writes nothing when it wakes up;
+* no lost updates: concurrent stop requests, heartbeats, progress writes and version bumps from threads and
+  processes all land.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from sqlmodel import select
+
+from core.build.lease import Lease, claim_next
+from core.build.runner import create_run
+from core.build.runs import JobBusy, active_run, get_run, launch_worker, request_cancel
+from core.models import BuildRun, Checkpoint
+from core.store import Store
+from core.workspace import ingest_paths
+from tests.conftest import ROOT, build_workspace
+from tests.stages.test_pipeline import snapshot
+
+LEASE_S = 3.0  # the tests' lease: a silent worker's run is taken over after 3 s instead of 45 s
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request, tmp_path, make_settings):
+    """Settings on a fresh SQLite file or PostgreSQL database under tmp_path/home, with the tests' short lease."""
+    testing = os.environ.get("STRATA_TEST_DATABASE", "sqlite")
+    if request.param == "sqlite" and testing == "postgres":
+        pytest.skip("the PostgreSQL pass runs the postgres cases only")
+    if request.param == "postgres":
+        from tests import pg
+
+        if not pg.available():
+            pytest.skip("PostgreSQL binaries are not installed")
+    settings = make_settings(tmp_path / "home")
+    if request.param == "postgres":
+        from tests.pg import database_for
+
+        settings.storage.database_url = database_for(settings.storage.home)
+    else:
+        settings.storage.database_url = None
+    settings.worker.lease_s = LEASE_S
+    return settings
+
+
+def _env(settings) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(STRATA_HOME=str(settings.storage.home), STRATA_WORKER_LEASE_S=str(settings.worker.lease_s),
+               PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""))
+    if settings.storage.database_url:
+        env["STRATA_DATABASE_URL"] = settings.storage.database_url
+    else:
+        env.pop("STRATA_DATABASE_URL", None)
+    return env
+
+
+def _serve(settings, log: Path) -> subprocess.Popen:
+    """A `python -m core worker --serve` process on the settings' database, logging to `log`."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    out = open(log, "ab")  # noqa: SIM115 - handed to the child
+    return subprocess.Popen([sys.executable, "-m", "core", "worker", "--serve", "--poll", "0.2"], cwd=str(ROOT),
+                            env=_env(settings), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def _stop(*procs: subprocess.Popen) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def _wait_for(cond, timeout: float, what: str, every: float = 0.05):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = cond()
+        if got:
+            return got
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _claims(*logs: Path) -> list[tuple[str, int, Path]]:
+    """(worker token, run id, log) of every "claimed run" line."""
+    out = []
+    for log in logs:
+        for m in re.finditer(r"^worker (\S+) claimed run (\d+)$", log.read_text(), re.M):
+            out.append((m.group(1), int(m.group(2)), log))
+    return out
+
+
+def test_two_serving_workers_run_three_builds_each_exactly_once(db, tiny_corpus):
+    store = Store(db.storage.db_url)
+    runs = {}
+    for name in ("w1", "w2", "w3"):
+        ws = store.create_workspace(name)
+        ingest_paths(store, ws, [tiny_corpus], db)
+        runs[create_run(store, ws, db).id] = ws
+    logs = [db.storage.home / "serve-a.log", db.storage.home / "serve-b.log"]
+    workers = [_serve(db, log) for log in logs]
+    try:
+        _wait_for(lambda: all(get_run(store, i).status in ("done", "failed", "cancelled") for i in runs), 600,
+                  "the three builds", every=0.5)
+    finally:
+        _stop(*workers)
+    text = {log: log.read_text() for log in logs}
+    claims = _claims(*logs)
+    assert sorted(run for _, run, _ in claims) == sorted(runs), f"each run claimed exactly once: {claims}\n{text}"
+    for token, run_id, log in claims:
+        row = get_run(store, run_id)
+        assert row.status == "done", (row.message, row.error, text[log])
+        assert row.worker == token, "the run's holder is the worker that claimed it"
+        assert row.pid != os.getpid()
+        # the run's stage lines are in its claimer's log only: no other worker ran any of its stages
+        assert f"run {run_id} [extract] done" in text[log]
+        assert all(f"run {run_id} [" not in t for other, t in text.items() if other != log)
+        assert all(r.status == "done" for r in store.stage_runs(run_id))
+    for ws in runs.values():  # (not compared with each other: content ids, hence tie orders, include the workspace)
+        counts = store.counts(ws.id)
+        assert counts["chunk"] > 0 and counts["entity"] > 0 and counts["community"] > 0
+    assert [store.require_workspace(n).build_version for n in ("w1", "w2", "w3")] == [1, 1, 1]
+    assert all(active_run(store, ws) is None for ws in runs.values())
+
+
+def test_a_killed_workers_build_is_resumed_by_another_and_equals_an_uninterrupted_build(db, tiny_corpus, embedder,
+                                                                                      tmp_path):
+    store = Store(db.storage.db_url)
+    ws = store.create_workspace("w")
+    ingest_paths(store, ws, [tiny_corpus], db)
+    run = create_run(store, ws, db)
+    first = launch_worker(db, run.id)
+
+    def extract_started():
+        return any(r.stage == "extract" and r.status != "pending" for r in store.stage_runs(run.id))
+
+    try:
+        _wait_for(extract_started, 300, "the extract stage to start", every=0.02)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    killed = get_run(store, run.id)
+    assert killed.status == "running" and killed.worker and killed.pid == first.pid, "a killed worker records nothing"
+    with pytest.raises(JobBusy):  # its lease still holds: nobody else may start a run of the workspace yet
+        create_run(store, ws, db)
+
+    log = db.storage.home / "serve.log"
+    server = _serve(db, log)
+    try:
+        _wait_for(lambda: get_run(store, run.id).status in ("done", "failed"), 600, "the resumed build", every=0.5)
+    finally:
+        _stop(server)
+    text = log.read_text()
+    row = get_run(store, run.id)
+    assert row.status == "done", (row.message, row.error, text)
+    ((token, claimed, _),) = _claims(log)
+    assert claimed == run.id and row.worker == token != killed.worker and row.pid == server.pid
+    if re.search(rf"^run {run.id} \[chunk\] done", text, re.M):  # the chunk stage had finished before the kill
+        assert re.search(rf"^run {run.id} \[chunk\] done 0/0", text, re.M), "no document was chunked twice"
+    assert all(r.status == "done" for r in store.stage_runs(run.id))
+    assert store.require_workspace("w").build_version == 1
+
+    ref = build_workspace(tmp_path / "ref", [tiny_corpus], embedder)
+    assert ws.id == ref.ws.id, "content ids include the workspace id"
+    got, want = snapshot(store, ws.id), snapshot(ref.store, ref.ws.id)
+    assert got["counts"] == want["counts"]
+    assert got["nodes"] == want["nodes"]
+    assert got["edges"] == want["edges"]
+    assert got["communities"] == want["communities"]
+    with store.session() as s:
+        units = list(s.exec(select(Checkpoint.stage, Checkpoint.unit).where(Checkpoint.workspace_id == ws.id)))
+    assert len(units) == len(set(units))
+
+
+def test_a_stalled_worker_that_lost_its_run_writes_nothing_when_it_wakes(db, tiny_corpus):
+    store = Store(db.storage.db_url)
+    ws = store.create_workspace("w")
+    ingest_paths(store, ws, [tiny_corpus], db)
+    run = create_run(store, ws, db)
+    stalled = launch_worker(db, run.id)
+    server = None
+    try:
+        _wait_for(lambda: get_run(store, run.id).stage == "extract", 300, "the extract stage", every=0.02)
+        stalled.send_signal(signal.SIGSTOP)
+        first = get_run(store, run.id).worker
+        log = db.storage.home / "serve.log"
+        server = _serve(db, log)
+        _wait_for(lambda: get_run(store, run.id).status in ("done", "failed"), 600, "the taken-over build", every=0.5)
+        done = get_run(store, run.id)
+        assert done.status == "done" and done.worker != first, (done.message, log.read_text())
+        stages = [(r.stage, r.status, r.done, r.total, r.finished_at) for r in store.stage_runs(run.id)]
+        stalled.send_signal(signal.SIGCONT)
+        code = stalled.wait(timeout=120)
+    finally:
+        if stalled.poll() is None:
+            stalled.send_signal(signal.SIGCONT)
+            stalled.kill()
+        if server is not None:
+            _stop(server)
+    wlog = (db.storage.home / "logs" / f"run-{run.id}.log").read_text()
+    assert code in (1, 4), wlog  # 4: stopped at its next check; 1: its unit's write failed against the new rows
+    after = get_run(store, run.id)
+    assert (after.status, after.worker, after.message, after.finished_at) == (
+        "done", done.worker, done.message, done.finished_at), "the woken worker overwrote its successor's run"
+    assert [(r.stage, r.status, r.done, r.total, r.finished_at) for r in store.stage_runs(run.id)] == stages
+    assert store.require_workspace("w").build_version == 1
+
+
+CLAIMER = """
+import sys, time
+from core.build.lease import claim_next
+from core.store import Store
+store = Store(sys.argv[1])
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))  # all claimers start at once
+while (lease := claim_next(store, 30.0)) is not None:
+    print(lease.run_id, lease.token, flush=True)
+"""
+
+
+def test_racing_claimers_take_every_queued_run_exactly_once(db):
+    store = Store(db.storage.db_url)
+    runs = [create_run(store, store.create_workspace(f"w{i}"), db).id for i in range(8)]
+    start = time.time() + 3.0
+    procs = [subprocess.Popen([sys.executable, "-c", CLAIMER, db.storage.db_url, str(start)], cwd=str(ROOT),
+                              env=_env(db), stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4
+    claims = [line.split() for out in outs for line in out.splitlines()]
+    assert sorted(int(run) for run, _ in claims) == runs, claims
+    assert all(get_run(store, int(run)).worker == token for run, token in claims)
+    # and threads of one process racing for one run: one wins
+    run = create_run(store, store.create_workspace("one"), db).id
+    leases = [Lease(store, run, 30.0) for _ in range(8)]
+    barrier = threading.Barrier(len(leases))
+    won: list[bool] = []
+
+    def claim(lease: Lease) -> None:
+        barrier.wait()
+        won.append(lease.claim())
+
+    threads = [threading.Thread(target=claim, args=(lease,)) for lease in leases]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(won) == [False] * 7 + [True]
+
+
+def test_concurrent_stop_requests_heartbeats_and_bumps_are_never_lost(db):
+    store = Store(db.storage.db_url)
+    ws = store.create_workspace("w")
+    run = create_run(store, ws, db)
+    lease = Lease(store, run.id, 30.0)
+    assert lease.claim()
+    assert not Lease(store, run.id, 30.0).claim(), "a live lease is not claimed twice"
+    assert claim_next(store, 30.0) is None
+
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def beat():
+        try:
+            while not stop.is_set():
+                assert lease.renew()
+                lease.write(message="working")
+                lease.write_stage("extract", done=1, total=2)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    def bump():
+        try:
+            for _ in range(25):
+                store.bump_version(ws.id)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=beat) for _ in range(3)] + [threading.Thread(target=bump) for _ in range(4)]
+    for t in threads:
+        t.start()
+    script = ("import sys; from core.store import Store; s = Store(sys.argv[1])\n"
+              "for _ in range(25): s.bump_version(int(sys.argv[2]))")
+    procs = [subprocess.Popen([sys.executable, "-c", script, db.storage.db_url, str(ws.id)], cwd=str(ROOT),
+                              env=_env(db)) for _ in range(2)]
+    time.sleep(0.5)
+    request_cancel(store, run.id)  # while the heartbeats and progress writes go on
+    time.sleep(0.5)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    assert not errors, errors
+    row = get_run(store, run.id)
+    assert row.status == "cancelling", "a heartbeat or progress write undid the stop request"
+    assert row.message == "working" and row.worker == lease.token
+    assert store.require_workspace("w").build_version == 4 * 25 + 2 * 25
+    # the stop came after the last step: the run is done (its work finished) and says the request came too late
+    assert lease.finish("done", "Build finished")
+    row = get_run(store, run.id)
+    assert (row.status, row.message) == ("done", "Build finished (the stop request came after the last step)")
+    assert not lease.renew() and lease.lost.is_set(), "a finished run's lease is over"
+    request_cancel(store, run.id)
+    assert get_run(store, run.id).status == "done"
+
+
+def test_a_lost_lease_stops_the_runner_before_its_final_write(db, tiny_corpus, embedder):
+    from core.build.factory import make_context
+    from core.build.runner import run_build
+
+    store = Store(db.storage.db_url)
+    ws = store.create_workspace("w")
+    ingest_paths(store, ws, [tiny_corpus], db)
+    run = create_run(store, ws, db)
+    old = Lease(store, run.id, LEASE_S)
+    assert old.claim()
+    events, new = [], Lease(store, run.id, LEASE_S)
+    for ev in run_build(make_context(store, ws, db, embedder=embedder), run.id, lease=old):
+        events.append(ev)
+        if ev.stage == "extract" and ev.status == "running" and ev.done > 0 and new.run_id and not new.beating:
+            with store.session() as s:  # the lease expired while this worker stalled ...
+                row = s.get(BuildRun, run.id)
+                row.heartbeat = row.heartbeat.replace(year=2000)
+                s.add(row)
+                s.commit()
+            assert new.claim(), "... and another worker took the run over"
+            new.beating = True  # (only once)
+    assert new.beating and events[-1].status == "lost" and events[-1].stage == "extract", events[-3:]
+    row = get_run(store, run.id)
+    assert (row.status, row.worker) == ("running", new.token), "the old worker wrote nothing after losing the run"
+    assert "resumed by worker" in row.message
+    (extract,) = [r for r in store.stage_runs(run.id) if r.stage == "extract"]
+    assert extract.status == "running" and extract.finished_at is None
+    assert store.require_workspace("w").build_version == 0
