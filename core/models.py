@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from sqlalchemy import JSON, Column, Index, Table, UniqueConstraint
+from sqlalchemy import JSON, Column, Index, LargeBinary, Table, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
@@ -158,6 +158,17 @@ class Checkpoint(SQLModel, table=True):
     workspace_id: int = Field(primary_key=True, foreign_key="workspace.id")
     stage: str = Field(primary_key=True)
     unit: str = Field(primary_key=True)
+
+
+class Artifact(SQLModel, table=True):
+    """A binary a build derives and retrieval reads (ArchRAG's C-HNSW index), kept in the database beside the graph
+    it indexes, so every worker and app host sharing the database reads the one the last build wrote."""
+
+    workspace_id: int = Field(foreign_key="workspace.id", primary_key=True)
+    name: str = Field(primary_key=True)
+    digest: str  # content hash of `data`: readers reload when it changes
+    data: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
 
 
 class LLMCall(SQLModel, table=True):

@@ -18,6 +18,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlmodel import Session, SQLModel, col, create_engine, delete, select
 
 from core.models import (
+    Artifact,
     BuildRun,
     Checkpoint,
     Community,
@@ -240,10 +241,33 @@ class Store:
             if runs:
                 s.exec(delete(StageRun).where(col(StageRun.run_id).in_(runs)))
             for table in (BuildRun, Checkpoint, Edge, Node, Community, Document, QueryLog, EntityMerge,
-                          CommunityVariant):
+                          CommunityVariant, Artifact):
                 s.exec(delete(table).where(col(table.workspace_id) == ws.id))
             s.exec(delete(Workspace).where(col(Workspace.id) == ws.id))
             s.commit()
+
+    # -- artifacts: binaries a build derives (core/models.py Artifact) -----------------------------------------
+    def put_artifact(self, ws_id: int, name: str, data: bytes | None) -> str | None:
+        """Store (replace) the workspace's artifact `name`, or remove it when `data` is None; returns its digest."""
+        digest = None if data is None else hashlib.sha256(data).hexdigest()[:20]
+        with self.session() as s:
+            s.exec(delete(Artifact).where(col(Artifact.workspace_id) == ws_id, col(Artifact.name) == name))
+            if data is not None and digest is not None:
+                s.add(Artifact(workspace_id=ws_id, name=name, digest=digest, data=data))
+            s.commit()
+        return digest
+
+    def artifact_digest(self, ws_id: int, name: str) -> str | None:
+        """The stored artifact's digest (cheap: the bytes are not read), None when there is none."""
+        with self.session() as s:
+            return s.exec(select(Artifact.digest).where(Artifact.workspace_id == ws_id, Artifact.name == name)).first()
+
+    def artifact(self, ws_id: int, name: str) -> tuple[str, bytes] | None:
+        """(digest, bytes) of the stored artifact, None when there is none."""
+        with self.session() as s:
+            row = s.exec(select(Artifact.digest, Artifact.data).where(Artifact.workspace_id == ws_id,
+                                                                      Artifact.name == name)).first()
+        return (row[0], bytes(row[1])) if row is not None else None
 
     # -- reads used by several layers -------------------------------------------------------------------------
     def counts(self, ws_id: int) -> dict[str, int]:

@@ -29,13 +29,14 @@ found, then SearchLayer with candidate list `ef` >= k in the target layer. Algor
 with a candidate list of 1; on layers of far-apart clusters that greedy walk stops in the wrong cluster (a node
 queried with its own vector was not found, tests/unit/test_chnsw.py), so the upper layers are searched with the
 same `ef` (they are the small layers, so this costs little). `search_layers` is ArchRAG's hierarchical search:
-the top k of every layer, each layer entered through the inter-layer link of the best node of the layer above. The index is saved as one uncompressed `.npz` (ids, float32 vectors, CSR
-adjacency, inter-layer links), so loading is a few array reads.
+the top k of every layer, each layer entered through the inter-layer link of the best node of the layer above. The index is stored as the bytes of one uncompressed `.npz` (ids, float32
+vectors, CSR adjacency, inter-layer links), so loading is a few array reads.
 """
 
 from __future__ import annotations
 
 import heapq
+import io
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -43,7 +44,8 @@ from pathlib import Path
 
 import numpy as np
 
-CHNSW_FILE = "chnsw.npz"  # the saved index, in the workspace's vector directory (the `attributed` stage writes it)
+CHNSW_FILE = "chnsw.npz"  # where a workspace built before the index moved to the database kept it (vector directory)
+CHNSW_ARTIFACT = "chnsw"  # the index's name among the workspace's artifacts (the `attributed` stage writes it)
 EF_CONSTRUCTION = 40  # SearchLayer candidate list while inserting (>= M)
 EF_SEARCH = 64  # default SearchLayer candidate list of queries (>= k)
 EXACT_ABOVE = 2000  # layers with more nodes get exact-kNN intra-layer links instead of greedy insertion
@@ -267,18 +269,21 @@ class CHNSW:
         return out
 
     # -- persistence -----------------------------------------------------------------------------------------------
-    def save(self, path: Path) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez(tmp, ids=self.ids, offsets=self.offsets, vecs=self.vecs, indptr=self.indptr,
+    def to_bytes(self) -> bytes:
+        """The index as one uncompressed `.npz` (what the `attributed` stage stores as the workspace's artifact)."""
+        buf = io.BytesIO()
+        np.savez(buf, ids=self.ids, offsets=self.offsets, vecs=self.vecs, indptr=self.indptr,
                  indices=self.indices, inter=self.inter, entry=np.array([self.entry, self.m], dtype=np.int64),
                  meta=np.array(json.dumps(self.meta)))
-        tmp.replace(path)  # a killed build never leaves half an index behind
+        return buf.getvalue()
 
     @classmethod
-    def load(cls, path: Path) -> "CHNSW":
-        with np.load(Path(path), allow_pickle=False) as z:
+    def from_bytes(cls, data: bytes) -> "CHNSW":
+        return cls.load(io.BytesIO(data))
+
+    @classmethod
+    def load(cls, path: Path | io.BytesIO) -> "CHNSW":
+        with np.load(path if isinstance(path, io.BytesIO) else Path(path), allow_pickle=False) as z:
             entry, m = (int(x) for x in z["entry"])
             return cls(z["ids"], z["offsets"], z["vecs"], z["indptr"], z["indices"], z["inter"], entry, m,
                        json.loads(str(z["meta"])))

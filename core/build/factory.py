@@ -38,7 +38,7 @@ def open_index(settings: Settings, ws_name: str, embedder_name: str) -> VectorIn
 
 def delete_vectors(settings: Settings, ws_name: str) -> None:
     """Remove the workspace's vectors: its collections on the server (when there is one) and its directory (the
-    embedded store, and the C-HNSW file that lives there either way)."""
+    embedded store; an older build's C-HNSW file)."""
     import shutil
 
     if settings.storage.chroma_url:

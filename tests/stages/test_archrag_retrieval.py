@@ -15,6 +15,7 @@ from sqlmodel import select
 from core.ingest import count_tokens
 from core.models import Community, Document, Edge, Node
 from core.retrieval.archrag import filter as archrag_filter
+from core.retrieval.archrag import search as archrag_search
 from core.retrieval.archrag.filter import Point, Statements, adaptive_filter
 from core.retrieval.archrag.search import chnsw_cache, community_chunks, hierarchical_search
 from core.retrieval.base import VIEW, Resources, Retrieval, get_strategy, strategy_names
@@ -243,9 +244,21 @@ def test_new_sentences_are_embedded_up_to_a_cap_then_rated_with_their_item_vecto
     assert r.sections["local"] and r.sections["global"] and r.sources
 
 
-def test_without_an_index_the_result_is_empty_and_says_why(sample_resources, tmp_path):
+def test_a_host_sharing_the_database_reads_the_index_the_build_stored(sample_resources, tmp_path):
     settings = sample_resources.settings.model_copy(deep=True)
-    settings.storage.home = tmp_path  # no chnsw.npz there
+    settings.storage.home = tmp_path  # another app host: its own STRATA_HOME, nothing of the build's on its disk
+    res = Resources(sample_resources.store, sample_resources.ws, settings, sample_resources.embedder,
+                    sample_resources.index)
+    res.cached(VIEW, lambda: sample_resources.view)
+    r = get_strategy("archrag").retrieve(res, HALDEN_Q)
+    assert r.sections["local"] and r.sections["global"] and r.sources
+    assert not list(tmp_path.iterdir()), "nothing was read from or written to that host's disk"
+
+
+def test_without_an_index_the_result_is_empty_and_says_why(sample_resources, tmp_path, monkeypatch):
+    monkeypatch.setattr(archrag_search, "CHNSW_ARTIFACT", "never-stored")  # the workspace's store holds none of it
+    settings = sample_resources.settings.model_copy(deep=True)
+    settings.storage.home = tmp_path  # and no index file of an older build there
     res = Resources(sample_resources.store, sample_resources.ws, settings, sample_resources.embedder,
                     sample_resources.index)
     res.cached(VIEW, lambda: sample_resources.view)  # the graph already loaded, the rest of the cache fresh

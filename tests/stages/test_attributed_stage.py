@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
-from core.algorithms.chnsw import CHNSW, CHNSW_FILE
+from core.algorithms.chnsw import CHNSW, CHNSW_ARTIFACT, CHNSW_FILE
 from core.build.community_rows import write_communities
 from core.build.factory import make_context
 from core.build.stages.attributed import attributed_stage
@@ -105,7 +105,10 @@ def test_levels_partition_the_layer_below_and_are_summarized_and_indexed(tiny_bu
     assert counts["communities_per_level"] == {str(n_levels - i): len(by_layer[i]) for i in by_layer}
     assert counts["knn_edges"] > 0 and counts["chnsw_nodes"] == sum(sizes) and counts["chnsw_links"] > 0
 
-    index = CHNSW.load(settings.storage.vector_dir(ws.name) / CHNSW_FILE)
+    stored = store.artifact(ws.id, CHNSW_ARTIFACT)
+    assert stored is not None, "the index is stored in the database, where every host sharing it reads it"
+    assert not (settings.storage.vector_dir(ws.name) / CHNSW_FILE).exists(), "and nowhere else"
+    index = CHNSW.from_bytes(stored[1])
     assert index.layer_sizes == sizes
     lo = index.offsets
     assert set(index.ids[lo[0] : lo[1]].tolist()) == entities
@@ -151,4 +154,5 @@ def test_a_killed_build_resumes_without_redoing_finished_summaries(tiny_built):
     ctx, _ = _rerun(tiny_built, CountingBackend)
     assert ctx.backend.calls == total - first, "layer 1 summaries are not made again"
     assert _snapshot(store, ws.id) == before, "the resumed build ends with the same rows"
-    assert np.isfinite(CHNSW.load(tiny_built.settings.storage.vector_dir(ws.name) / CHNSW_FILE).vecs).all()
+    stored = store.artifact(ws.id, CHNSW_ARTIFACT)
+    assert stored is not None and np.isfinite(CHNSW.from_bytes(stored[1]).vecs).all()

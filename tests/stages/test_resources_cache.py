@@ -4,11 +4,11 @@ Resources (the app opens one per build version) starts empty."""
 
 from __future__ import annotations
 
-import os
 import threading
 
 import pytest
 
+from core.algorithms.chnsw import CHNSW, CHNSW_ARTIFACT
 from core.graph.hetero import EdgeList
 from core.retrieval import noderag
 from core.retrieval.archrag.search import chnsw_cache
@@ -92,20 +92,24 @@ def test_concurrent_questions_give_the_answers_of_one_session(sample_resources):
                 {k: [(i.id, i.score) for i in v] for k, v in alone.sections.items()}, name
 
 
-def test_the_chnsw_cache_is_one_per_resources_and_reloads_when_its_file_changes(sample_resources):
+def test_the_chnsw_cache_is_one_per_resources_and_reloads_when_the_stored_index_changes(sample_resources):
     res = fresh(sample_resources)
     got = at_once(lambda: chnsw_cache(res))
     assert all(c is got[0] for c in got) and got[0].index is not None
     assert chnsw_cache(fresh(sample_resources)) is not got[0]
-    path = got[0].path
-    stat = path.stat()
-    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    store, ws_id = sample_resources.store, sample_resources.ws_id
+    stored = store.artifact(ws_id, CHNSW_ARTIFACT)
+    assert stored is not None and stored[0] == got[0].digest
+    changed = CHNSW.from_bytes(stored[1])
+    changed.meta = {**changed.meta, "rebuilt": True}  # another build (on another host) stored a new index
     try:
+        store.put_artifact(ws_id, CHNSW_ARTIFACT, changed.to_bytes())
         again = chnsw_cache(res)
-        assert again is not got[0] and again.mtime != got[0].mtime and again.row == got[0].row
+        assert again is not got[0] and again.digest != got[0].digest and again.row == got[0].row
+        assert again.index is not None and again.index.meta["rebuilt"] is True
         assert chnsw_cache(res) is again
     finally:
-        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        store.put_artifact(ws_id, CHNSW_ARTIFACT, stored[1])
 
 
 def test_other_settings_share_the_graph_but_not_the_walk(sample_resources):

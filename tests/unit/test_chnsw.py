@@ -121,10 +121,8 @@ def test_greedy_insertion_also_keeps_clustered_layers_connected(clustered_layers
     assert all(_connected(index, la) for la in range(3))
 
 
-def test_save_and_load_give_identical_answers(random_index, tmp_path):
-    path = tmp_path / "v" / "chnsw.npz"
-    random_index.save(path)
-    loaded = CHNSW.load(path)
+def test_stored_and_loaded_it_gives_identical_answers(random_index):
+    loaded = CHNSW.from_bytes(random_index.to_bytes())
     assert loaded.layer_sizes == random_index.layer_sizes and loaded.m == M and loaded.entry == random_index.entry
     assert np.array_equal(loaded.indices, random_index.indices) and np.array_equal(loaded.inter, random_index.inter)
     rng = np.random.default_rng(9)

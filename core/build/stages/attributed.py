@@ -20,7 +20,8 @@ Resumable: reports are persisted in batches as they are made (rows at a provisio
 ends), and a community whose id is stored with a summary written from the same material (`data["material"]`, a hash)
 keeps it, so after documents are added or deleted only communities whose material changed get a new report; the end of the stage writes the final levels
 and parents and removes stale rows, so a resumed build ends with the rows of an uninterrupted one.
-The C-HNSW index (layer 0 entities, layer i the communities of layer i) is saved to `<vector dir>/chnsw.npz`.
+The C-HNSW index (layer 0 entities, layer i the communities of layer i) is stored in the database as the workspace's
+`chnsw` artifact, so every worker and app host sharing the database reads the same one.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from sqlalchemy import insert, update
 from sqlmodel import col, select
 
 from core.algorithms.attributed import Hierarchy, Level
-from core.algorithms.chnsw import CHNSW, CHNSW_FILE
+from core.algorithms.chnsw import CHNSW, CHNSW_ARTIFACT, CHNSW_FILE
 from core.build.community_rows import community_id, write_communities
 from core.build.context import BuildContext, Progress
 from core.build.report_material import MAX_ENTITIES, Element, report_material
@@ -172,10 +173,10 @@ def _material(c: Comm, base: Base, below: list[Comm], rels: dict[str, Element],
 
 def attributed_stage(ctx: BuildContext) -> Iterator[Progress]:
     cfg, ws = ctx.settings.archrag, ctx.ws
-    path = ctx.settings.storage.vector_dir(ws.name) / CHNSW_FILE
+    ctx.settings.storage.vector_dir(ws.name).joinpath(CHNSW_FILE).unlink(missing_ok=True)  # where older builds kept it
     if not cfg.enabled:
         _finish(ctx, [])
-        path.unlink(missing_ok=True)
+        ctx.store.put_artifact(ctx.ws_id, CHNSW_ARTIFACT, None)
         yield Progress(1, 1, "attributed communities switched off", _counts([], 0, None))
         return
     yield Progress(0, 1, "loading layer-0 entities and their vectors")
@@ -253,9 +254,7 @@ def attributed_stage(ctx: BuildContext) -> Iterator[Progress]:
         chnsw_layers = [(base.ids, base.vecs)] + [([c.id for c in comms], v) for comms, v in zip(layers, layer_vecs)]
         index = CHNSW.build(chnsw_layers, cfg.chnsw_m, cfg.seed, knn=dict(enumerate(h.knn_of)),
                             meta={"embedder": ctx.embedder.name, "workspace": ws.name})
-        index.save(path)
-    else:
-        path.unlink(missing_ok=True)
+    ctx.store.put_artifact(ctx.ws_id, CHNSW_ARTIFACT, index.to_bytes() if index is not None else None)
     counts = _counts([len(base.ids)] + [len(c) for c in layers], knn_total, index)
     counts["stop_reason"] = h.stop_reason
     yield Progress(1, 1, f"{sum(len(c) for c in layers)} attributed communities on {len(layers)} levels; "

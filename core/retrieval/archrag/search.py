@@ -24,12 +24,11 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from core.algorithms.chnsw import CHNSW, CHNSW_FILE
+from core.algorithms.chnsw import CHNSW, CHNSW_ARTIFACT, CHNSW_FILE
 from core.retrieval.base import Resources
 from core.retrieval.cache import CacheKey
 from core.text import split_sentences
@@ -40,8 +39,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class ChnswCache:
-    path: Path
-    mtime: float | None
+    digest: str | None  # of the stored index (None: none stored); the file's mtime for a workspace built before
     index: CHNSW | None
     row: dict[str, int]  # C-HNSW node id -> global index
     sentence_vecs: dict[str, np.ndarray] = field(default_factory=dict)
@@ -49,20 +47,29 @@ class ChnswCache:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # guards the two above
 
 
-CHNSW_CACHE: CacheKey[ChnswCache] = CacheKey("archrag.chnsw")  # per index file, rebuilt when its mtime changes
+CHNSW_CACHE: CacheKey[ChnswCache] = CacheKey("archrag.chnsw")  # per stored index, reloaded when its digest changes
 
 
 def chnsw_cache(res: Resources) -> ChnswCache:
-    """The workspace's C-HNSW (index None when the build made none), loaded once per Resources and index file."""
-    path = res.settings.storage.vector_dir(res.ws.name) / CHNSW_FILE
-    mtime = path.stat().st_mtime if path.exists() else None
+    """The workspace's C-HNSW (index None when the build made none), loaded once per Resources and stored index.
+    It is the workspace's `chnsw` artifact in the database; a workspace built before the index moved there keeps
+    it in its vector directory until its next build."""
+    digest = res.store.artifact_digest(res.ws_id, CHNSW_ARTIFACT)
+    legacy = res.settings.storage.vector_dir(res.ws.name) / CHNSW_FILE
+    if digest is None and legacy.exists():
+        digest = f"file:{legacy.stat().st_mtime_ns}"
 
     def build() -> ChnswCache:
-        index = CHNSW.load(path) if mtime is not None else None
+        index = None
+        if digest is not None and digest.startswith("file:"):
+            index = CHNSW.load(legacy)
+        elif digest is not None:
+            stored = res.store.artifact(res.ws_id, CHNSW_ARTIFACT)
+            index = CHNSW.from_bytes(stored[1]) if stored is not None else None
         row = {str(i): g for g, i in enumerate(index.ids.tolist())} if index is not None else {}
-        return ChnswCache(path, mtime, index, row)
+        return ChnswCache(digest, index, row)
 
-    return res.cached(CHNSW_CACHE, build, variant=path, valid=lambda c: c.mtime == mtime)
+    return res.cached(CHNSW_CACHE, build, valid=lambda c: c.digest == digest)
 
 
 def hierarchical_search(cache: ChnswCache, q: np.ndarray, k: int, ef: int | None,
