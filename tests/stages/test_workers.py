@@ -36,17 +36,14 @@ from tests.stages.test_pipeline import snapshot
 LEASE_S = 3.0  # the tests' lease: a silent worker's run is taken over after 3 s instead of 45 s
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+# both databases in the main pass; the PostgreSQL pass of `make test-stores` runs the postgres cases only (a missing
+# PostgreSQL is an error naming the package, tests/pg.py, never a skip)
+DATABASES = ["postgres"] if os.environ.get("STRATA_TEST_DATABASE") == "postgres" else ["sqlite", "postgres"]
+
+
+@pytest.fixture(params=DATABASES)
 def db(request, tmp_path, make_settings):
     """Settings on a fresh SQLite file or PostgreSQL database under tmp_path/home, with the tests' short lease."""
-    testing = os.environ.get("STRATA_TEST_DATABASE", "sqlite")
-    if request.param == "sqlite" and testing == "postgres":
-        pytest.skip("the PostgreSQL pass runs the postgres cases only")
-    if request.param == "postgres":
-        from tests import pg
-
-        if not pg.available():
-            pytest.skip("PostgreSQL binaries are not installed")
     settings = make_settings(tmp_path / "home")
     if request.param == "postgres":
         from tests.pg import database_for
@@ -233,6 +230,43 @@ time.sleep(max(0.0, float(sys.argv[2]) - time.time()))  # all claimers start at 
 while (lease := claim_next(store, 30.0)) is not None:
     print(lease.run_id, lease.token, flush=True)
 """
+
+
+STARTER = """
+import sys, time
+from core.build.runner import create_run
+from core.build.runs import JobBusy
+from core.config import Settings
+from core.store import Store
+settings = Settings.from_env()
+store = Store(settings.storage.db_url)
+ws = store.require_workspace("shared")
+time.sleep(max(0.0, float(sys.argv[1]) - time.time()))  # every user clicks at once
+try:
+    print("started", create_run(store, ws, settings).id, flush=True)
+except JobBusy as exc:
+    print("refused", exc, flush=True)
+"""
+
+
+def test_app_users_starting_one_workspace_at_once_start_one_run(db, tiny_corpus):
+    """Four app processes press "Build / resume" on one workspace in the same instant: one run starts, the other
+    three are told which run holds the workspace (the start race of two tabs, now under the workspace's lock)."""
+    store = Store(db.storage.db_url)
+    ingest_paths(store, store.create_workspace("shared"), [tiny_corpus], db)
+    start = time.time() + 3.0
+    procs = [subprocess.Popen([sys.executable, "-c", STARTER, str(start)], cwd=str(ROOT), env=_env(db),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [err for _, err in outs]
+    lines = [out.strip() for out, _ in outs]
+    started = [ln for ln in lines if ln.startswith("started")]
+    assert len(started) == 1, lines
+    run_id = int(started[0].split()[1])
+    assert all(f"(run {run_id})" in ln for ln in lines if ln.startswith("refused")), lines
+    ws = store.require_workspace("shared")
+    with store.session() as s:
+        assert [r.id for r in s.exec(select(BuildRun).where(BuildRun.workspace_id == ws.id))] == [run_id]
 
 
 def test_racing_claimers_take_every_queued_run_exactly_once(db):

@@ -15,8 +15,6 @@ from core.models import BuildRun, Checkpoint, Edge, Node, Workspace, sql_table
 from core.store import Store, bulk_insert, insert_ignore, is_sqlite, json_field, like
 from tests import pg
 
-needs_pg = pytest.mark.skipif(not pg.available(), reason="PostgreSQL binaries not installed (Debian: postgresql)")
-
 
 @pytest.fixture
 def pg_store(tmp_path):
@@ -41,7 +39,6 @@ def test_a_path_or_a_sqlite_url_opens_sqlite(tmp_path):
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
 
 
-@needs_pg
 def test_schema_and_workspaces(pg_store, tmp_path):
     assert pg_store.dialect == "postgresql" and not pg_store.is_sqlite and not is_sqlite(pg_store.engine)
     have = set(inspect(pg_store.engine).get_table_names())
@@ -59,7 +56,6 @@ def test_schema_and_workspaces(pg_store, tmp_path):
     again.close()
 
 
-@needs_pg
 def test_path_names_the_database_without_its_password(tmp_path):
     url = pg.database_for(tmp_path).replace("postgres@", "postgres:s3cret@")  # trust auth ignores the password
     store = Store(url)
@@ -68,7 +64,6 @@ def test_path_names_the_database_without_its_password(tmp_path):
     store.close()
 
 
-@needs_pg
 def test_bulk_insert_keeps_json_nulls_and_the_id_sequence(pg_store):
     ws = pg_store.create_workspace("w")
     nodes = [_node(ws.id, f"N{i}", weight=i / 2, data={"i": i, "tags": ["a", "b"], "nested": {"x": None}},
@@ -92,7 +87,6 @@ def test_bulk_insert_keeps_json_nulls_and_the_id_sequence(pg_store):
     assert pg_store.counts(ws.id) == {"entity": 1500, "document": 0, "community": 0, "edge": 100}
 
 
-@needs_pg
 def test_portable_helpers(pg_store):
     ws = pg_store.create_workspace("w")
     with pg_store.session() as s:
@@ -114,7 +108,6 @@ def test_portable_helpers(pg_store):
     pg_store.analyze()
 
 
-@needs_pg
 def test_an_old_buildrun_table_gains_the_new_columns(tmp_path):
     url = pg.database_for(tmp_path)
     store = Store(url)
@@ -134,7 +127,6 @@ def test_an_old_buildrun_table_gains_the_new_columns(tmp_path):
     store.close()
 
 
-@needs_pg
 def test_latest_run(pg_store):
     ws = pg_store.create_workspace("w")
     other = pg_store.create_workspace("o")
@@ -151,7 +143,6 @@ def test_latest_run(pg_store):
     assert pg_store.latest_run(ws.id, ("promote", "nothing")).id == ids[1]
 
 
-@needs_pg
 def test_concurrent_version_bumps_are_never_lost(pg_store):
     ws = pg_store.create_workspace("w")
     threads, bumps = 8, 25
@@ -175,7 +166,6 @@ def test_concurrent_version_bumps_are_never_lost(pg_store):
     assert sorted(seen) == list(range(1, threads * bumps + 1))  # each bump returned its own new version
 
 
-@needs_pg
 def test_timestamps_stay_utc_whatever_the_server_zone(tmp_path):
     url = pg.database_for(tmp_path)
     name = url.rsplit("/", 1)[1]
