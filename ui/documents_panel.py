@@ -11,6 +11,11 @@ from core.worker import start_job
 from ui.text import md_escape
 
 
+def _n(count: int, noun: str) -> str:
+    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    return f"{count:,} {noun if count == 1 else plural}"
+
+
 def delete_documents_panel(store, ws, settings, docs) -> None:
     if st.session_state.pop("delete_docs_reset", False):  # the last delete's picks, cleared before drawn again
         st.session_state.pop(f"delete_docs_{ws.name}", None)
@@ -28,10 +33,11 @@ def delete_documents_panel(store, ws, settings, docs) -> None:
             return
         p = preview(store, ws.id, chosen)
         names = ", ".join(f"**{md_escape(label[i])}**" for i in chosen[:5]) + (" …" if len(chosen) > 5 else "")
-        st.warning(f"Deleting {p['documents']} document(s) ({names}) removes {p['chunks']} chunks, "
-                   f"{p['statements']} statements, and the {p['entities_only_theirs']} entities and "
-                   f"{p['relationships_only_theirs']} relationships only they support. {p['entities_shared']} "
-                   "entities they share with other documents stay, with the other documents' support only. The "
+        st.warning(f"Deleting {p['documents']} document(s) ({names}) removes {_n(p['chunks'], 'chunk')}, "
+                   f"{_n(p['statements'], 'statement')}, and the {_n(p['entities_only_theirs'], 'entity')} and "
+                   f"{_n(p['relationships_only_theirs'], 'relationship')} only they support. "
+                   f"{_n(p['entities_shared'], 'entity')} they share with other documents stay, with the other "
+                   "documents' support only. The "
                    "layers, communities, reports and indexes are then updated; reports of changed communities are "
                    "marked stale until they are written again.", icon=":material/delete:")
         sure = st.checkbox("Delete these documents", key=f"delete_docs_sure_{ws.name}")

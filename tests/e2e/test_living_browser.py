@@ -72,13 +72,20 @@ def test_add_a_document_to_a_built_workspace_then_delete_it(app_server, page, tm
         panel = pg.locator("[data-testid='stExpander']", has_text="Delete documents")
         panel.locator("summary").click()
         picker = panel.locator("[data-testid='stMultiSelect']")
-        picker.locator("input").first.click()
-        pg.keyboard.type("Orrin")
-        pg.get_by_role("option", name=re.compile("orrin_observatory.md")).first.click()
-        pg.keyboard.press("Escape")
         warning = panel.locator("[data-testid='stAlert']")
-        expect(warning).to_contain_text(re.compile(r"Deleting 1 document\(s\).*removes \d+ chunks"))
-        expect(warning).to_contain_text("entities they share with other documents stay")
+        for attempt in range(3):  # the page redraws once when the sidebar sees the build end: a pick made during
+            picker.locator("input").first.click()  # that redraw is dropped, and a user picks again
+            pg.keyboard.type("Orrin")
+            pg.get_by_role("option", name=re.compile("orrin_observatory.md")).first.click()
+            pg.keyboard.press("Escape")
+            try:
+                expect(warning).to_be_visible(timeout=10_000)
+                break
+            except AssertionError:
+                if attempt == 2:
+                    raise
+        expect(warning).to_contain_text(re.compile(r"Deleting 1 document\(s\).*removes \d+ chunks?,"))
+        expect(warning).to_contain_text(re.compile(r"(entity|entities) they share with other documents stay"))
         delete = panel.get_by_role("button", name=re.compile("^Delete$"))
         expect(delete).to_be_disabled()
         panel.get_by_text("Delete these documents").click()

@@ -41,7 +41,7 @@ def test_delete_documents_from_the_workspaces_page(tmp_path, embedder, tiny_corp
         picker.set_value([doc.id])
         run(at)
         warning = " ".join(w.value for w in at.warning)
-        assert "removes 1 chunks" in warning and "entities" in warning
+        assert "removes 1 chunk," in warning and "entit" in warning
         assert "railway\\.txt" in warning, "the document's name is escaped in the Markdown"
         go = at.button(key="delete_docs_go_tiny")
         assert go.disabled, "nothing is deleted before the confirmation"
