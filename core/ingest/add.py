@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from sqlmodel import select
 
+from core.ingest.formats import clean_text
 from core.models import Document, Workspace
 from core.store import Store, content_id
 
@@ -30,20 +31,22 @@ def add_documents(store: Store, ws: Workspace, docs) -> AddResult:
         pending: dict[str, Document] = {}
         for d in docs:
             h = text_hash(d.text)
+            # a title or id field may hold control characters the text was cleaned of (PostgreSQL refuses NUL)
+            title, ext_id = clean_text(d.title), clean_text(d.external_id) if d.external_id is not None else None
             if h in seen:
-                out.duplicates.append(d.title)
+                out.duplicates.append(title)
                 doc = pending.get(h) or s.get(Document, seen[h])
                 assert doc is not None  # `seen` was read from this workspace's Document rows
-                _alias(doc, d.external_id)
+                _alias(doc, ext_id)
                 s.add(doc)
                 continue
             doc = Document(
                 id=content_id(str(ws.id), h),
                 workspace_id=ws.id,
                 content_hash=h,
-                external_id=d.external_id,
-                title=d.title[:500],
-                filename=d.filename,
+                external_id=ext_id,
+                title=title[:500],
+                filename=clean_text(d.filename),
                 mime=d.mime,
                 n_chars=len(d.text),
                 text=d.text,

@@ -4,6 +4,7 @@ portable SQL helpers. A URL or a path still opens SQLite as before (tested witho
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import datetime, timezone
 
@@ -179,3 +180,21 @@ def test_timestamps_stay_utc_whatever_the_server_zone(tmp_path):
         s.commit()
     assert store.get_workspace("w").created_at.replace(tzinfo=None) == at.replace(tzinfo=None)
     store.close()
+
+
+def test_a_title_or_id_with_control_characters_goes_in_cleaned(pg_store, tmp_path):
+    """PostgreSQL refuses NUL in text: a hostile row's title, id and file name are stored cleaned, not a crash that
+    loses the rest of the upload."""
+    from core.config import Settings
+    from core.workspace import ingest_uploads
+
+    settings = Settings()
+    settings.storage.home = tmp_path
+    ws = pg_store.create_workspace("w")
+    rows = [{"id": "a\u0000b", "title": "T\u0000it\u0007le", "text": "Alpha Beta works at Gamma Corp in Delta City."},
+            {"id": "2", "title": "ok", "text": "Zed visits Omega Town."}]
+    report = ingest_uploads(pg_store, ws, [("ro\x00ws.jsonl", "\n".join(json.dumps(r) for r in rows).encode())],
+                            settings)
+    assert len(report.added) == 2 and not report.refusals
+    got = {d.external_id: (d.title, d.filename) for d in pg_store.documents(ws.id)}
+    assert got == {"ab": ("Title", "rows.jsonl"), "2": ("ok", "rows.jsonl")}
