@@ -29,6 +29,7 @@ from core.backends.replies import (
     clean_summary,
     clean_terms,
     parse_reply,
+    strip_controls,
 )
 from core.backends.summary_replies import clean_summary_entities
 from core.config import BackendSettings
@@ -182,7 +183,7 @@ class ModelBackend(Generic[C]):
             opts = dict(options)
             if after_malformed:  # the same prompt at the same temperature would give the same bad reply
                 opts["temperature"] = max(float(opts["temperature"]), min(1.0, 0.3 * i))
-            return parse(self._chat(host, prompt, schema, opts))
+            return parse(strip_controls(self._chat(host, prompt, schema, opts)))
 
         started = time.perf_counter()
         result = self._pool.run(task, self.model, attempt)

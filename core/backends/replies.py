@@ -22,6 +22,9 @@ class MalformedReply(ValueError):
 
 # -- JSON repair ---------------------------------------------------------------------------------------------------
 
+# control characters (tab, newline and carriage return kept), raw or as JSON escapes: a model may return them, and
+# PostgreSQL refuses NUL in text
+_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\\u00(?:0[0-8bcefBCEF]|1[0-9a-fA-F]|7[fF])")
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)(?:```|\Z)", re.S)
 _MAX_CUTS = 12
 
@@ -123,6 +126,11 @@ def _validation_summary(exc: ValidationError) -> str:
     parts = [f"{'.'.join(str(p) for p in e.get('loc', ())) or '<root>'}: {e.get('msg', '')}" for e in errs[:3]]
     more = f" (+{len(errs) - 3} more)" if len(errs) > 3 else ""
     return "; ".join(parts) + more
+
+
+def strip_controls(content: str) -> str:
+    """A reply without control characters (tab, newline, carriage return kept), raw or JSON-escaped."""
+    return _CONTROLS.sub("", content or "")
 
 
 def parse_reply(content: str, model: type[M]) -> M:

@@ -135,6 +135,17 @@ def test_repairable_reply_succeeds_without_retry(fake):
     assert [e.name for e in ex.entities] == ["Ada Lovelace", "Charles Babbage"] and len(fake.bodies()) == 1
 
 
+def test_control_characters_in_a_reply_are_dropped(fake):
+    """A garbage byte, raw or JSON-escaped, never reaches a stored name (PostgreSQL refuses NUL in text)."""
+    reply = json.dumps(GOOD).replace("Ada Lovelace", "Ada\\u0000 Love\x07lace", 1)
+    fake.script[CHAT].append(Reply(content=reply))
+    ex = OpenAIBackend(settings_for(fake), cache=None).extract(TEXT, TYPES)
+    assert [e.name for e in ex.entities] == ["Ada Lovelace", "Charles Babbage"]
+    fake.script[CHAT].append(Reply(content="Ada\x00 wrote it [1].\tShe was first."))
+    answer = OpenAIBackend(settings_for(fake), cache=None).answer("Who?", ContextBlock(local=["x"], sources=["a source"]))
+    assert "\x00" not in answer and "Ada wrote it [1]." in answer
+
+
 def test_malformed_then_missing_fields_then_good_is_retried_warmer(fake):
     fake.script[CHAT].extend([Malformed(), Missing(), Reply(content=json.dumps(GOOD))])
     ex = OpenAIBackend(settings_for(fake), cache=None).extract(TEXT, TYPES)
