@@ -265,6 +265,35 @@ def _incremental_section(r: dict) -> list[str]:
     return out + [""]
 
 
+def _stores_section(builds: list[dict], incremental: dict | None) -> list[str]:
+    """The 1M-token corpus built on each database and vector store (bench.build with STRATA_DATABASE_URL /
+    STRATA_CHROMA_URL), beside the SQLite + embedded rebuild of bench.incremental, all from the same code."""
+    rows = []
+    for b in builds:
+        if b["name"].startswith("generated-"):
+            vectors = b.get("vectors") or ("server" if "chroma" in b["name"] else "embedded")
+            rows.append((b.get("database", "sqlite"), vectors, b["wall_s"], b["peak_rss_mib"], b["stages"],
+                         f"`{b['command']}`", b["date"]))
+    if incremental is not None and incremental.get("name") == "generated":
+        rows.insert(0, ("sqlite", "embedded", incremental["rebuild_s"], None, incremental["rebuild"]["stages"],
+                        f"the rebuild of `{incremental['command']}`", incremental["date"]))
+    if not rows:
+        return []
+    stages = list(dict.fromkeys(st for r in rows for st in r[4]))
+    out = ["## Where the data lives: the 1M-token corpus on each store", "",
+           "The same seeded corpus (`--generate 1000000 --seed 7`, 1,924 articles) built with the offline backend on "
+           "SQLite or PostgreSQL (Debian's PostgreSQL 15 on this machine, reached over TCP on 127.0.0.1) and on "
+           "embedded chromadb or a Chroma server (`chroma run` on 127.0.0.1:8000). Peak MiB counts the build's own "
+           "processes, not the database or vector server. Stage seconds are wall time.", "",
+           "| database | vectors | wall s | peak MiB | " + " | ".join(stages) + " | run | date |",
+           "|---|---|---:|---:|" + "---:|" * len(stages) + "---|---|"]
+    for db, vectors, wall, peak, st, cmd, date in rows:
+        cells = " | ".join("" if st.get(x) is None else f"{st[x]:.1f}" for x in stages)
+        out.append(f"| {db} | {vectors} | {wall:.1f} | {'' if peak is None else f'{peak:.0f}'} | {cells} | {cmd} | "
+                   f"{date} |")
+    return out + [""]
+
+
 def main() -> None:
     res = ROOT / "bench" / "results"
     builds = [json.loads(p.read_text()) for p in sorted(res.glob("build-*.json"))]
@@ -322,8 +351,10 @@ def main() -> None:
     quality = res / "quality-generated.json"
     if quality.exists():
         out += _quality_section(json.loads(quality.read_text()))
-    for inc in sorted(res.glob("incremental-*.json")):
-        out += _incremental_section(json.loads(inc.read_text()))
+    incs = {p.stem: json.loads(p.read_text()) for p in sorted(res.glob("incremental-*.json"))}
+    out += _stores_section(builds, incs.get("incremental-generated"))
+    for inc in incs.values():
+        out += _incremental_section(inc)
     (ROOT / "docs" / "BENCHMARKS.md").write_text("\n".join(out) + "\n")
     print(f"wrote docs/BENCHMARKS.md ({len(builds)} builds, {len(evals)} eval sets)")
 

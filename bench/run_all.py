@@ -1,7 +1,10 @@
-"""`make bench`: every benchmark of this issue, then docs/BENCHMARKS.md."""
+"""`make bench`: every benchmark, then docs/BENCHMARKS.md. The builds on a PostgreSQL server and on a Chroma server
+run when BENCH_DATABASE_URL (e.g. postgresql+psycopg://strata:PW@127.0.0.1:5432/strata) and BENCH_CHROMA_URL (e.g.
+http://127.0.0.1:8000, a `chroma run`) name them; docs/DEPLOY.md says how to start both."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -20,10 +23,21 @@ STEPS = [  # paths relative to the checkout, as the commands recorded in docs/BE
     ["bench.graph_page_sample"],  # and its first drawing on the sample
     ["bench.quality", "--home", "bench/out/generated", "--workspace", "generated",
      "--out", "bench/results/quality-generated.json"],
-    ["bench.report"],
+    ["bench.incremental", "--name", "sample", "data/sample", "--add", "0.33", "--delete", "0.2", "--compare"],
+    ["bench.incremental", "--name", "generated", "--generate", "1000000", "--seed", "7", "--add", "0.1",
+     "--delete", "0.01"],
+]
+SERVER_STEPS = [  # (variable naming the server, what the build reads, the step)
+    ("BENCH_DATABASE_URL", "STRATA_DATABASE_URL",
+     ["bench.build", "--name", "generated-postgres", "--generate", "1000000", "--seed", "7"]),
+    ("BENCH_CHROMA_URL", "STRATA_CHROMA_URL",
+     ["bench.build", "--name", "generated-chroma-server", "--generate", "1000000", "--seed", "7"]),
 ]
 
 if __name__ == "__main__":
-    for step in STEPS:
+    env = {k: v for k, v in os.environ.items() if k not in ("STRATA_DATABASE_URL", "STRATA_CHROMA_URL")}
+    runs = [(step, env) for step in STEPS]
+    runs += [(step, env | {var: os.environ[given]}) for given, var, step in SERVER_STEPS if os.environ.get(given)]
+    for step, step_env in [*runs, (["bench.report"], env)]:
         print("==>", " ".join(step), flush=True)
-        subprocess.run([sys.executable, "-m", *step], cwd=ROOT, check=True)
+        subprocess.run([sys.executable, "-m", *step], cwd=ROOT, check=True, env=step_env)
