@@ -178,7 +178,6 @@ def run_build(name: str, paths: list[str], home: Path, command: str | None = Non
         "command": command,
         "machine": machine(),
         "database": url.split(":", 1)[0].split("+", 1)[0],  # sqlite, postgresql
-        "vectors": "server" if os.environ.get("STRATA_CHROMA_URL") else "embedded",
         "wall_s": round(wall, 1),
         "setup_s": round(wall - sum(stages.values()), 1),  # interpreter, model load, ingest of the files
         "peak_rss_mib": round(max(peak.peak / 2**20, peak_kb / 1024), 0),

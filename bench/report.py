@@ -271,8 +271,8 @@ def _stores_section(builds: list[dict], incremental: dict | None) -> list[str]:
     rows = []
     for b in builds:
         if b["name"].startswith("generated-"):
-            vectors = b.get("vectors") or ("server" if "chroma" in b["name"] else "embedded")
-            rows.append((b.get("database", "sqlite"), vectors, b["wall_s"], b["peak_rss_mib"], b["stages"],
+            vectors = b.get("vectors") or ("chroma server" if "chroma" in b["name"] else "embedded")
+            rows.append((b.get("database", "sqlite"), vectors, b["wall_s"], b["peak_rss_mib"], b["stages_s"],
                          f"`{b['command']}`", b["date"]))
     if incremental is not None and incremental.get("name") == "generated":
         rows.insert(0, ("sqlite", "embedded", incremental["rebuild_s"], None, incremental["rebuild"]["stages"],
