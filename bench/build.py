@@ -192,6 +192,8 @@ def run_build(name: str, paths: list[str], home: Path, command: str | None = Non
         "layers": stats["layers"],
         "stop_reason": stats["stop_reason"],
         "date": time.strftime("%Y-%m-%d"),
+        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                 text=True).stdout.strip(),
     }
 
 

@@ -273,19 +273,21 @@ def _stores_section(builds: list[dict], incremental: dict | None) -> list[str]:
         if b["name"].startswith("generated-"):
             vectors = b.get("vectors") or ("chroma server" if "chroma" in b["name"] else "embedded")
             rows.append((b.get("database", "sqlite"), vectors, b["wall_s"], b["peak_rss_mib"], b["stages_s"],
-                         f"`{b['command']}`", b["date"]))
+                         f"`{b['command']}`", f"{b['date']} {b.get('commit', '')}"))
     if incremental is not None and incremental.get("name") == "generated":
         rows.insert(0, ("sqlite", "embedded", incremental["rebuild_s"], None, incremental["rebuild"]["stages"],
-                        f"the rebuild of `{incremental['command']}`", incremental["date"]))
+                        f"the rebuild of `{incremental['command']}`",
+                        f"{incremental['date']} {incremental.get('commit', '')}"))
     if not rows:
         return []
+    rows.sort(key=lambda r: (r[0] != "sqlite", r[1] != "embedded"))  # the default stores first
     stages = list(dict.fromkeys(st for r in rows for st in r[4]))
     out = ["## Where the data lives: the 1M-token corpus on each store", "",
            "The same seeded corpus (`--generate 1000000 --seed 7`, 1,924 articles) built with the offline backend on "
            "SQLite or PostgreSQL (Debian's PostgreSQL 15 on this machine, reached over TCP on 127.0.0.1) and on "
            "embedded chromadb or a Chroma server (`chroma run` on 127.0.0.1:8000). Peak MiB counts the build's own "
            "processes, not the database or vector server. Stage seconds are wall time.", "",
-           "| database | vectors | wall s | peak MiB | " + " | ".join(stages) + " | run | date |",
+           "| database | vectors | wall s | peak MiB | " + " | ".join(stages) + " | run | date, commit |",
            "|---|---|---:|---:|" + "---:|" * len(stages) + "---|---|"]
     for db, vectors, wall, peak, st, cmd, date in rows:
         cells = " | ".join("" if st.get(x) is None else f"{st[x]:.1f}" for x in stages)
