@@ -157,9 +157,7 @@ def _build_bert(model_dir: Path):
 # -- runtimes ----------------------------------------------------------------------------------------------------
 
 
-def bucket_width(n_tokens: int) -> int:
-    """The padded width of a text of `n_tokens` tokens: the next multiple of `PAD_STEP` (at most MAX_TOKENS). It
-    depends on the text alone, never on what it is batched with (see `_Runtime.batches`)."""
+def bucket_width(n_tokens: int) -> int:  # a text's padded width, whatever its batch
     return min(MAX_TOKENS, -(-max(1, n_tokens) // PAD_STEP) * PAD_STEP)
 
 
@@ -213,12 +211,10 @@ class _Runtime:
         raise NotImplementedError
 
     def batches(self, texts: list[str]):
-        """(row indices, input_ids, attention_mask) per batch, longest texts first. Every text is padded to its own
-        `bucket_width`, and a batch holds texts of one width only, so a text's vector does not depend on what it
-        was embedded with: a different padding changes the kernels' summation order (up to 1e-3 per component in
-        bf16, enough to flip a clustering cut, so a workspace grown by adding documents would differ from a
-        rebuild), while the number of rows in a batch does not. Few distinct widths also keep the allocator's
-        cache small (one width per token count cost ~40 % more memory)."""
+        """(row indices, input_ids, attention_mask) per batch, longest first. Each text is padded to its own
+        `bucket_width` and a batch holds one width, so a text's vector never depends on its batch (other padding
+        moves bf16 results by up to 1e-3, enough to flip a clustering cut between an added-to workspace and its
+        rebuild; the row count does not). Few widths keep the allocator's cache small."""
         encs = [e.ids for e in self._tok.encode_batch(texts)]
         widths = np.fromiter((bucket_width(len(e)) for e in encs), dtype=np.int64, count=len(encs))
         order = np.argsort(-widths, kind="stable")
