@@ -32,7 +32,9 @@ PLACEHOLDER = "not implemented yet"
 
 def _build_section(b: dict) -> list[str]:
     out = [f"### {b['name']}", "", f"* command: `{b['command']}`", f"* machine: {b['machine']}",
-           f"* date: {b['date']}"]
+           f"* date: {b['date']}" + (f", commit {b['commit']}" if b.get("commit") else "")]
+    if b.get("note"):
+        out.append(f"* note: {b['note']}")
     missing = [k for k in stage_names() if k not in b["stages_s"]]
     if missing:
         out.append(f"* recorded with an earlier pipeline, before the stages {', '.join(missing)} existed; rerun the "
@@ -272,8 +274,9 @@ def _stores_section(builds: list[dict], incremental: dict | None) -> list[str]:
     for b in builds:
         if b["name"].startswith("generated-"):
             vectors = b.get("vectors") or ("chroma server" if "chroma" in b["name"] else "embedded")
-            rows.append((b.get("database", "sqlite"), vectors, b["wall_s"], b["peak_rss_mib"], b["stages_s"],
-                         f"`{b['command']}`", f"{b['date']} {b.get('commit', '')}"))
+            run = f"`{b['command']}`" + (f" ({b['note']})" if b.get("note") else "")
+            rows.append((b.get("database", "sqlite"), vectors, b["wall_s"], b["peak_rss_mib"], b["stages_s"], run,
+                         f"{b['date']} {b.get('commit', '')}"))
     if incremental is not None and incremental.get("name") == "generated":
         rows.insert(0, ("sqlite", "embedded", incremental["rebuild_s"], None, incremental["rebuild"]["stages"],
                         f"the rebuild of `{incremental['command']}`",
