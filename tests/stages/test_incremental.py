@@ -28,8 +28,10 @@ from core.models import BuildRun, Edge, Node, StageRun
 from core.store import Store
 from core.worker import create_job
 from core.workspace import ingest_paths
+from tests.chroma_server import copy_vectors
 from tests.conftest import SAMPLE_DIR, build_workspace
 from tests.snapshots import differences, full_snapshot
+from tests.stores import copy_db
 
 FILES = sorted(SAMPLE_DIR.iterdir())
 DROP = [FILES[1], FILES[6], FILES[12]]  # deleted in the delete tests
@@ -73,10 +75,15 @@ def scratch12(tmp_path_factory, corpus, embedder):
 
 
 def _copy(built, home: Path):
+    """A private copy of a built workspace: its home, and on PostgreSQL or a Chroma server its own database copy."""
+    if built.store.is_sqlite:  # the copy reads the file
+        with built.store.engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     shutil.copytree(built.settings.storage.home, home)
-    from tests.conftest import _settings
-
-    settings = _settings(home)
+    settings = built.settings.model_copy(deep=True)
+    settings.storage.home = home
+    settings.storage.chroma_url = copy_vectors(built.settings.storage.chroma_url, home)
+    settings.storage.database_url = copy_db(built.settings.storage.database_url, home)
     store = Store(settings.storage.db_url)
     return settings, store, store.require_workspace(built.ws.name)
 

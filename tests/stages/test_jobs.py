@@ -148,6 +148,12 @@ def test_a_build_is_refused_while_a_job_runs_and_a_job_while_a_build_runs(master
 
     settings, store, ws = _copy(master, tmp_path / "busy")
     monkeypatch.setenv("STRATA_HOME", str(settings.storage.home))
+    for var, value in (("STRATA_DATABASE_URL", settings.storage.database_url),  # the CLI on the same stores
+                       ("STRATA_CHROMA_URL", settings.storage.chroma_url)):
+        if value:
+            monkeypatch.setenv(var, value)
+        else:
+            monkeypatch.delenv(var, raising=False)
     job = worker.create_job(store, ws, settings, "promote", {"variant": "res-2"})  # queued: active, no worker yet
     assert build_runs.run_label(active_run(store, ws)) == "Promote variant 'res-2'"
     with pytest.raises(build_runs.JobBusy, match=r"a job \(Promote variant 'res-2'\) of this workspace is running"):
