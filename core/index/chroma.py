@@ -89,7 +89,11 @@ def connect_server(url: str):
             try:
                 admin.get_database(addr.database)
             except NotFoundError:
-                admin.create_database(addr.database)
+                try:
+                    admin.create_database(addr.database)
+                except Exception as exc:  # noqa: BLE001 - another process created it between the two calls
+                    if "already exists" not in str(exc):
+                        raise
         from chromadb.config import DEFAULT_DATABASE
 
         return chromadb.HttpClient(host=addr.base, port=addr.port, settings=_chroma_settings(addr),

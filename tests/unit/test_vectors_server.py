@@ -162,3 +162,30 @@ def test_the_app_shows_one_line_naming_the_url_instead_of_a_traceback(tmp_path, 
     finally:
         st.cache_resource.clear()
         st.cache_data.clear()
+
+
+def test_many_clients_creating_one_new_database_at_once_all_connect():
+    """Two workers of one home starting together both create its Chroma database: the loser of that race must
+    connect, not fail its build ("Database ... already exists")."""
+    import threading
+
+    from core.index.chroma import connect_server
+    from tests.chroma_server import server_url
+
+    url = server_url() + "?database=race_" + str(threading.get_ident())
+    errors: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def connect() -> None:
+        barrier.wait()
+        try:
+            connect_server(url)
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=connect) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
