@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field, SecretStr
 
@@ -50,9 +50,12 @@ class ChunkSettings(BaseModel):
     overlap: float = Field(0.2, ge=0.0, lt=0.9, description="Fraction of a chunk repeated at the start of the next.")
 
 
+BackendKind = Literal["offline", "ollama", "openai"]
+BACKEND_KINDS: tuple[str, ...] = get_args(BackendKind)  # what the pages offer
+
+
 class BackendSettings(BaseModel):
-    kind: Literal["offline", "ollama", "openai"] = Field("offline", description="Language backend used to build and "
-                                                         "answer: offline, Ollama, or OpenAI-compatible servers.")
+    kind: BackendKind = Field("offline", description="Backend that builds and answers (offline, Ollama, OpenAI API).")
     ollama_host: str = Field("http://127.0.0.1:11434", description="Ollama server (OLLAMA_HOST).")
     openai_base_url: str = Field("http://127.0.0.1:8080/v1", description="Base URL of the OpenAI-compatible server, "
                                  "ending in /v1 (STRATA_OPENAI_BASE_URL, else OPENAI_BASE_URL).")

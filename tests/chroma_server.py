@@ -13,7 +13,6 @@ import atexit
 import hashlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,15 +21,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+from tests.net import free_port
+
 _LOCK = threading.Lock()
 _SERVER: dict[str, object] = {}
 START_TIMEOUT_S = 90.0
 
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _answers(base: str) -> bool:
@@ -59,7 +55,7 @@ def _start() -> str:
     data = tempfile.mkdtemp(prefix="strata_chroma_server_")
     env = dict(os.environ, ANONYMIZED_TELEMETRY="False")
     for _ in range(3):  # another process may take the free port between choosing it and the server binding it
-        port = _free_port()
+        port = free_port()
         base = f"http://127.0.0.1:{port}"
         log = open(Path(data) / "server.log", "ab")  # noqa: SIM115 - handed to the server
         proc = subprocess.Popen([str(chroma), "run", "--path", str(Path(data) / "db"), "--host", "127.0.0.1",

@@ -21,11 +21,12 @@ import glob
 import hashlib
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
 from pathlib import Path
+
+from tests.net import free_port
 
 USER = "postgres"  # the cluster's superuser role (trust auth: no password)
 
@@ -45,11 +46,6 @@ def available() -> bool:
     b = bin_dir()
     return b is not None and (b / "initdb").exists() and (b / "pg_ctl").exists()
 
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class PgServer:
@@ -82,7 +78,7 @@ class PgServer:
                   "--no-sync", "--no-instructions")
         last = ""
         for _ in range(5):  # the free port may be taken between choosing it and binding it: try another
-            self.port = _free_port()
+            self.port = free_port()
             opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} -c unix_socket_directories={self.dir} "
                     "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 "
                     "-c shared_buffers=32MB")

@@ -7,6 +7,7 @@ import streamlit as st
 
 from core.build import runs
 from core.build.runs import active_run, request_cancel
+from core.config import BACKEND_KINDS
 from core.explore.hierarchy import METHODS, frame_signature, hierarchy_figure, hierarchy_frame
 from core.models import Workspace
 from core.protocols import BackendError
@@ -27,8 +28,8 @@ PLURAL = {"document": "Documents", "chunk": "Chunks", "entity": "Entities", "rel
           "statement": "Statements", "community": "Communities", "edge": "Edges"}
 
 c1, c2, c3 = st.columns([1, 1, 3])
-backend = c3.radio("Backend", ["offline", "ollama", "openai"], horizontal=True,
-                   index=["offline", "ollama", "openai"].index(settings.backend.kind), label_visibility="collapsed")
+backend = c3.radio("Backend", list(BACKEND_KINDS), horizontal=True,
+                   index=BACKEND_KINDS.index(settings.backend.kind), label_visibility="collapsed")
 running = active_run(store, ws)
 if c1.button("Build / resume", type="primary", disabled=running is not None, icon=":material/play_arrow:"):
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.build.runs import active_run
+from core.config import BACKEND_KINDS
 from core.ingest import SUPPORTED_EXTENSIONS
 from core.protocols import BackendError
 from core.store import StoreError
@@ -68,8 +69,8 @@ st.caption("txt, md, html, pdf, docx, csv and jsonl (one document per row, a tex
            "or zip archives of these. The same content is never added twice.")
 files = st.file_uploader("Documents", type=[e.lstrip(".") for e in SUPPORTED_EXTENSIONS], accept_multiple_files=True,
                          key=f"upload_{ws.name}_{st.session_state.get('upload_round', 0)}")
-backend = st.radio("Build with", ["offline", "ollama", "openai"], horizontal=True,
-                   index=["offline", "ollama", "openai"].index(settings.backend.kind),
+backend = st.radio("Build with", list(BACKEND_KINDS), horizontal=True,
+                   index=BACKEND_KINDS.index(settings.backend.kind),
                    help="offline: spaCy extraction (heuristics as fallback), no model server. ollama: the configured "
                         "Ollama host(s). openai: the configured OpenAI-compatible server(s) (llama-server, vLLM, "
                         "LM Studio).")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +18,8 @@ from urllib.parse import urlparse
 
 import psutil
 import pytest
+
+from tests.net import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -31,11 +32,6 @@ EXPECT_TIMEOUT_MS = 30_000
 
 
 # -- the server ---------------------------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _healthy(url: str) -> bool:
     try:
@@ -120,7 +116,7 @@ def _stop(server: subprocess.Popen, home: Path) -> None:
 def app_server(tmp_path_factory):
     """`streamlit run app.py` on a free port with a fresh STRATA_HOME; yields (base url, home, log path)."""
     home = tmp_path_factory.mktemp("strata_e2e")
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = dict(os.environ)
     env.update(STRATA_HOME=str(home), STRATA_BACKEND="offline", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",

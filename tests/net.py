@@ -1,0 +1,11 @@
+"""What the tests' own servers (PostgreSQL, Chroma, Streamlit) share: a free TCP port on 127.0.0.1."""
+
+from __future__ import annotations
+
+import socket
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
