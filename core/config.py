@@ -17,7 +17,6 @@ class StorageSettings(BaseModel):
     home: Path = Field(Path("workspaces"), description="Root folder for the database and vector stores (STRATA_HOME).")
     sample_on_start: bool = Field(True, description="Create and build the bundled `sample` workspace on the app's "
                                                     "first start (STRATA_SAMPLE=0 turns it off).")
-
     database_url: str | None = Field(None, description="SQLAlchemy URL of the database (STRATA_DATABASE_URL), e.g. "
                                                        "postgresql+psycopg://user:pw@host:5432/strata; unset: the "
                                                        "SQLite file STRATA_HOME/strata.db.")
@@ -319,6 +318,7 @@ class RetrievalSettings(BaseModel):
     top_n_entities: int = Field(20, description="HiRAG n: entities retrieved for the local level.")
     top_m_key_entities: int = Field(10, description="HiRAG m: key entities taken per retrieved community.")
     max_communities: int = Field(8, description="Communities kept for the global level, most-hit first.")
+    text_unit_tokens: int = Field(4000, description="HiRAG local text units (its code's local_max_token_for_text_unit).")
     naive_top_k: int = Field(10, description="Chunks returned by naive vector search.")
     max_sources: int = Field(10, description="Ranked sources returned by every strategy.")
     max_bridge_paths: int = Field(30, description="Cap on shortest paths searched for the bridge level.")

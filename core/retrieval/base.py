@@ -21,6 +21,7 @@ from core.graph.hetero import HeteroGraph
 from core.graph.view import GraphView
 from core.index.embedding import node_text_for_embedding
 from core.index.vectors import VectorIndex
+from core.ingest import count_tokens
 from core.models import Document, Node, Workspace
 from core.protocols import Embedder, RetrievalLLM
 from core.retrieval.cache import BuildCache, CacheKey
@@ -247,6 +248,24 @@ def _load_all() -> None:
         importlib.import_module(f"core.retrieval.{m}")
 
 
+def item_tokens(item: ContextItem) -> int:
+    """Tokens an item takes in the context: its title and text."""
+    return count_tokens(f"{item.title}: {item.text}")
+
+
+def fit_budget(items: list[ContextItem], budget: int) -> tuple[list[ContextItem], int]:
+    """(the leading items whose tokens fit in `budget`, tokens they use); the first that does not fit ends it."""
+    out: list[ContextItem] = []
+    used = 0
+    for it in items:
+        n = item_tokens(it)
+        if used + n > budget:
+            break
+        used += n
+        out.append(it)
+    return out, used
+
+
 def sources_from_chunks(view, chunk_scores: dict[str, float], limit: int) -> list[Source]:
     """Documents ranked by the summed score of their chunks that back the context (best chunk first)."""
     by_doc: dict[str, float] = {}
@@ -263,4 +282,23 @@ def sources_from_chunks(view, chunk_scores: dict[str, float], limit: int) -> lis
         ext, title = view.documents.get(doc, (None, doc))
         out.append(Source(document_id=doc, external_id=ext, title=title, score=round(sc, 4),
                           chunk_ids=[c for _, c in sorted(chunks_of[doc], reverse=True)]))
+    return out
+
+
+def sources_in_order(view, chunks: list[str], limit: int) -> list[Source]:
+    """Documents in the order of their first chunk in `chunks` (a strategy's ranked text units); a document's score
+    is 1 / (1 + that chunk's rank), its chunk_ids its chunks in their order."""
+    first: dict[str, int] = {}
+    chunks_of: dict[str, list[str]] = {}
+    for rank, cid in enumerate(chunks):
+        doc = view.chunk_doc.get(cid)
+        if doc is None:
+            continue
+        first.setdefault(doc, rank)
+        chunks_of.setdefault(doc, []).append(cid)
+    out = []
+    for doc, rank in list(first.items())[:limit]:
+        ext, title = view.documents.get(doc, (None, doc))
+        out.append(Source(document_id=doc, external_id=ext, title=title, score=round(1.0 / (1 + rank), 4),
+                          chunk_ids=chunks_of[doc]))
     return out

@@ -6,8 +6,12 @@
 3. Bridge: from each community of P̂, its top-m members by similarity (Eq. 14), kept in that order; the
    shortest path in the entity graph between each consecutive pair (Eq. 15); every relationship whose two ends
    lie on those paths (Eq. 16), with its description.
-4. Sources: the chunks that mention the local entities or gave the bridge relationships, scored by the
-   similarity of what they back, summed per document.
+4. Sources: HiRAG's text units, as its code (nano-graphrag's `_find_most_related_text_unit_from_entities`) finds
+   them: the chunks that mention the local entities, in the rank of the first entity they back, then by how many
+   of that entity's graph neighbours they also mention; after them the chunks the bridge relationships were
+   extracted from, then the key entities' text units (the ablations without the local level start there).
+   Documents are ranked by their first chunk (`sources_in_order`): a document is retrieved when one of its text
+   units is, so no weight is invented to mix the levels.
 """
 
 from __future__ import annotations
@@ -20,9 +24,26 @@ from core.retrieval.base import (
     Retrieval,
     RetrievalLLM,
     Timer,
+    fit_budget,
     register,
-    sources_from_chunks,
+    sources_in_order,
 )
+
+
+def related_text_units(view, entities: list[str]) -> list[str]:
+    """HiRAG's text units of the retrieved entities (its code's `_find_most_related_text_unit_from_entities`, from
+    nano-graphrag): every chunk that mentions one of `entities`, ordered by the rank of the first entity it backs,
+    then by how many of that entity's graph neighbours the chunk also mentions (most first), then by id."""
+    order: dict[str, tuple[int, int]] = {}
+    index = view.eg.index
+    for rank, eid in enumerate(entities):
+        ia = index.get(eid)
+        nb_chunks = ([{c for c, _ in view.entity_chunks.get(view.eg.ids[nb], [])} for nb in view.g.neighbors(ia)]
+                     if ia is not None else [])
+        for c, _ in view.entity_chunks.get(eid, []):
+            if c not in order:
+                order[c] = (rank, -sum(c in s for s in nb_chunks))
+    return sorted(order, key=lambda c: (order[c], c))
 
 
 class HiRAGStrategy:
@@ -36,6 +57,38 @@ class HiRAGStrategy:
     use_local = True
     use_bridge = True
     use_global = True
+
+    def text_units(self, view, local_units: list[str], bridge: list[ContextItem], key_entities: list[str]) -> list[str]:
+        """The chunks behind the retrieved context, in the order they back it: the local entities' text units
+        (`related_text_units`), then the chunks the bridge relationships were extracted from (in the bridge
+        section's order), then the key entities' text units (the overview's members)."""
+        out = list(local_units)
+        out += [c for it in bridge for c in view.rel_chunks.get(it.id, [])]
+        out += related_text_units(view, key_entities) if self.use_global else []
+        return list(dict.fromkeys(out))
+
+    @staticmethod
+    def unit_items(res: Resources, units: list[str], local: list[tuple[str, float]], budget: int) -> list[ContextItem]:
+        """The leading text units that fit in `budget` tokens, as chunk items after the entities (HiRAG's context
+        puts its Sources table after the entities); each scored with the similarity of the entity that brought it."""
+        view = res.view
+        brought: dict[str, float] = {}
+        for eid, sc in local:
+            for c, _ in view.entity_chunks.get(eid, []):
+                brought.setdefault(c, sc)
+        items: list[ContextItem] = []
+        used = 0
+        for start in range(0, len(units), 32):  # read the chunks a batch at a time until the budget is full
+            batch = units[start : start + 32]
+            nodes = res.store.nodes_by_id(res.ws_id, batch)
+            more = [ContextItem(c, "chunk", nodes[c].title, nodes[c].text, round(brought.get(c, 0.0), 4), None,
+                                view.documents_of([c])) for c in batch if c in nodes]
+            kept, n = fit_budget(more, budget - used)
+            items += kept
+            used += n
+            if len(kept) < len(more):
+                break
+        return items
 
     def retrieve(self, res: Resources, question: str, llm: RetrievalLLM | None = None) -> Retrieval:
         cfg = res.settings.retrieval
@@ -97,14 +150,15 @@ class HiRAGStrategy:
                     bridge_rels.update(view.relationships_between(a, b))
         t.lap("bridge_triples")
 
-        chunk_scores: dict[str, float] = {}
+        local_units = related_text_units(view, [e for e, _ in local]) if self.use_local else []
+        unit_items: list[ContextItem] = []
         if self.use_local:
             for eid, sc in local:
                 n = view.entities[eid]
                 docs = view.documents_of([c for c, _ in view.entity_chunks.get(eid, [])])
                 r.sections["local"].append(ContextItem(eid, "entity", n.title, n.text, round(sc, 4), n.layer, docs))
-                for c, _ in view.entity_chunks.get(eid, []):
-                    chunk_scores[c] = chunk_scores.get(c, 0.0) + max(sc, 0.0)
+            unit_items = self.unit_items(res, local_units, local, cfg.text_unit_tokens)
+            r.sections["local"] += unit_items
         if self.use_bridge:
             items = []
             for rid in bridge_rels:
@@ -115,19 +169,13 @@ class HiRAGStrategy:
                                          view.documents_of(view.rel_chunks.get(rid, []))))
             items.sort(key=lambda i: (-i.score, i.id))
             r.sections["bridge"] = items
-            for it in items:
-                for c in view.rel_chunks.get(it.id, []):
-                    chunk_scores[c] = chunk_scores.get(c, 0.0) + 0.5 * max(it.score, 0.0)
         if self.use_global:
-            # the documents behind an overview: the chunks of each retrieved community's key entities
-            for eid in key_entities:
-                for c, _ in view.entity_chunks.get(eid, []):
-                    chunk_scores[c] = chunk_scores.get(c, 0.0) + 0.25 * max(hit_sim.get(eid, 0.0), 0.0)
             for cid, comm_sims in ranked_comms[: cfg.max_communities]:
                 comm = view.communities[cid]
                 r.sections["global"].append(ContextItem(cid, "community", comm.title or cid, comm.summary,
                                                         round(max(comm_sims), 4), comm.level))
-        r.sources = sources_from_chunks(view, chunk_scores, cfg.max_sources)
+        units = self.text_units(view, local_units, r.sections["bridge"], key_entities)
+        r.sources = sources_in_order(view, units, cfg.max_sources)
         t.lap("rank_sources")
 
         # path: entry entities, their communities, key entities and the bridge paths
@@ -151,7 +199,7 @@ class HiRAGStrategy:
             for a, b in zip(p, p[1:]):
                 r.path_edges.append(PathEdge(a, b, "relationship", "bridge"))
         r.trace["counts"] = {
-            "local_entities": len(local), "communities": len(comms), "key_entities": len(key_entities),
+            "local_entities": len(local), "text_units": len(unit_items), "communities": len(comms), "key_entities": len(key_entities),
             "bridge_paths": len(paths), "bridge_relationships": len(bridge_rels), "sources": len(r.sources),
         }
         return r

@@ -11,9 +11,8 @@ from sqlmodel import select
 
 from core.ingest import count_tokens
 from core.models import Community, Document, Edge, Node
-from core.retrieval.base import Retrieval, get_strategy, strategy_names
+from core.retrieval.base import Retrieval, get_strategy, item_tokens, strategy_names
 from core.retrieval.graphrag.global_search import Point, map_report, reduce_points
-from core.retrieval.graphrag.local_search import item_tokens
 
 HALDEN_Q = "Which university trained the engineer who designed the Halden Barrier's sluice gates?"
 GRANT_Q = "Who chairs the foundation that paid for the Carrow Gold field trials, and how large was the grant?"

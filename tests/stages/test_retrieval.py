@@ -11,7 +11,7 @@ from sqlmodel import select
 
 from core.eval import Query, evaluate, load_queries, recall_at
 from core.models import Community, Document, Edge, Node
-from core.retrieval.base import Retrieval, get_strategy, strategy_names
+from core.retrieval.base import Retrieval, get_strategy, item_tokens, strategy_names
 from core.workspace import open_resources
 
 QUESTIONS = json.loads((Path(__file__).resolve().parents[2] / "data" / "sample_questions.json").read_text())
@@ -31,6 +31,8 @@ def tables(sample_built):
         in_comm = set(s.exec(select(Edge.src, Edge.dst).where(Edge.workspace_id == ws.id,
                                                               Edge.kind == "in_community")).all())
         ups = s.exec(select(Edge.src, Edge.dst).where(Edge.workspace_id == ws.id, Edge.kind == "summarizes")).all()
+        mentions = set(s.exec(select(Edge.src, Edge.dst).where(Edge.workspace_id == ws.id,
+                                                               Edge.kind == "mentions")).all())
     G = nx.Graph()
     G.add_nodes_from(i for i, k in kinds.items() if k == "entity")
     sub = {src: dst for src, dst, k in ends if k == "subject"}
@@ -40,7 +42,8 @@ def tables(sample_built):
         if a != b:
             G.add_edge(a, b)
     G.add_edges_from((a, b) for a, b in ups if a != b)  # HiRAG: an entity and its summary entity are linked
-    return {"kinds": kinds, "communities": comms, "documents": docs, "G": G, "in_community": in_comm}
+    return {"kinds": kinds, "communities": comms, "documents": docs, "G": G, "in_community": in_comm,
+            "mentions": mentions}
 
 
 @pytest.fixture(scope="module")
@@ -58,20 +61,29 @@ def test_hirag_fills_local_bridge_and_global(halden, sample_resources, tables):
     cfg = sample_resources.settings.retrieval
     local, bridge, glob = halden.sections["local"], halden.sections["bridge"], halden.sections["global"]
     assert local and bridge and glob
-    assert len(local) <= cfg.top_n_entities and len(glob) <= cfg.max_communities
-    assert all(i.kind == "entity" and tables["kinds"][i.id] == "entity" for i in local)
+    entities = [i for i in local if i.kind == "entity"]
+    units = local[len(entities):]  # the text units follow the entities, as HiRAG's Sources table does
+    assert 0 < len(entities) <= cfg.top_n_entities and len(glob) <= cfg.max_communities
+    assert all(tables["kinds"][i.id] == "entity" for i in entities)
+    assert units and all(i.kind == "chunk" and tables["kinds"][i.id] == "chunk" for i in units)
+    assert sum(item_tokens(i) for i in units) <= cfg.text_unit_tokens
+    # each text unit mentions a local entity, and they come in the rank of the entity that brought them
+    entity_ids = [i.id for i in entities]
+    mentions = {(e, c) for (c, e) in tables["mentions"]}
+    first = [min(n for n, e in enumerate(entity_ids) if (e, u.id) in mentions) for u in units]
+    assert first == sorted(first)
     assert all(i.kind == "relationship" and tables["kinds"][i.id] == "relationship" for i in bridge)
     assert all(i.kind == "community" and i.id in tables["communities"] for i in glob)
     assert all(tables["communities"][i.id].method == "hirag" for i in glob)  # HiRAG's own communities
-    for section in (local, bridge):
+    for section in (entities, units, bridge):
         scores = [i.score for i in section]
         assert scores == sorted(scores, reverse=True)
     # the local entities are the question's nearest entities: the engineer and the barrier are among them
-    titles = {i.title for i in local}
+    titles = {i.title for i in entities}
     assert {"Halden Barrier", "Amara Okafor"} <= titles
     assert any(i.title.startswith("Amara Okafor — ") and i.title.endswith(" — Halden Barrier") for i in bridge)
     # every global community holds at least one local entity
-    local_ids = {i.id for i in local}
+    local_ids = set(entity_ids)
     for c in glob:
         assert any((e, c.id) in tables["in_community"] for e in local_ids)
     # every item's documents exist; extracted entities and relationships name theirs (HiRAG summary entities,
@@ -79,7 +91,7 @@ def test_hirag_fills_local_bridge_and_global(halden, sample_resources, tables):
     for i in local + bridge:
         assert all(d in tables["documents"] for d in i.documents)
         assert i.documents or (i.kind == "entity" and i.level and i.level >= 1), i
-    assert halden.trace["counts"]["local_entities"] == len(local)
+    assert halden.trace["counts"]["local_entities"] == len(entities)
     assert halden.trace["counts"]["bridge_relationships"] == len(bridge)
     assert set(halden.trace["timings_ms"]) >= {"embed_query", "entity_search", "bridge_paths", "rank_sources"}
 
@@ -177,11 +189,12 @@ def test_naive_returns_chunks_backed_by_its_sources(sample_resources, tables):
     assert [s.score for s in r.sources] == sorted((s.score for s in r.sources), reverse=True)
 
 
-@pytest.mark.parametrize("strategy,k,min_any,min_all", [("hirag", 3, 7, 3), ("hirag", 5, 7, 7), ("naive", 3, 7, 5)])
+@pytest.mark.parametrize("strategy,k,min_any,min_all", [("hirag", 3, 7, 4), ("hirag", 5, 7, 5), ("naive", 3, 7, 5)])
 def test_sample_questions_find_their_documents(sample_resources, tables, strategy, k, min_any, min_all):
     """Measured on the sample (offline build, MiniLM): hirag has a listed document in its top 3 for 8/8 questions
-    (all listed ones for 5/8) and all listed documents in its top 5 for 8/8; naive has one in its top 3 for 8/8
-    (all for 7/8). The thresholds leave room for one or two misses."""
+    (all listed ones for 5/8) and all listed documents in its top 5 for 6/8 (its text units come in the rank of
+    the entity that brought them, so the nearest entity's documents fill the top first); naive has one in its top
+    3 for 8/8 (all for 7/8). The thresholds leave room for one or two misses."""
     strat = get_strategy(strategy)
     any_hit = all_hit = 0
     for q in QUESTIONS:

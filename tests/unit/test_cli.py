@@ -98,7 +98,8 @@ def test_ask_json(built):
     assert out["sources"][0]["external_id"] in {"d1", "d2"}
     assert {"nodes", "edges"} == set(out["path"])
     assert {"timings_ms", "counts"} <= set(out["trace"])
-    assert out["trace"]["timings_ms"] and out["trace"]["counts"]["local_entities"] == len(out["sections"]["local"])
+    assert out["trace"]["timings_ms"] and sum(
+        out["trace"]["counts"][k] for k in ("local_entities", "text_units")) == len(out["sections"]["local"])
     assert "Lena Marsh" in out["answer"]
 
 

@@ -31,7 +31,6 @@ ranking the sources by it too cost about 9 points of recall@2 on hotpotqa (queri
 
 from __future__ import annotations
 
-from core.ingest import count_tokens
 from core.retrieval.base import (
     ContextItem,
     PathEdge,
@@ -40,28 +39,11 @@ from core.retrieval.base import (
     Retrieval,
     RetrievalLLM,
     Timer,
+    fit_budget,
     register,
     sources_from_chunks,
 )
 from core.text import content_words
-
-
-def item_tokens(item: ContextItem) -> int:
-    """Tokens an item takes in the context: its title and text."""
-    return count_tokens(f"{item.title}: {item.text}")
-
-
-def fit_budget(items: list[ContextItem], budget: int) -> tuple[list[ContextItem], int]:
-    """(the leading items whose tokens fit in `budget`, tokens they use); the first that does not fit ends it."""
-    out: list[ContextItem] = []
-    used = 0
-    for it in items:
-        n = item_tokens(it)
-        if used + n > budget:
-            break
-        used += n
-        out.append(it)
-    return out, used
 
 
 def report_text(c) -> str:
