@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.protocols import ContextBlock, LanguageBackend
-from core.retrieval.base import Retrieval
+from core.retrieval.base import Retrieval, per_kind
 from core.text import truncate
 
 MAX_ITEM_CHARS = 1200
-MAX_ITEMS = 20
+MAX_ITEMS = 20  # per kind of item in a section (`per_kind`)
 
 
 @dataclass
@@ -30,9 +30,9 @@ def context_block(r: Retrieval) -> ContextBlock:
         return f"[{cite}] {body}" if cite else body
 
     return ContextBlock(
-        local=[fmt(i) for i in r.sections["local"][:MAX_ITEMS]],
-        bridge=[fmt(i) for i in r.sections["bridge"][:MAX_ITEMS]],
-        global_=[fmt(i) for i in r.sections["global"][:MAX_ITEMS]],
+        local=[fmt(i) for _, i in per_kind(r.sections["local"], MAX_ITEMS)[0]],
+        bridge=[fmt(i) for _, i in per_kind(r.sections["bridge"], MAX_ITEMS)[0]],
+        global_=[fmt(i) for _, i in per_kind(r.sections["global"], MAX_ITEMS)[0]],
         sources=[f"[{i + 1}] {s.title}" for i, s in enumerate(r.sources)],
     )
 

@@ -16,7 +16,7 @@ from core.build.factory import make_backend
 from core.explore.route import legend_html, route_graph, route_payload
 from core.history import count_queries, export_json, list_queries, open_query
 from core.protocols import BackendError
-from core.retrieval.base import SECTIONS, Retrieval, get_strategy, strategy_names
+from core.retrieval.base import SECTIONS, Retrieval, get_strategy, per_kind, strategy_names
 from core.text import truncate
 from core.workspace import ask
 from ui import resources as R
@@ -34,7 +34,7 @@ ws_id: int = ws.id
 build_version: int = ws.build_version
 
 SECTION_HELP = {"local": "Detail", "bridge": "Connection", "global": "Overview"}
-MAX_ITEMS = 12
+MAX_ITEMS = 12  # shown per kind of item in a panel (`per_kind`)
 _SECTION_NAME = re.compile(r"(^|; )((?:local|bridge|global)(?: and (?:local|bridge|global))*):")
 RESULTS = "ask_results"  # session state: (workspace name, [(Retrieval, answer text), ...])
 KEPT = "ask_form"  # session state: the question and strategies last asked (widget state is dropped off the page)
@@ -70,14 +70,15 @@ def _panel(i: int, r: Retrieval, section: str, key: str, width: int) -> None:
         kinds = Counter(it.kind for it in items)
         st.caption("From " + ", ".join(f"{n} {k} node{'s' if n > 1 else ''}" for k, n in kinds.most_common())
                    + "; each names its node.")
-        for j, it in enumerate(items[:MAX_ITEMS]):
+        shown, left_out = per_kind(items, MAX_ITEMS)
+        for j, it in shown:
             with st.expander(f"{md_label(it.title, width)} · {it.kind} · {it.score:.2f}"):
                 st.markdown(md_escape(it.text[:1500]))
                 level = f" · level {it.level}" if it.level is not None else ""
                 st.caption(f"node {md_escape(it.id)} · {it.kind}{level}")
                 _show_on_graph(it.id, f"go_{i}_{section}_{j}")
-        if len(items) > MAX_ITEMS:
-            st.caption(f"and {len(items) - MAX_ITEMS} more")  # (a leading "+ " would render as a list)
+        if left_out:  # (a leading "+ " would render as a list)
+            st.caption("and " + ", ".join(f"{n} more {k} node{'s' if n > 1 else ''}" for k, n in left_out.items()))
 
 
 def _sources(i: int, r: Retrieval, width: int) -> None:

@@ -266,6 +266,19 @@ def fit_budget(items: list[ContextItem], budget: int) -> tuple[list[ContextItem]
     return out, used
 
 
+def per_kind(items: list[ContextItem], cap: int) -> tuple[list[tuple[int, ContextItem]], dict[str, int]]:
+    """(position, item) of the first `cap` items of each kind, in section order, and how many of each kind are
+    left out: a section mixing kinds (HiRAG's entities then text units, NodeRAG's chunks, statements and
+    attributes) shows and answers from every kind instead of only the first `cap` items."""
+    seen: dict[str, int] = {}
+    kept = []
+    for pos, it in enumerate(items):
+        seen[it.kind] = seen.get(it.kind, 0) + 1
+        if seen[it.kind] <= cap:
+            kept.append((pos, it))
+    return kept, {k: n - cap for k, n in seen.items() if n > cap}
+
+
 def sources_from_chunks(view, chunk_scores: dict[str, float], limit: int) -> list[Source]:
     """Documents ranked by the summed score of their chunks that back the context (best chunk first)."""
     by_doc: dict[str, float] = {}

@@ -50,9 +50,9 @@ class HiRAGStrategy:
     name = "hirag"
     label = "HiRAG (local + bridge + global)"
     description = (
-        "local: descriptions of the n entities nearest to the question; bridge: relationships along the shortest "
-        "paths linking the key entities of the retrieved communities; global: reports of the communities that "
-        "hold the local entities."
+        "local: descriptions of the n entities nearest to the question, then their text units; bridge: "
+        "relationships along the shortest paths linking the key entities of the retrieved communities; global: "
+        "reports of the communities that hold the local entities."
     )
     use_local = True
     use_bridge = True
@@ -208,7 +208,8 @@ class HiRAGStrategy:
 class HiRAGLocal(HiRAGStrategy):
     name = "hirag-local"
     label = "HiRAG-local (ablation: local only)"
-    description = "local: descriptions of the n entities nearest to the question; bridge and global: left out."
+    description = ("local: descriptions of the n entities nearest to the question, then their text units; bridge "
+                   "and global: left out.")
     use_bridge = False
     use_global = False
 
@@ -234,8 +235,8 @@ class HiRAGBridge(HiRAGStrategy):
 class HiRAGNoBridge(HiRAGStrategy):
     name = "hirag-nobridge"
     label = "HiRAG w/o bridge (ablation: local + global)"
-    description = ("local: descriptions of the n entities nearest to the question; global: reports of the "
-                   "communities that hold them; bridge: left out.")
+    description = ("local: descriptions of the n entities nearest to the question, then their text units; global: "
+                   "reports of the communities that hold them; bridge: left out.")
     use_bridge = False
 
 

@@ -108,7 +108,13 @@ def _check_panel(panel, name: str) -> int:
     assert heading.startswith(f"**{name.capitalize()}**"), heading
     n = int(re.search(r"\((\d+)\)$", heading).group(1))
     items = _of_type(panel, "expander")
-    assert len(items) == min(n, 12)
+    captions = [c.value for c in _of_type(panel, "caption")]
+    kinds = {k: int(c) for line in captions if line.startswith("From ")
+             for c, k in re.findall(r"(\d+) (\w+) nodes?", line)}
+    assert sum(kinds.values()) == n
+    assert len(items) == sum(min(c, 12) for c in kinds.values())  # up to 12 of each kind, the rest counted
+    for k, c in kinds.items():
+        assert (c > 12) == any(f"{c - 12} more {k} node" in line for line in captions if line.startswith("and "))
     for it in items:
         title = it.label.rsplit(" · ", 2)[0]
         assert title.strip() and not UNESCAPED.search(title), f"unescaped Markdown in {it.label!r}"
