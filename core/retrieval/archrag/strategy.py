@@ -14,7 +14,8 @@
 4. Sources are the documents behind the kept points, in the order the filter ranked them: a point backs the chunks
    its sentence was quoted from (offline) with its relevance, else the chunks behind its items (entity: the
    chunks that mention it; relationship: those it was extracted from; community: those that mention its members),
-   its relevance divided among them. A chunk scores its best point; documents sum their chunks (`sources_from_chunks`).
+   its relevance divided among them. A chunk scores its best point, and a document comes at its best chunk's place
+   (`sources_in_order`): summing a document's chunks would rank long documents by their length, not the filter.
 5. Path: per layer the nodes found (role "entry" on the top layer, "layer" below, label "layer i: title"), each
    descent from a layer's best node through its inter-layer link (kind "chnsw", role "layer"; the target added
    when not among the k), kept relationships ("bridge", subject / object edges).
@@ -38,7 +39,7 @@ from core.retrieval.base import (
     Timer,
     llm_calls,
     register,
-    sources_from_chunks,
+    sources_in_order,
 )
 
 
@@ -109,7 +110,8 @@ class ArchRAGStrategy:
             kept_items.append(it)
         for sec in r.sections.values():
             sec.sort(key=lambda i: (-i.score, i.id))
-        r.sources = sources_from_chunks(view, chunk_scores, res.settings.retrieval.max_sources)
+        ranked = sorted(chunk_scores, key=lambda c: (-chunk_scores[c], c))  # the filter's order (Eq. 4's Sort)
+        r.sources = sources_in_order(view, ranked, res.settings.retrieval.max_sources)
         t.lap("rank_sources")
         _path(r, view, found, descents, kept_items)
         calls = 1 if llm is not None else 0
