@@ -38,11 +38,13 @@ def related_text_units(view, entities: list[str]) -> list[str]:
     index = view.eg.index
     for rank, eid in enumerate(entities):
         ia = index.get(eid)
-        nb_chunks = ([{c for c, _ in view.entity_chunks.get(view.eg.ids[nb], [])} for nb in view.g.neighbors(ia)]
-                     if ia is not None else [])
+        shared: dict[str, int] = {}  # chunk -> neighbours of eid that mention it
+        for nb in view.g.neighbors(ia) if ia is not None else ():
+            for c in {c for c, _ in view.entity_chunks.get(view.eg.ids[nb], [])}:
+                shared[c] = shared.get(c, 0) + 1
         for c, _ in view.entity_chunks.get(eid, []):
             if c not in order:
-                order[c] = (rank, -sum(c in s for s in nb_chunks))
+                order[c] = (rank, -shared.get(c, 0))
     return sorted(order, key=lambda c: (order[c], c))
 
 
@@ -199,8 +201,8 @@ class HiRAGStrategy:
             for a, b in zip(p, p[1:]):
                 r.path_edges.append(PathEdge(a, b, "relationship", "bridge"))
         r.trace["counts"] = {
-            "local_entities": len(local), "text_units": len(unit_items), "communities": len(comms), "key_entities": len(key_entities),
-            "bridge_paths": len(paths), "bridge_relationships": len(bridge_rels), "sources": len(r.sources),
+            "local_entities": len(local), "text_units": len(unit_items), "communities": len(comms),
+            "key_entities": len(key_entities), "bridge_paths": len(paths), "bridge_relationships": len(bridge_rels), "sources": len(r.sources),
         }
         return r
 
