@@ -280,9 +280,13 @@ def test_ask_hirag_shows_three_panels_and_sources(app):
         items = _expanders(panel)
         assert items, f"{name} panel is empty"
         n = int(re.search(r"\((\d+)\)$", heading).group(1))  # "**Local** · Detail (20)"
-        assert len(items) == min(n, 12)
-        if n > 12:
-            assert f"and {n - 12} more" in [c.value for c in _walk(panel) if getattr(c, "type", None) == "caption"]
+        captions = [c.value for c in _walk(panel) if getattr(c, "type", None) == "caption"]
+        kinds = {k: int(c) for line in captions if line.startswith("From ")
+                 for c, k in re.findall(r"(\d+) (\w+) nodes?", line)}  # "From 20 entity nodes, 13 chunk nodes; ..."
+        assert sum(kinds.values()) == n
+        assert len(items) == sum(min(c, 12) for c in kinds.values())  # up to 12 of each kind
+        for k, c in kinds.items():
+            assert (c > 12) == any(f"{c - 12} more {k} node" in line for line in captions if line.startswith("and "))
         for it in items:
             title = it.label.rsplit(" · ", 2)[0]
             assert title.strip()
