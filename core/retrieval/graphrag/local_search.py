@@ -26,7 +26,8 @@ relationship's rank, i.e. combined degree; listed in GraphRAG's priority order),
 Degree is the entity's degree in the entity graph (distinct neighbours, HiRAG `summarizes` links included).
 Sources: the documents of the kept chunks ranked by the chunk's similarity to the question, then the documents
 that only back kept relationships, in the relationships' order. The context keeps GraphRAG's mention-count order;
-ranking the sources by it too cost about 9 points of recall@2 on hotpotqa (queries 50-150: 0.54 vs 0.63).
+ranking the sources by it too cost about 9 points of recall@2 on hotpotqa (queries 50-150: 0.54 vs 0.63); measured
+on all four sets (docs/BENCHMARKS.md, constants), the similarity order wins on hotpotqa and factbook, loses on 2wiki.
 """
 
 from __future__ import annotations
