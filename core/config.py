@@ -64,7 +64,7 @@ class BackendSettings(BaseModel):
                              "(STRATA_HOSTS, comma-separated); empty: the one ollama_host or openai_base_url.")
     chat_model: str = Field("llama3.1:8b", description="Ollama model for extraction, summaries and answers.")
     embed_model: str = Field("nomic-embed-text", description="Ollama embedding model (embedder 'ollama').")
-    num_ctx: int = Field(8192, description="Context window asked of Ollama; must hold the longest prompt.")
+    num_ctx: int = Field(8192, description="Context window asked of Ollama; an answer's context fits it, less 1,536.")
     timeout_s: float = Field(120.0, description="Timeout of one Ollama request.")
     retries: int = Field(2, description="Retries of a failed or malformed Ollama reply before giving up.")
     concurrency: int = Field(2, description="Parallel requests sent to Ollama during a build.")

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.answer import Answer, answer
+from core.answer import Answer, answer, context_budget
 from core.build.factory import delete_vectors, open_index
 from core.build.runner import create_run
 from core.build.runs import active_run, launch_worker
@@ -85,7 +85,8 @@ def ask(res: Resources, backend: LanguageBackend, question: str, strategy: str,
     r = get_strategy(strategy).retrieve(res, question, llm=llm)
     retrieval_ms = (time.perf_counter() - t0) * 1000
     t1 = time.perf_counter()
-    a = answer(backend, r)
+    # a model's context window bounds the context it is given; the offline answer reads all of it
+    a = answer(backend, r, context_budget(res.settings.backend.num_ctx) if llm is not None else None)
     r.trace["timings_ms"]["answer"] = round((time.perf_counter() - t1) * 1000, 2)
     r.trace["timings_ms"]["retrieval_total"] = round(retrieval_ms, 2)
     r.trace["context_tokens"] = _context_tokens(a)

@@ -151,3 +151,26 @@ def test_a_model_returning_garbage_fails_clearly_and_keeps_the_workspace(ollama_
     assert b.store.counts(b.ws.id) == counts
     r, a, _ = _ask(fake, b, s, "hlg-statement", "Who built the Kelmouth Railway?")  # asked again, it works
     assert r.sections["local"] and a.text
+
+
+def test_the_answer_context_fits_the_models_window(ollama_ws):
+    """A model is given the context that fits its window (backend.num_ctx less core.answer.PROMPT_RESERVE), taken in
+    turns across sections and kinds; offline the whole context is read."""
+    from core.answer import context_block, context_budget
+    from core.ingest import count_tokens
+
+    fake, b, s = ollama_ws
+    small = s.model_copy(deep=True)
+    small.backend.num_ctx = 1536 + 300  # a 300-token context
+    r, a, bodies = _ask(fake, b, small, "hirag")
+    full = context_block(r)
+    budget = context_budget(small.backend.num_ctx)
+    kept = a.context.local + a.context.bridge + a.context.global_
+    assert budget == 300 and kept and sum(count_tokens(t) for t in kept) <= budget
+    assert len(kept) < len(full.local + full.bridge + full.global_)  # this context does not fit in 300 tokens
+    assert a.context.local and a.context.bridge and a.context.global_  # every section keeps its best items
+    assert a.context.local[0] == full.local[0] and a.context.bridge[0] == full.bridge[0]
+    prompt = [x for x in bodies if not x.get("format")][-1]["messages"][0]["content"]  # the answer call
+    assert QUESTION in prompt and all(line in prompt for line in kept)
+    r2, a2 = ask(open_resources(b.store, b.ws, small, b.embedder), OfflineBackend(), QUESTION, "hirag", log=False)
+    assert a2.context == context_block(r2)  # offline: no budget

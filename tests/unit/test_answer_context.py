@@ -29,3 +29,27 @@ def test_text_units_after_many_entities_reach_the_answer():
     assert ctx.local[0].startswith("[1] entity 0:")  # cites the source of its document
     assert ctx.local[-1] == "text of chunk 2"  # a chunk is its text; its document is not a source: no citation
     assert not any(f"entity {MAX_ITEMS}:" in line for line in ctx.local)
+
+
+def _long(i: int, kind: str, section_docs: str) -> ContextItem:
+    return ContextItem(f"{kind}{i}", kind, f"{kind} {i}", " ".join(f"word{j}" for j in range(120)), 1.0, None,
+                       [section_docs])
+
+
+def test_a_token_budget_keeps_the_best_items_of_every_section_and_kind():
+    from core.ingest import count_tokens
+
+    r = Retrieval("hirag", "q?")
+    r.sections["local"] = [_long(i, "entity", "d") for i in range(20)] + [_long(i, "chunk", "d") for i in range(10)]
+    r.sections["bridge"] = [_long(i, "relationship", "d") for i in range(20)]
+    r.sections["global"] = [_long(i, "community", "d") for i in range(8)]
+    full = context_block(r)
+    one = count_tokens(full.local[0])
+    ctx = context_block(r, max_tokens=8 * one + one // 2)  # room for 8 items
+    kept = ctx.local + ctx.bridge + ctx.global_
+    assert len(kept) == 8 and sum(count_tokens(t) for t in kept) <= 8 * one + one // 2
+    # taken in turns: the first two of each of the four (section, kind) streams, best first
+    assert ctx.local == [full.local[0], full.local[1], full.local[20], full.local[21]]
+    assert ctx.bridge == full.bridge[:2] and ctx.global_ == full.global_[:2]
+    assert context_block(r, max_tokens=10**6) == full  # a budget that holds it all changes nothing
+    assert context_block(r, max_tokens=0).local == []  # nothing fits: the question is still answered, without context
