@@ -33,7 +33,7 @@ from pathlib import Path
 
 import psutil
 
-from bench.machine import machine
+from bench.machine import commit, machine
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -192,8 +192,7 @@ def run_build(name: str, paths: list[str], home: Path, command: str | None = Non
         "layers": stats["layers"],
         "stop_reason": stats["stop_reason"],
         "date": time.strftime("%Y-%m-%d"),
-        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                 text=True).stdout.strip(),
+        "commit": commit(),
     }
 
 

@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.machine import machine
+from bench.machine import commit, machine
 
 ROOT = Path(__file__).resolve().parent.parent
 WS = "bench"
@@ -139,9 +139,8 @@ def main() -> None:
             ap.error("give a corpus or --generate N")
         base, added, n_base, n_added = _split(Path(src), args.add, args.seed, Path(tmp) / "split")
         res: dict = {"name": args.name, "command": "python -m bench.incremental " + " ".join(sys.argv[1:]),
-                     "machine": machine(), "date": time.strftime("%Y-%m-%d"),
-               "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                        text=True).stdout.strip(), "documents_base": n_base,
+                     "machine": machine(), "date": time.strftime("%Y-%m-%d"), "commit": commit(),
+                     "documents_base": n_base,
                      "documents_added": n_added, "add_share": args.add}
         inc, full = out / "inc", out / "rebuild"
         res["base_s"] = _cli(inc, ["build", "--workspace", WS, "--quiet", *map(str, base)])

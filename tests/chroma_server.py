@@ -28,7 +28,6 @@ _SERVER: dict[str, object] = {}
 START_TIMEOUT_S = 90.0
 
 
-
 def _answers(base: str) -> bool:
     try:
         with urllib.request.urlopen(f"{base}/api/v2/heartbeat", timeout=2) as r:

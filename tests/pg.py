@@ -47,7 +47,6 @@ def available() -> bool:
     return b is not None and (b / "initdb").exists() and (b / "pg_ctl").exists()
 
 
-
 class PgServer:
     """One throwaway PostgreSQL cluster. `start()` once, `stop()` removes everything."""
 
