@@ -298,6 +298,16 @@ def sources_from_chunks(view, chunk_scores: dict[str, float], limit: int) -> lis
     return out
 
 
+def by_similarity(res: Resources, q: np.ndarray, chunks: list[str]) -> list[str]:
+    """`chunks` (each once) ranked by their stored vector's similarity to the query vector `q`, best first; a
+    chunk without a vector goes last, ties and those by id."""
+    ids = list(dict.fromkeys(chunks))
+    vecs = res.index.vectors("chunk", ids) if ids else {}
+    qv = q.astype(np.float32)
+    sims = {c: float(v @ qv) for c, v in vecs.items()}
+    return sorted(ids, key=lambda c: (c not in sims, -sims.get(c, 0.0), c))
+
+
 def sources_in_order(view, chunks: list[str], limit: int) -> list[Source]:
     """Documents in the order of their first chunk in `chunks` (a strategy's ranked text units); a document's score
     is 1 / (1 + that chunk's rank), its chunk_ids its chunks in their order."""
