@@ -88,7 +88,9 @@ def beam_search(q: np.ndarray, E: np.ndarray, nbr: sp.csr_matrix, starts: np.nda
         if not len(p):
             break
         n, ch, g = cand[p, j], child[p, j], group[p]
-        o = np.lexsort((n, p, -ch, g))  # per start, best first; deterministic ties
+        # per start, best first, in one sort: starts are integers and -ch lies in [-1, 1], so g * 4 - ch orders by
+        # start then score; a stable sort leaves ties in (parent, candidate) order, which is deterministic
+        o = np.argsort(g * 4.0 - ch, kind="stable")
         p, n, ch, g = p[o], n[o], ch[o], g[o]
         first = np.r_[0, np.flatnonzero(np.diff(g)) + 1]
         rank = np.arange(len(g)) - np.repeat(first, np.diff(np.r_[first, len(g)]))
@@ -96,7 +98,7 @@ def beam_search(q: np.ndarray, E: np.ndarray, nbr: sp.csr_matrix, starts: np.nda
         p, n, ch = p[keep], n[keep], ch[keep]
         paths = np.hstack([paths[p], n[:, None]])
         group = group[p]
-        U = U[p] + (w[n, None] * E[n]).astype(np.float32)
+        U = U[p] + E[n] * w[n, None].astype(np.float32)
         a = a[p] + w[n] * sims[n]
         nn = nn[p] + 2 * w[n] * dots[p, j[o][keep]] + w[n] ** 2
         score = ch

@@ -143,7 +143,14 @@ def kept_hops(lx: Lexicon, beam: Beam, sims: np.ndarray, kept: list[int], k: int
     best: list[tuple[float, tuple[int, ...]]] = []
     for paths, scores in zip(beam.paths[1:], beam.scores[1:]):
         hit = np.isin(paths, kept).any(axis=1)
-        best += [(float(sc), tuple(int(x) for x in p)) for p, sc in zip(paths[hit], scores[hit])]
+        paths, scores = paths[hit], scores[hit]
+        if len(paths) > k:  # only a depth's k best distinct paths (ties included) can be among the k best overall
+            paths, first = np.unique(paths, axis=0, return_index=True)  # a path reached from two starts, once
+            scores = scores[first]
+        if len(paths) > k:
+            top = scores >= np.partition(scores, len(scores) - k)[len(scores) - k]
+            paths, scores = paths[top], scores[top]
+        best += [(float(sc), tuple(int(x) for x in p)) for p, sc in zip(paths, scores)]
     w = np.exp(sims)
     seen: set[tuple[int, int]] = set()
     out: list[Hop] = []
