@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -161,6 +162,8 @@ def _cluster_layer(x: np.ndarray, cfg: LayerSettings, layer: int, previous_spars
 # ------------------------------------------------------------------------------------- meta-summary and titles
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
+NounTest = Callable[[dict[str, list[str]]], set[str]]  # (word -> sentences holding it) -> the words read as nouns
+NAME_CANDIDATES = 12  # the best keywords of a cluster a name is looked for in, when nouns are read
 _MEMBER_LIST = re.compile(r"\s*Groups \d+ entities: .*$", re.S)  # the tail summary_entity_offline writes
 
 
@@ -213,14 +216,44 @@ def meta_summary_concepts(texts: list[str], k: int = 8) -> list[str]:
     return out
 
 
-def summary_entity_offline(member_titles: list[str], member_texts: list[str], concepts: list[str]
-                           ) -> tuple[str, str]:
+def _noun_terms(shared: list[str], keywords: list[str], titles: list[str], sentences: list[str],
+                nouns: NounTest) -> tuple[list[str], list[str]] | None:
+    """(shared concepts, keywords) kept in order when their last word reads as a noun, or None when none does. Words
+    are read by `nouns` in the cluster's sentences, then its members' titles (a name's word is read as a noun there),
+    a few candidates at a time, until a head and a disambiguator are found."""
+    verdict: dict[str, bool] = {}
+    candidates = list(dict.fromkeys(shared + keywords))
+    readable: list[str] = []
+    for start in range(0, len(candidates), 4):
+        heads = {w.split()[-1] for w in candidates[: start + 4]} - set(verdict)
+        if heads:
+            contexts: dict[str, list[str]] = {h: [] for h in heads}
+            for sent in sentences + [t for t in titles if t.strip()]:
+                for w in {w.lower() for w in _WORD.findall(sent)} & heads:
+                    contexts[w].append(sent)
+            ok = nouns(contexts)
+            verdict.update((h, h in ok) for h in heads)
+        readable = [w for w in candidates[: start + 4] if verdict[w.split()[-1]]]
+        if readable:
+            head = readable[0]
+            if any(w in keywords and not set(w.split()) & set(head.split()) for w in readable[1:]):
+                break
+    if not readable:
+        return None
+    return [w for w in shared if w in readable], [w for w in keywords if w in readable]
+
+
+def summary_entity_offline(member_titles: list[str], member_texts: list[str], concepts: list[str],
+                           nouns: NounTest | None = None) -> tuple[str, str]:
     """A summary entity for one cluster without a model: (name, description), deterministic and extractive.
 
     Name: the head term is the layer concept (meta summary) shared by the most members, else the keyword shared by
     the most members (ties: a phrase, then the higher count in the cluster, then alphabetical); the disambiguator is the next most
-    shared keyword (or the most central member title), e.g. "Data Mining — recommendation". Description: the most
-    central member sentences (TF-IDF centroid, `central_sentences`) in their original order, then the members."""
+    shared keyword (or the most central member title), e.g. "Data Mining — recommendation". With `nouns` (the
+    offline backend's spaCy reading, `core.extract.nouns`), only a term whose last word reads as a noun in the
+    cluster's sentences names it, among the shared concepts and the NAME_CANDIDATES best keywords: "Known — team"
+    and "First — yugoslavia" were names before. Description: the most central member sentences (TF-IDF centroid,
+    `central_sentences`) in their original order, then the members."""
     n = max(len(member_titles), len(member_texts))
     titles = [(member_titles[i] if i < len(member_titles) else "") or "" for i in range(n)]
     # a member that is itself a summary entity ends with its own member list: not content to name or summarize by
@@ -231,17 +264,20 @@ def summary_entity_offline(member_titles: list[str], member_texts: list[str], co
         terms = _terms(f"{t}. {x}")
         df.update(set(terms))
         tf.update(terms)
+    sentences: list[str] = []
+    for x in texts:
+        sentences.extend(split_sentences(x))
+    sentences = list(dict.fromkeys(sentences))  # each sentence once, in first-seen order
 
     def rank(ws) -> list[str]:
         return sorted(ws, key=lambda w: (-df[w], -len(w.split()), -tf[w], w))
 
-    head = None
-    shared_concepts = [c for c in concepts if df[c.lower()] >= max(1, min(2, n))]
-    if shared_concepts:
-        head = rank([c.lower() for c in shared_concepts])[0]
+    shared = rank({c.lower() for c in concepts if df[c.lower()] >= max(1, min(2, n))})
     keywords = rank(df)
-    if head is None and keywords:
-        head = keywords[0]
+    if nouns is not None:
+        shared, keywords = _noun_terms(shared, keywords[:NAME_CANDIDATES], titles, sentences, nouns) or (shared,
+                                                                                                       keywords)
+    head = shared[0] if shared else (keywords[0] if keywords else None)
     if head is None:
         first = next((t for t in titles if t.strip()), "")
         return (f"Group of {first}" if first else "Summary", "")
@@ -253,10 +289,6 @@ def summary_entity_offline(member_titles: list[str], member_texts: list[str], co
                        if t.strip() and t.lower() != head), None)
     name = head.title() + (f" — {disamb}" if disamb else "")
 
-    sentences: list[str] = []
-    for x in texts:
-        sentences.extend(split_sentences(x))
-    sentences = list(dict.fromkeys(sentences))  # each sentence once, in first-seen order
     picked = sorted(i for i, _ in central_sentences(sentences, 3)) if sentences else []
     body = " ".join(sentences[i] for i in picked)
     shown = [t for t in titles if t.strip()]

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from core.backends.summary_replies import offline_summary_entities
 from core.extract import spacy_extract, spacy_nlp
+from core.extract.nouns import NounReader
 from core.extract.offline import extract_offline, heading_subject, title_names_entity
 from core.protocols import ContextBlock, Extraction, Finding, Report, Summary, SummaryEntities
 from core.text import (
@@ -38,6 +39,7 @@ class OfflineBackend:
         self.max_entities = max_entities
         self.max_relationships = max_relationships
         self.extractor = extractor  # "spacy" or "heuristic", as configured (`uses_spacy` says which runs)
+        self.nouns = NounReader()  # which words read as nouns, counted over this backend's summary entities
 
     @property
     def uses_spacy(self) -> bool:
@@ -122,8 +124,9 @@ class OfflineBackend:
         return Summary(title=truncate(title, 120), summary=truncate(summary, 700), keywords=keywords)
 
     def summary_entities(self, members: list[tuple[str, str]], concepts: list[str]) -> SummaryEntities:
-        """HiRAG's summary entity of a cluster, extractive (`core.backends.summary_replies`)."""
-        return offline_summary_entities(members, concepts)
+        """HiRAG's summary entity of a cluster, extractive (`core.backends.summary_replies`); with spaCy, named only
+        by terms that read as nouns (`core.extract.nouns`)."""
+        return offline_summary_entities(members, concepts, self.nouns.nouns if self.uses_spacy else None)
 
     def answer(self, question: str, context: ContextBlock) -> str:
         """What this strategy found, level by level: for each of local, bridge and global, the context sentence

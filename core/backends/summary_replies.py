@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from core.algorithms.layers import summary_entity_offline
+from core.algorithms.layers import NounTest, summary_entity_offline
 from core.backends.replies import MalformedReply
 from core.protocols import SummaryEntities, SummaryEntity, SummaryRelation
 
@@ -42,12 +42,13 @@ def clean_summary_entities(rep: SummaryEntities, member_names: list[str]) -> Sum
     return SummaryEntities(entities=entities, relationships=relations)
 
 
-def offline_summary_entities(members: list[tuple[str, str]], concepts: list[str]) -> SummaryEntities:
+def offline_summary_entities(members: list[tuple[str, str]], concepts: list[str],
+                             nouns: NounTest | None = None) -> SummaryEntities:
     """Without a model: one extractive summary entity per cluster (`core.algorithms.layers.summary_entity_offline`:
     the layer concept and keyword the members share most as its name, their most central sentences as its
     description), related to every member. Deterministic."""
 
-    name, desc = summary_entity_offline([n for n, _ in members], [d for _, d in members], concepts)
+    name, desc = summary_entity_offline([n for n, _ in members], [d for _, d in members], concepts, nouns)
     return SummaryEntities(
         entities=[SummaryEntity(name=name, type="summary", description=desc)],
         relationships=[SummaryRelation(source=n, target=name, description="", weight=1.0) for n, _ in members],

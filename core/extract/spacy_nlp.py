@@ -72,3 +72,15 @@ def parse(texts: Iterable[str]) -> Iterator:
     with _lock:  # a pipeline is not documented as thread-safe; builds in two threads take turns
         docs = list(nlp.pipe((t[:limit] for t in texts), batch_size=BATCH_SIZE, n_process=1))
     yield from docs
+
+
+def tag(texts: Iterable[str]) -> list:
+    """spaCy Docs of `texts` with part-of-speech tags only (tok2vec, tagger, attribute_ruler: no parse, no entities),
+    for reading words' parts of speech quickly (the pipeline must be loaded)."""
+    nlp = load_pipeline()
+    if nlp is None:
+        raise RuntimeError("spaCy pipeline not available")
+    limit = nlp.max_length - 1
+    keep = [p for p in ("tok2vec", "tagger", "attribute_ruler") if p in nlp.pipe_names]
+    with _lock, nlp.select_pipes(enable=keep):
+        return list(nlp.pipe((t[:limit] for t in texts), batch_size=BATCH_SIZE, n_process=1))

@@ -300,6 +300,39 @@ def test_summary_entity_offline_without_concepts_or_text():
     assert "Alpha Corp" in desc
 
 
+SINGERS = [("Ana Reyes", "Ana Reyes is a singer known for her first album. She was born in Lima and said the album "
+                         "was new."),
+           ("Bo Lind", "Bo Lind is a singer known for his first album. He was born in Oslo and said the album was new."),
+           ("Cai Wen", "Cai Wen is a singer known for her first album. She was born in Xi'an and said the album was "
+                       "new.")]
+
+
+def test_summary_entity_is_named_by_nouns_when_spacy_reads_them():
+    """Concepts and keywords that every member shares but that are no concept ("known", "born", "said", "new"):
+    without a reading of parts of speech the most shared one names the cluster; with spaCy's (the offline backend's
+    `NounReader`) only nouns do, and the words it read are counted."""
+    from core.extract.nouns import NounReader
+
+    titles, texts = [t for t, _ in SINGERS], [x for _, x in SINGERS]
+    plain, _ = summary_entity_offline(titles, texts, ["known", "born", "said"])
+    assert plain.split(" — ")[0].lower() in {"known", "born", "said"}
+    reader = NounReader()
+    named, desc = summary_entity_offline(titles, texts, ["known", "born", "said"], reader.nouns)
+    head, disamb = named.lower().split(" — ")
+    assert head.split()[-1] == "album" and disamb == "singer", named  # "first album": a phrase ending in a noun
+    assert not set(named.lower().split()) & {"known", "born", "said", "new"}, named
+    assert reader.counts["known"][0] == 0 < reader.counts["known"][1]  # read, and never as a noun
+    assert reader.counts["album"][0] == reader.counts["album"][1] > 0
+    # the description does not depend on the reading
+    assert desc == summary_entity_offline(titles, texts, ["known", "born", "said"])[1]
+    # the offline backend reads nouns when spaCy runs, and its summary entity is the one named that way
+    from core.backends.offline import OfflineBackend
+
+    backend = OfflineBackend(extractor="spacy")
+    assert backend.uses_spacy
+    assert backend.summary_entities(SINGERS, ["known", "born", "said"]).entities[0].name == named
+
+
 # ------------------------------------------------------------------------------------ summary entities (Appendix I.3)
 
 
