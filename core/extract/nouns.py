@@ -1,14 +1,13 @@
-"""Which words read as nouns: spaCy's part-of-speech tags over the sentences a word occurs in, counted per process.
+"""Which words read as nouns: spaCy's part-of-speech tags over the sentences a word occurs in, counted per backend.
 
 HiRAG's summary entities are named from concepts ("organization", "technology", hirag.txt §4.1); offline they are
 named from the terms their members share most (`core.algorithms.layers.summary_entity_offline`), and on a large
 corpus those include words that are no concept at all: "first", "known", "born", "new", "like", "said". A word is a
-noun here when spaCy tags most of its occurrences NOUN, or PROPN at the end of a name (`reads_as_noun`). Its tags are counted over every call, so a frequent
-word is tagged in the first clusters that ask about it and then settled (`SETTLED` occurrences), which keeps the cost
-of a layer to a few hundred short sentences. Deterministic for a given build: the offline build names its clusters
-one after another, in order.
+noun here when spaCy tags most of its occurrences NOUN, or PROPN at the end of a name (`reads_as_noun`). Its tags
+are counted over every call, so a frequent word is tagged in the first clusters that ask about it and then settled
+(`SETTLED` occurrences), which keeps the cost of a layer to a few hundred short sentences. Deterministic for a given
+build: the offline build names its clusters one after another, in order.
 """
-
 from __future__ import annotations
 
 import threading

@@ -184,7 +184,8 @@ class HiRAGStrategy:
                 r.sections["global"].append(ContextItem(cid, "community", comm.title or cid, comm.summary,
                                                         round(max(comm_sims), 4), comm.level))
         units = self.text_units(view, local_units, r.sections["bridge"], key_entities)
-        backing = [it.id for it in unit_items] + [c for it in r.sections["bridge"] for c in view.rel_chunks.get(it.id, [])]
+        backing = [it.id for it in unit_items]  # the chunks behind the context: kept text units, bridge chunks
+        backing += [c for it in r.sections["bridge"] for c in view.rel_chunks.get(it.id, [])]
         r.sources = sources_in_order(view, by_similarity(res, q, backing) + units, cfg.max_sources)
         t.lap("rank_sources")
 
