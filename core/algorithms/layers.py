@@ -224,12 +224,14 @@ def _noun_terms(shared: list[str], keywords: list[str], titles: list[str], sente
     verdict: dict[str, bool] = {}
     candidates = list(dict.fromkeys(shared + keywords))
     readable: list[str] = []
+    texts = sentences + [t for t in titles if t.strip()]
+    worded = [(sent, {w.lower() for w in _WORD.findall(sent)}) for sent in texts]  # each tokenized once
     for start in range(0, len(candidates), 4):
         heads = {w.split()[-1] for w in candidates[: start + 4]} - set(verdict)
         if heads:
             contexts: dict[str, list[str]] = {h: [] for h in heads}
-            for sent in sentences + [t for t in titles if t.strip()]:
-                for w in {w.lower() for w in _WORD.findall(sent)} & heads:
+            for sent, words in worded:
+                for w in words & heads:
                     contexts[w].append(sent)
             ok = nouns(contexts)
             verdict.update((h, h in ok) for h in heads)

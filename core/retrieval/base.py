@@ -298,13 +298,18 @@ def sources_from_chunks(view, chunk_scores: dict[str, float], limit: int) -> lis
     return out
 
 
+def chunk_similarity(res: Resources, q: np.ndarray, chunks: list[str]) -> dict[str, float]:
+    """Similarity of the query vector `q` to the stored vector of each of `chunks` that has one."""
+    vecs = res.index.vectors("chunk", chunks) if chunks else {}
+    qv = q.astype(np.float32)
+    return {c: float(v @ qv) for c, v in vecs.items()}
+
+
 def by_similarity(res: Resources, q: np.ndarray, chunks: list[str]) -> list[str]:
     """`chunks` (each once) ranked by their stored vector's similarity to the query vector `q`, best first; a
     chunk without a vector goes last, ties and those by id."""
     ids = list(dict.fromkeys(chunks))
-    vecs = res.index.vectors("chunk", ids) if ids else {}
-    qv = q.astype(np.float32)
-    sims = {c: float(v @ qv) for c, v in vecs.items()}
+    sims = chunk_similarity(res, q, ids)
     return sorted(ids, key=lambda c: (c not in sims, -sims.get(c, 0.0), c))
 
 

@@ -40,6 +40,7 @@ from core.retrieval.base import (
     Retrieval,
     RetrievalLLM,
     Timer,
+    chunk_similarity,
     fit_budget,
     register,
     sources_from_chunks,
@@ -108,9 +109,7 @@ def rank_chunks(res: Resources, q, entry: list[str], cap: int) -> list[tuple[str
     by_freq = sorted(freq.items(), key=lambda kv: -kv[1])
     cut = by_freq[min(cap, len(by_freq)) - 1][1]
     need = [c for c, f in by_freq if f >= cut]  # only these can reach the top `cap`; the rest need no vector
-    vecs = res.index.vectors("chunk", need)
-    qv = q.astype("float32")
-    sims = {c: float(v @ qv) for c, v in vecs.items()}
+    sims = chunk_similarity(res, q, need)
     ranked = sorted(((c, freq[c], sims.get(c, 0.0)) for c in need), key=lambda t: (-t[1], -t[2], t[0]))
     return ranked[:cap]
 
