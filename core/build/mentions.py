@@ -1,10 +1,14 @@
 """What each chunk contributed to an entity or a relationship, and the fold that turns contributions into the node.
 
 The extract stage folds a chunk's mentions into the entity and relationship rows as it goes (same-named mentions
-share one node: aliases and types counted, descriptions appended up to a cap; a relationship's predicates, its
-description and its weight summed). Each contribution is also kept on the edge that records it:
+share one node: aliases and types counted, descriptions kept up to a cap; a relationship's predicates, its
+description and its weight summed). An entity's descriptions from the passages *about* it (the chunks of a document
+whose real title names it, marked {"subject": true} on the `mentions` edge) come before those from passages that
+merely name it, each group in canonical order: the cap then keeps what the entity's own page says of it instead of
+whichever pages happened to name it first (on the Factbook, "Kuwait" was described by Saudi Arabia's borders and
+other countries' trade partners). Each contribution is also kept on the edge that records it:
 
-* a chunk's `mentions` edge to an entity: `data["x"] = [[name, type, description]]`;
+* a chunk's `mentions` edge to an entity: `data["x"] = [[name, type, description]]` (and `"subject": true`);
 * a relationship's `derived_from` edge to a chunk: `data["x"] = [[predicate, weight, description, title]]`
 
 (an entity merge that folds one edge into another appends the absorbed edge's contributions, core/resolution/merge.py).
@@ -31,7 +35,7 @@ from core.resolution.names import settle
 
 DESC_CAP = 1200  # characters of descriptions an entity or relationship keeps (checked before each append)
 MAX_PREDICATES = 10
-_ENTITY_FOLDED = ("aliases", "types", "descriptions", "at", "refold")
+_ENTITY_FOLDED = ("aliases", "types", "descriptions", "about", "at", "refold")
 _REL_FOLDED = ("predicates", "at", "refold")
 
 
@@ -43,8 +47,9 @@ def _advance(data: dict, pos: tuple[str, int]) -> None:
         data["at"] = [pos[0], pos[1]]
 
 
-def fold_entity(row: dict, name: str, typ: str, desc: str, pos: tuple[str, int]) -> None:
-    """Fold one mention (surface form, type, description) into an entity row {"title", "type", "weight", "data"}."""
+def fold_entity(row: dict, name: str, typ: str, desc: str, pos: tuple[str, int], about: bool = False) -> None:
+    """Fold one mention (surface form, type, description) into an entity row {"title", "type", "weight", "data"};
+    `about`: the mention comes from a passage about the entity (its description joins those first)."""
     data = row["data"]
     if not data.get("aliases"):  # the first mention names the node (resolve settles title and type later)
         row["title"], row["type"] = name, typ
@@ -52,11 +57,31 @@ def fold_entity(row: dict, name: str, typ: str, desc: str, pos: tuple[str, int])
     aliases[name] = aliases.get(name, 0) + 1
     types = data.setdefault("types", {})
     types[typ] = types.get(typ, 0) + 1
-    descs = data.setdefault("descriptions", [])
-    if desc and desc not in descs and sum(map(len, descs)) < DESC_CAP:
-        descs.append(desc)
+    if desc:
+        data["descriptions"], data["about"] = add_description(data.get("descriptions", []),
+                                                              int(data.get("about", 0)), desc, about)
     row["weight"] = (row.get("weight") or 0.0) + 1.0
     _advance(data, pos)
+
+
+def add_description(descs: list[str], n_about: int, desc: str, about: bool) -> tuple[list[str], int]:
+    """(descriptions, how many lead as `about`) after one more: the list is always the first `n_about` (from passages
+    about the entity) then the others, each in arrival order, deduplicated, taken while the characters before an
+    item are under DESC_CAP. So the result does not depend on how the two groups' arrivals interleave."""
+    lead, rest = descs[:n_about], descs[n_about:]
+    if about:
+        rest = [d for d in rest if d != desc]
+        if desc not in lead and sum(map(len, lead)) < DESC_CAP:
+            lead = lead + [desc]
+    elif desc not in lead and desc not in rest:
+        rest = rest + [desc]
+    out, used = [], 0
+    for d in lead + rest:
+        if used >= DESC_CAP:
+            break
+        out.append(d)
+        used += len(d)
+    return out, min(len(lead), len(out))
 
 
 def fold_relationship(row: dict, pred: str, weight: float, desc: str, title: str, pos: tuple[str, int]) -> None:
@@ -93,8 +118,8 @@ def _loads(data) -> dict:
 
 
 def contributions(conn, ws_id: int, kind: str, ids: list[str]) -> tuple[dict[str, list], set[str]]:
-    """node id -> [(position, contribution)] in canonical order, read from the edges of `ids` (entities or
-    relationships) to chunks; and the ids one of whose edges carries no contribution (written before they were
+    """node id -> [(position, contribution, from a passage about it)] in canonical order, read from the edges of
+    `ids` (entities or relationships) to chunks; and the ids one of whose edges carries no contribution (written before they were
     recorded: such a node cannot be folded again)."""
     e, n = sql_table(Edge), sql_table(Node)
     out: dict[str, list] = defaultdict(list)
@@ -109,15 +134,16 @@ def contributions(conn, ws_id: int, kind: str, ids: list[str]) -> tuple[dict[str
                  .where(e.c.workspace_id == ws_id, e.c.kind == "derived_from", e.c.src.in_(part),
                         n.c.kind == "chunk"))
         for nid, data, doc, ordinal in conn.execute(q):
-            xs = _loads(data).get("x")
+            got = _loads(data)
+            xs = got.get("x")
             if xs is None:
                 legacy.add(nid)
                 continue
             pos = (doc or "", int(ordinal or 0))
-            out[nid].extend((pos, k, x) for k, x in enumerate(xs))
+            out[nid].extend((pos, k, x, bool(got.get("subject"))) for k, x in enumerate(xs))
     for lst in out.values():
         lst.sort(key=lambda t: (t[0], t[1]))
-    return {i: [(p, x) for p, _, x in lst] for i, lst in out.items()}, legacy
+    return {i: [(p, x, about) for p, _, x, about in lst] for i, lst in out.items()}, legacy
 
 
 def refold(conn, ws_id: int, kind: str, ids: list[str]) -> dict[str, dict | None]:
@@ -145,12 +171,12 @@ def refold(conn, ws_id: int, kind: str, ids: list[str]) -> dict[str, dict | None
             if kind == "entity":
                 row = {"title": title, "type": typ, "text": "", "weight": 0.0,
                        "data": {"aliases": {}, "types": {}, "descriptions": []}}
-                for pos, (name, ety, desc) in xs:
-                    fold_entity(row, name, ety, desc, pos)
+                for pos, (name, ety, desc), about in xs:
+                    fold_entity(row, name, ety, desc, pos, about)
                 row["title"], row["type"], row["text"] = settle(row["title"], row["type"], row["data"])
             else:
                 row = {"title": title, "type": typ, "text": "", "weight": 0.0, "data": {}}
-                for pos, (pred, w, desc, rtitle) in xs:
+                for pos, (pred, w, desc, rtitle), _ in xs:
                     fold_relationship(row, pred, w, desc, rtitle, pos)
             row["data"] = keep | row["data"]
             out[nid] = row

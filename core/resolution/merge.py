@@ -28,13 +28,12 @@ from __future__ import annotations
 import numpy as np
 from sqlmodel import col, select
 
+from core.build.mentions import add_description
 from core.index.embedding import node_text_for_embedding
 from core.models import Community, Edge, EntityMerge, Node, sql_table, utcnow
 from core.resolution.candidates import Candidate, find_candidates  # noqa: F401  (re-exported: merge's public API)
 from core.resolution.names import settle
 from core.store import content_id
-
-_DESC_CAP = 1200
 
 
 class MergeError(ValueError):
@@ -65,11 +64,12 @@ def _merged_data(kept: Node, gone: Node) -> dict:
         for k, v in _counts(gone, field).items():
             mine[k] = mine.get(k, 0) + v
         data[field] = mine
-    descs = list(data.get("descriptions", []))
-    for d in (gone.data or {}).get("descriptions", []):
-        if d not in descs and sum(map(len, descs)) < _DESC_CAP:
-            descs.append(d)
-    data["descriptions"] = descs
+    descs, n_about = list(data.get("descriptions", [])), int(data.get("about", 0))
+    theirs = (gone.data or {}).get("descriptions", [])
+    their_about = int((gone.data or {}).get("about", 0))
+    for k, d in enumerate(theirs):  # the kept entity's, then the merged one's; passages about either lead
+        descs, n_about = add_description(descs, n_about, d, k < their_about)
+    data["descriptions"], data["about"] = descs, n_about
     data["merged"] = list(data.get("merged", [])) + [gone.id]
     return data
 

@@ -9,6 +9,7 @@ from sqlmodel import select
 
 from core.backends.offline import OfflineBackend
 from core.build.factory import make_context
+from core.build.mentions import refold
 from core.build.runner import create_run, run_build
 from core.build.stages.extract import write_extractions
 from core.config import ExtractSettings
@@ -89,3 +90,29 @@ def test_a_titled_rows_mention_of_its_subject_weighs_more(tmp_path, make_setting
     lena = [(chunk_doc[c], w) for c, e, w, d in mentions if title_of[e] == "Lena Marsh"]
     assert ("Lena Marsh #1" in {t for t, _ in lena} or "Lena Marsh" in {t for t, _ in lena})
     assert any(w == 1.0 and t.startswith("Tidewater") for t, w in lena), lena  # named in the bridge's row
+
+
+def test_an_entity_is_described_first_by_the_row_about_it(tmp_path, make_settings, embedder, tiny_jsonl):
+    """Lena Marsh is named in the Tidewater Bridge row and is the subject of her own row: her description leads with
+    what her own row says, and folding her again from the stored edges (what adding documents does) agrees."""
+    settings = make_settings(tmp_path)
+    store = Store(settings.storage.db_url)
+    ws = store.create_workspace("w")
+    ingest_paths(store, ws, [tiny_jsonl], settings)
+    ctx = make_context(store, ws, settings, embedder=embedder)
+    list(run_build(ctx, create_run(store, ws, settings).id, only=["chunk", "extract", "resolve"]))
+    with store.session() as s:
+        lena = next(n for n in s.exec(select(Node).where(Node.workspace_id == ws.id, Node.kind == "entity"))
+                    if n.title == "Lena Marsh")
+        chunk_title = {n.id: n.title for n in s.exec(select(Node).where(Node.workspace_id == ws.id,
+                                                                        Node.kind == "chunk"))}
+        said = {chunk_title[e.src].split(" #")[0]: (e.data or {}) for e in s.exec(select(Edge).where(
+            Edge.workspace_id == ws.id, Edge.kind == "mentions", Edge.dst == lena.id)) if e.src in chunk_title}
+        refolded = refold(s.connection(), ws.id, "entity", [lena.id])[lena.id]
+    assert said["Lena Marsh"].get("subject") is True and not said["Tidewater Bridge"].get("subject")
+    own, other = said["Lena Marsh"]["x"][0][2], said["Tidewater Bridge"]["x"][0][2]
+    assert own and other and own != other
+    assert lena.data["descriptions"][:2] == [own, other] and lena.data["about"] == 1
+    assert lena.text.startswith(own)
+    assert refolded is not None and refolded["data"]["descriptions"] == lena.data["descriptions"]
+    assert refolded["text"] == lena.text

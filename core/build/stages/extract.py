@@ -200,7 +200,7 @@ def write_extractions(store, ws_id: int, items: list[tuple[str, str | None, Extr
                     node = new_nodes[eid] = _node_row(ws_id, eid, "entity", key=key, weight=0.0,
                                                       data={"aliases": {}, "types": {}, "descriptions": []})
                     counts["entities_new"] += 1
-                fold_entity(node, name, e.type, desc, pos)
+                fold_entity(node, name, e.type, desc, pos, key in about)
                 mention = {"x": [[name, e.type, desc]]}  # this chunk's contribution, for a refold
                 if key in about:
                     edges.append((ws_id, chunk_id, eid, "mentions", subject_weight,
