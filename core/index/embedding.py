@@ -10,19 +10,47 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import numpy as np
+from sqlmodel import col, select
 
 from core.index.vectors import VectorIndex
+from core.models import Document, Edge, Node
 from core.protocols import Embedder
-from core.store import content_id
+from core.store import content_id, json_field
 
 
 def node_text_for_embedding(kind: str, title: str, text: str, doc_title: str = "") -> str:
-    """What a node is embedded as: chunks with their document title, entities as 'name: description'."""
-    if kind == "chunk":
+    """What a node is embedded as: chunks with their document title (statements too, when `statement_rows` gives
+    them one), entities as 'name: description'."""
+    if kind in ("chunk", "statement"):
         return f"{doc_title}\n{text}" if doc_title and not text.startswith(doc_title) else text
     if kind == "community":
         return f"{title}\n{text}"
     return f"{title}: {text}" if text and text != title else title
+
+
+def statement_rows(store, ws_id: int, ids: list[str] | None = None) -> list[tuple[str, str, dict]]:
+    """(id, text embedded, meta) of the workspace's statements (only `ids` when given), in id order.
+
+    Offline a statement is one sentence of its chunk; the HLG paper's statements are standalone propositions, a
+    propositionizer writing into each the name of what "it" or "the economy" refers to. Where a document is about
+    one entity (the extract stage marked its subject: a row titled by a name, core/build/stages/extract.py
+    `document_subjects`), that referent is the document's title, so its statements are embedded with it, as its
+    chunks are; a headline, a file name or no title names no referent, and those statements are embedded alone
+    (on multihoprag_small, news statements embedded with their headline lost 8 points of HLG recall@5). The stored
+    statement text stays the sentence."""
+    with store.session() as s:
+        titles: dict[str | None, str] = dict(s.exec(select(Document.id, Document.title)
+                                                    .where(Document.workspace_id == ws_id)).all())
+        about = set(s.exec(select(Node.document_id).join(Edge, col(Edge.src) == col(Node.id)).where(
+            Edge.workspace_id == ws_id, Edge.kind == "mentions", Node.kind == "chunk",
+            json_field(s, Edge.data, "subject", as_text=True).is_not(None)).distinct()).all())
+        q = select(Node.id, Node.text, Node.document_id).where(Node.workspace_id == ws_id, Node.kind == "statement")
+        rows = []
+        for off in range(0, len(ids), 500) if ids is not None else [0]:
+            part = q.where(col(Node.id).in_(ids[off: off + 500])) if ids is not None else q
+            rows += list(s.exec(part).all())
+    return [(i, node_text_for_embedding("statement", "", x, titles.get(d, "") if d in about else ""),
+             {"document_id": d or ""}) for i, x, d in sorted(rows)]
 
 
 def embed_missing(index: VectorIndex, embedder: Embedder, kind: str, rows: list[tuple[str, str, dict]],

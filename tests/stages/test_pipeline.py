@@ -186,6 +186,41 @@ def test_vector_collections_match_the_graph(sample_built):
     assert next(iter(vec.values())).shape == (embedder.dim,)
 
 
+def test_statements_are_embedded_with_the_title_of_a_document_about_one_entity(sample_built):
+    """A statement is one sentence offline. In a document about one entity (its heading names it: the extract stage
+    marked that subject) it is embedded with the document's title, the referent a propositionizer would write into
+    it, as its chunk is; in a document without such a title (a .txt titled by its file name) it is embedded alone."""
+    import numpy as np
+
+    from core.models import Document
+
+    settings, store, ws, embedder = sample_built
+    index = open_index(settings, ws.name, embedder.name)
+    with store.session() as s:
+        titles = {d.id: d.title for d in s.exec(select(Document).where(Document.workspace_id == ws.id))}
+        chunk_doc = {n.id: n.document_id for n in s.exec(select(Node).where(Node.workspace_id == ws.id,
+                                                                           Node.kind == "chunk"))}
+        about = {chunk_doc[e.src] for e in s.exec(select(Edge).where(Edge.workspace_id == ws.id,
+                                                                     Edge.kind == "mentions"))
+                 if e.src in chunk_doc and (e.data or {}).get("subject")}
+    assert 0 < len(about) < len(titles)
+    stmts = [n for n in nodes(store, ws.id, "statement") if not n.text.startswith(titles[n.document_id])]
+    titled = [n for n in stmts if n.document_id in about][:5]
+    alone = [n for n in stmts if n.document_id not in about][:5]
+    assert len(titled) == len(alone) == 5
+    stored = index.vectors("statement", [n.id for n in titled + alone])
+
+    def cos(x, y) -> float:
+        return float(x @ y / (np.linalg.norm(x) * np.linalg.norm(y)))
+
+    for n, with_title, bare in zip(titled + alone, embedder.embed([f"{titles[n.document_id]}\n{n.text}"
+                                                                   for n in titled + alone]),
+                                   embedder.embed([n.text for n in titled + alone])):
+        v = np.asarray(stored[n.id], dtype=np.float64)
+        want, other = (with_title, bare) if n.document_id in about else (bare, with_title)
+        assert cos(v, want) > 0.999 and cos(v, other) < 0.99, (titles[n.document_id], n.text)
+
+
 def test_run_records(sample_built):
     _, store, ws, _ = sample_built
     run = first_run(store, ws.id)

@@ -1,5 +1,5 @@
 """The `embed` stage: vectors for chunks, statements and entities (what each is embedded as:
-core/index/embedding.py `node_text_for_embedding`).
+core/index/embedding.py `node_text_for_embedding`; chunks and statements with their document's title).
 
 It skips ids already in their collection with the same text, so an interrupted build resumes where it stopped.
 """
@@ -11,20 +11,19 @@ from collections.abc import Iterator
 from sqlmodel import select
 
 from core.build.context import BuildContext, Progress
-from core.index.embedding import embed_missing, node_text_for_embedding
+from core.index.embedding import embed_missing, node_text_for_embedding, statement_rows
 from core.models import Document, Node
 from core.store import release_memory
 
 
 def embed_stage(ctx: BuildContext) -> Iterator[Progress]:
     ws = ctx.ws
+    assert ws.id is not None  # a stored workspace
     with ctx.store.session() as s:
         titles: dict[str | None, str] = dict(s.exec(select(Document.id, Document.title)
                                                     .where(Document.workspace_id == ws.id)).all())
         chunks = s.exec(select(Node.id, Node.title, Node.text, Node.document_id)
                         .where(Node.workspace_id == ws.id, Node.kind == "chunk").order_by(Node.id)).all()
-        stmts = s.exec(select(Node.id, Node.text, Node.document_id)
-                       .where(Node.workspace_id == ws.id, Node.kind == "statement").order_by(Node.id)).all()
         # summary layers embed their own; sqlmodel types select() for at most 4 columns, hence the ignore
         ents = s.exec(select(Node.id, Node.title, Node.text, Node.type, Node.layer)  # type: ignore[call-overload]
                       .where(Node.workspace_id == ws.id, Node.kind == "entity", Node.layer == 0)
@@ -32,7 +31,7 @@ def embed_stage(ctx: BuildContext) -> Iterator[Progress]:
     rows = {
         "chunk": [(i, node_text_for_embedding("chunk", t, x, titles.get(d, "")), {"document_id": d or ""})
                   for i, t, x, d in chunks],
-        "statement": [(i, x, {"document_id": d or ""}) for i, x, d in stmts],
+        "statement": statement_rows(ctx.store, ws.id),
         "entity": [(i, node_text_for_embedding("entity", t, x[:1000]), {"type": ty, "layer": int(la)})
                    for i, t, x, ty, la in ents],
     }
@@ -42,6 +41,6 @@ def embed_stage(ctx: BuildContext) -> Iterator[Progress]:
                                          ctx.should_stop):
             yield Progress(done, total, f"embedded {done}/{total} {'entities' if kind == 'entity' else kind + 's'}", counts | {kind: done})
         counts[f"{kind}_vectors"] = ctx.index.count(kind)
-    del rows, chunks, stmts, ents
+    del rows, chunks, ents
     release_memory()
     yield Progress(1, 1, "vectors stored", counts)

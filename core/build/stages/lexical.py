@@ -30,7 +30,7 @@ from sqlmodel import col, delete, select
 
 from core.algorithms.topics import topic_groups
 from core.build.context import BuildContext, Progress
-from core.index.embedding import embed_missing
+from core.index.embedding import embed_missing, statement_rows
 from core.models import Checkpoint, Document, Edge, Node, sql_table
 from core.store import content_id
 
@@ -116,7 +116,8 @@ def _statement_vectors(ctx: BuildContext, lx: _Lexicon, ids: list[str]) -> dict[
     vecs = ctx.index.vectors("statement", ids)
     missing = [i for i in ids if i not in vecs]
     if missing:  # the embed stage embeds statements; only a partial index gets here
-        rows = [(i, lx.stmt_text[i], {"document_id": lx.stmt_doc.get(i) or ""}) for i in missing]
+        assert ctx.ws.id is not None  # a stored workspace
+        rows = statement_rows(ctx.store, ctx.ws.id, missing)
         for _ in embed_missing(ctx.index, ctx.embedder, "statement", rows, ctx.settings.embed.batch_size,
                                ctx.should_stop):
             pass
