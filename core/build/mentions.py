@@ -119,8 +119,8 @@ def _loads(data) -> dict:
 
 def contributions(conn, ws_id: int, kind: str, ids: list[str]) -> tuple[dict[str, list], set[str]]:
     """node id -> [(position, contribution, from a passage about it)] in canonical order, read from the edges of
-    `ids` (entities or relationships) to chunks; and the ids one of whose edges carries no contribution (written before they were
-    recorded: such a node cannot be folded again)."""
+    `ids` (entities or relationships) to chunks; and the ids one of whose edges carries no contribution (written
+    before they were recorded: such a node cannot be folded again)."""
     e, n = sql_table(Edge), sql_table(Node)
     out: dict[str, list] = defaultdict(list)
     legacy: set[str] = set()

@@ -1,7 +1,7 @@
 """The public embedding API: what text a node is embedded as, and embedding the rows a collection still lacks.
 
 Build stages (embed, index, attributed, lexical, augment), entity merges (core/resolution/merge.py re-embeds a kept
-entity) and retrieval (BM25 over chunks as they are embedded, core/retrieval/base.py) all use these two, so a node's
+entity) and retrieval (BM25 over chunks as they are embedded, core/retrieval/base.py) all use these, so a node's
 text is the same wherever it is embedded or matched.
 """
 
