@@ -31,9 +31,8 @@ from collections import defaultdict
 from sqlalchemy import bindparam, select, update
 
 from core.models import Edge, Node, sql_table
-from core.resolution.names import settle
+from core.resolution.names import DESC_CAP, add_description, settle
 
-DESC_CAP = 1200  # characters of descriptions an entity or relationship keeps (checked before each append)
 MAX_PREDICATES = 10
 _ENTITY_FOLDED = ("aliases", "types", "descriptions", "about", "at", "refold")
 _REL_FOLDED = ("predicates", "at", "refold")
@@ -62,26 +61,6 @@ def fold_entity(row: dict, name: str, typ: str, desc: str, pos: tuple[str, int],
                                                               int(data.get("about", 0)), desc, about)
     row["weight"] = (row.get("weight") or 0.0) + 1.0
     _advance(data, pos)
-
-
-def add_description(descs: list[str], n_about: int, desc: str, about: bool) -> tuple[list[str], int]:
-    """(descriptions, how many lead as `about`) after one more: the list is always the first `n_about` (from passages
-    about the entity) then the others, each in arrival order, deduplicated, taken while the characters before an
-    item are under DESC_CAP. So the result does not depend on how the two groups' arrivals interleave."""
-    lead, rest = descs[:n_about], descs[n_about:]
-    if about:
-        rest = [d for d in rest if d != desc]
-        if desc not in lead and sum(map(len, lead)) < DESC_CAP:
-            lead = lead + [desc]
-    elif desc not in lead and desc not in rest:
-        rest = rest + [desc]
-    out, used = [], 0
-    for d in lead + rest:
-        if used >= DESC_CAP:
-            break
-        out.append(d)
-        used += len(d)
-    return out, min(len(lead), len(out))
 
 
 def fold_relationship(row: dict, pred: str, weight: float, desc: str, title: str, pos: tuple[str, int]) -> None:

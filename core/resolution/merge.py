@@ -28,11 +28,10 @@ from __future__ import annotations
 import numpy as np
 from sqlmodel import col, select
 
-from core.build.mentions import add_description
 from core.index.embedding import node_text_for_embedding
 from core.models import Community, Edge, EntityMerge, Node, sql_table, utcnow
 from core.resolution.candidates import Candidate, find_candidates  # noqa: F401  (re-exported: merge's public API)
-from core.resolution.names import settle
+from core.resolution.names import add_description, settle
 from core.store import content_id
 
 

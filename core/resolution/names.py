@@ -1,12 +1,14 @@
 """Entity names compared token by token: the evidence of name similarity for entity resolution (core/resolution/merge.py
 explains how it is combined with types, embeddings and shared neighbours), and `settle`: an entity's title, type
-and text from all its mentions."""
+and text from all its mentions, whose descriptions `add_description` keeps (the extract stage's fold, a refold and
+an entity merge all keep them so: core/build/mentions.py)."""
 
 from __future__ import annotations
 
 import difflib
 import re
 
+DESC_CAP = 1200  # characters of descriptions an entity or relationship keeps (checked before each append)
 _GLUE = frozenset({"of", "the", "and", "&"})
 _LEGAL = frozenset("inc incorporated corp corporation co company ltd limited llc llp lp plc gmbh ag sa nv bv pty"
                    .split())
@@ -89,3 +91,23 @@ def settle(title: str, typ: str, data: dict | None) -> tuple[str, str, str]:
         typ = max(types.items(), key=lambda kv: (kv[1], kv[0]))[0]
     descs = data.get("descriptions", [])
     return title, typ, " ".join(descs) if descs else title
+
+
+def add_description(descs: list[str], n_about: int, desc: str, about: bool) -> tuple[list[str], int]:
+    """(descriptions, how many lead as `about`) after one more: the list is always the first `n_about` (from passages
+    about the entity) then the others, each in arrival order, deduplicated, taken while the characters before an
+    item are under DESC_CAP. So the result does not depend on how the two groups' arrivals interleave."""
+    lead, rest = descs[:n_about], descs[n_about:]
+    if about:
+        rest = [d for d in rest if d != desc]
+        if desc not in lead and sum(map(len, lead)) < DESC_CAP:
+            lead = lead + [desc]
+    elif desc not in lead and desc not in rest:
+        rest = rest + [desc]
+    out, used = [], 0
+    for d in lead + rest:
+        if used >= DESC_CAP:
+            break
+        out.append(d)
+        used += len(d)
+    return out, min(len(lead), len(out))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import random
 
-from core.build.mentions import DESC_CAP, add_description, fold_entity
+from core.build.mentions import fold_entity
+from core.resolution.names import DESC_CAP, add_description
 
 
 def _fold(contribs: list[tuple[str, bool]]) -> tuple[list[str], int]:
