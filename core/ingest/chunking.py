@@ -3,8 +3,11 @@
 Windows hold at most `size_tokens` tokens of the bundled MiniLM tokenizer. A window's end is pulled back to a
 sentence end (or line break) when one lies in its last ~20%, else to the last whitespace; a chunk is never cut
 inside a word unless a single "word" is longer than a whole window. The next window starts `overlap` tokens before
-the previous end, moved back to the start of a word. Offsets index the original text; every chunk is
-`text[start:end]` with no leading or trailing whitespace, and the chunks cover every non-space character.
+the previous end, moved back to the start of a sentence (or line) when one lies within twice that, else to the start
+of a word: a window that opened mid-sentence ("it in 1986 and ran it until…") would hand extraction a fragment as a
+sentence (a statement, an entity's description) that the window before already holds whole. Offsets index the
+original text; every chunk is `text[start:end]` with no leading or trailing whitespace, and the chunks cover every
+non-space character.
 """
 
 from __future__ import annotations
@@ -127,6 +130,9 @@ def _next_start(text: str, offs: list[tuple[int, int]], i: int, j: int, overlap:
         return j
     k0 = max(j - overlap, i + 1)
     lowest = max(i + 1, j - 2 * overlap)
+    for k in range(k0, lowest - 1, -1):
+        if _sentence_end_before(text, offs, i, k):
+            return k
     for k in range(k0, lowest - 1, -1):
         if _space_before(text, offs, k):
             return k

@@ -125,6 +125,28 @@ def test_boundaries_snap_to_sentence_ends():
         assert c.n_tokens >= 60 * 0.8 - 1  # snapped only within the last ~20% of the window
 
 
+def test_windows_open_at_a_sentence_start_when_the_overlap_holds_one():
+    # sentences of 3-7 words: twice the overlap (2 x 12 tokens) always holds a sentence start
+    text = sentences_text(300, seed=6)
+    size, overlap = 60, 0.2
+    chunks = chunk_text(text, ChunkSettings(size_tokens=size, overlap=overlap))
+    assert len(chunks) > 10
+    check_invariants(text, chunks, size)
+    for a, b in zip(chunks, chunks[1:]):
+        assert b.text[0].isupper(), b.text[:30]
+        assert text[: b.start].rstrip()[-1] in ".!?", text[b.start - 20 : b.start + 20]
+        assert round(size * overlap) <= count_tokens(text[b.start : a.end]) <= 2 * round(size * overlap)
+
+
+def test_a_window_without_a_sentence_start_in_reach_opens_at_a_word():
+    rng = random.Random(12)
+    text = " ".join(rng.choice(WORDS) for _ in range(600))  # one endless sentence
+    chunks = chunk_text(text, ChunkSettings(size_tokens=50, overlap=0.2))
+    check_invariants(text, chunks, 50)
+    for b in chunks[1:]:
+        assert text[b.start - 1] == " "
+
+
 def test_paragraph_breaks_are_sentence_ends():
     rng = random.Random(3)
     paras = [" ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(60)]  # no punctuation at all
