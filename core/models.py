@@ -13,6 +13,8 @@ from typing import Any, Optional
 from sqlalchemy import JSON, Column, Index, LargeBinary, Table, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from core.config import WorkerSettings
+
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
@@ -133,6 +135,21 @@ class BuildRun(SQLModel, table=True):
     heartbeat: Optional[datetime] = None
     created_at: datetime = Field(default_factory=utcnow)
     finished_at: Optional[datetime] = None
+
+
+UNFINISHED = ("queued", "running", "cancelling")
+STALE_AFTER_S: float = WorkerSettings.model_fields["lease_s"].default  # a silent worker's run is stale after this
+
+
+def is_active(run: BuildRun, stale_after_s: float = STALE_AFTER_S) -> bool:
+    """Unfinished, and its worker (or, while queued, its creation) sent a sign of life within `stale_after_s`: the
+    one rule for whether a run holds its workspace (core/build/runs.py says what becomes of a silent one)."""
+    if run.status not in UNFINISHED:
+        return False
+    beat = run.heartbeat or run.created_at
+    if beat.tzinfo is None:  # read back without its zone: stored in UTC
+        beat = beat.replace(tzinfo=utcnow().tzinfo)
+    return (utcnow() - beat).total_seconds() <= stale_after_s
 
 
 class StageRun(SQLModel, table=True):

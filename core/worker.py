@@ -22,9 +22,9 @@ from core.build.delete import delete_plan
 from core.build.factory import job_settings, make_context
 from core.build.lease import Lease, claim_next
 from core.build.runner import run_build, run_job
-from core.build.runs import FINISHED, KIND_LABELS, STALE_AFTER_S, check_idle, get_run, insert_run, launch_worker
+from core.build.runs import FINISHED, KIND_LABELS, check_idle, get_run, insert_run, launch_worker
 from core.config import Settings
-from core.models import BuildRun, Workspace
+from core.models import STALE_AFTER_S, BuildRun, Workspace
 from core.protocols import BackendError
 from core.quality.data import build_settings
 from core.quality.merge_job import merge_plan

@@ -11,7 +11,7 @@ import math
 import streamlit as st
 
 from core.build.factory import job_settings
-from core.build.runs import JobBusy, active_run, result, run_label
+from core.build.runs import JobBusy, result, run_label
 from core.models import BuildRun, Workspace
 from core.quality.data import build_settings
 from core.resolution import review as rv
@@ -186,7 +186,7 @@ def draw(ws: Workspace) -> None:
     st.caption("Pairs of entities that may name the same thing, found by name, type, embedding and shared "
                "neighbours. Accepting merges the right entity into the left one (its mentions, relationships and "
                "communities move; the reports of those communities are marked stale); every decision can be undone.")
-    busy = active_run(store, ws) is not None or rv.build_running(store, ws_id)
+    busy = rv.build_running(store, ws_id)
     if busy:
         st.info("A build or job of this workspace is running: decisions wait until it has finished.")
 

@@ -30,8 +30,8 @@ from sqlalchemy import and_, case, exists, literal, or_, select, update
 from sqlalchemy.orm import aliased
 
 from core.build.context import Cancelled
-from core.build.runs import STALE_AFTER_S, UNFINISHED, lock_workspace
-from core.models import BuildRun, StageRun, utcnow
+from core.build.runs import lock_workspace
+from core.models import STALE_AFTER_S, UNFINISHED, BuildRun, StageRun, utcnow
 from core.store import Store
 
 RUNS = BuildRun.__table__  # type: ignore[attr-defined]  # SQLModel tables: Core statements, no ORM session sync

@@ -25,13 +25,11 @@ from pathlib import Path
 from sqlalchemy import case, literal, update
 from sqlmodel import col, select
 
-from core.config import Settings, WorkerSettings
-from core.models import BuildRun, StageRun, Workspace, utcnow
+from core.config import Settings
+from core.models import STALE_AFTER_S, UNFINISHED, BuildRun, StageRun, Workspace, is_active, utcnow
 from core.store import Store
 
 FINISHED = ("done", "failed", "cancelled")
-UNFINISHED = ("queued", "running", "cancelling")
-STALE_AFTER_S: float = WorkerSettings.model_fields["lease_s"].default  # a silent worker's run is stale after this
 KIND_LABELS = {"build": "Build", "promote": "Promote", "whatif": "What-if run", "reembed": "Merge decision",
                "delete": "Delete documents"}
 
@@ -76,16 +74,6 @@ def insert_run(store: Store, ws: Workspace, settings: Settings, steps: list[tupl
                                        finished_at=utcnow()))
         s.commit()
         return run
-
-
-def is_active(run: BuildRun, stale_after_s: float = STALE_AFTER_S) -> bool:
-    """Unfinished, and its worker (or, while queued, its creation) sent a sign of life within `stale_after_s`."""
-    if run.status not in UNFINISHED:
-        return False
-    beat = run.heartbeat or run.created_at
-    if beat.tzinfo is None:  # read back without its zone: stored in UTC
-        beat = beat.replace(tzinfo=utcnow().tzinfo)
-    return (utcnow() - beat).total_seconds() <= stale_after_s
 
 
 def active_run(store: Store, ws: Workspace, stale_after_s: float = STALE_AFTER_S) -> BuildRun | None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import func
 from sqlmodel import col, select
 
-from core.models import BuildRun, Community, Edge, EntityMerge, Node
+from core.models import Community, Edge, EntityMerge, Node, is_active
 from core.resolution.merge import MergeError, merge, reembed, reject, undo, unreject
 
 # status filters offered to the reviewer: label -> (status, auto) with None = any
@@ -157,12 +157,11 @@ def _side(i, title, type_, weight, text, data, exists: bool = True) -> Side:
 
 
 def build_running(store, ws_id: int) -> bool:
-    """A build or a job (core/worker.py: a promote, a what-if run, a merge decision) of the workspace is queued,
-    running or stopping: decisions wait for it."""
-    with store.session() as s:
-        run = s.exec(select(BuildRun.status).where(BuildRun.workspace_id == ws_id)
-                     .order_by(col(BuildRun.id).desc())).first()
-    return run in ("queued", "running", "cancelling")
+    """A build or a job (core/worker.py: a promote, a what-if run, a merge decision) of the workspace holds it:
+    decisions wait for it. A run whose worker went silent does not (`is_active`): the next run supersedes it, so
+    it must not hold decisions back either."""
+    run = store.latest_run(ws_id)
+    return run is not None and is_active(run)
 
 
 def communities_of(store, ws_id: int, entity_ids: list[str]) -> list[str]:

@@ -12,6 +12,7 @@ two names absorbed by Port Halden); spaCy keeps a title out of a name, so the de
 from __future__ import annotations
 
 import shutil
+from datetime import timedelta
 
 import numpy as np
 import pytest
@@ -20,7 +21,7 @@ from sqlmodel import select
 from core.build.factory import make_context, open_index
 from core.build.runner import create_run, run_build
 from core.config import Settings
-from core.models import Community, Edge, EntityMerge, Node, Workspace
+from core.models import STALE_AFTER_S, BuildRun, Community, Edge, EntityMerge, Node, Workspace, utcnow
 from core.resolution import review as rv
 from core.resolution.merge import MergeError, is_stale, list_merges, mark_stale
 from core.store import Store, content_id
@@ -202,6 +203,28 @@ def test_a_rejection_survives_a_rerun_of_the_merge_stage_and_can_be_undone(ws):
     assert len([m for m in list_merges(store, w.id) if {m.kept_id, m.merged_id} == {row.kept_id, row.merged_id}]) == 1
     with pytest.raises(MergeError):
         rv.revert(store, w.id, row.id, index, embedder)  # a candidate has no decision to undo
+
+
+def test_a_run_holds_decisions_back_only_while_its_worker_is_alive(ws):
+    settings, store, w, index, embedder = ws
+    row = candidate(store, w.id, "New Harbour Hall", "Harbour Hall")
+    run = create_run(store, w, settings)
+    with store.session() as s:  # a worker claimed it and beats
+        r = s.get(BuildRun, run.id)
+        r.status, r.worker, r.heartbeat = "running", "host:1:x", utcnow()
+        s.add(r)
+        s.commit()
+    assert rv.build_running(store, w.id)
+    with pytest.raises(MergeError, match="running"):
+        rv.decline(store, w.id, row.id)
+    with store.session() as s:  # the worker was killed: its last heartbeat is older than the lease
+        r = s.get(BuildRun, run.id)
+        r.heartbeat = utcnow() - timedelta(seconds=STALE_AFTER_S + 5)
+        s.add(r)
+        s.commit()
+    assert not rv.build_running(store, w.id), "a silent run is superseded by the next one; it holds nothing back"
+    rv.decline(store, w.id, row.id)
+    assert [m.status for m in list_merges(store, w.id) if m.id == row.id] == ["rejected"]
 
 
 def test_an_undo_after_a_rebuild_marks_the_communities_built_since(ws):

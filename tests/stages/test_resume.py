@@ -15,8 +15,8 @@ import pytest
 import core.build.runner as pipeline
 from core.build.factory import make_context, open_index
 from core.build.runner import create_run, run_build, stage_names
-from core.build.runs import STALE_AFTER_S, JobBusy
-from core.models import BuildRun, utcnow
+from core.build.runs import JobBusy
+from core.models import STALE_AFTER_S, BuildRun, utcnow
 from core.store import Store
 from core.workspace import ingest_paths
 from tests.stages.test_pipeline import SAMPLE_DIR, snapshot
