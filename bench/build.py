@@ -153,11 +153,11 @@ def _db_figures(url: str, name: str) -> tuple[dict[str, int], dict[str, str]]:
     return edges, msgs
 
 
-def run_build(name: str, paths: list[str], home: Path, command: str | None = None, profile: str | None = None
-              ) -> dict:
+def run_build(name: str, paths: list[str], home: Path, command: str | None = None, profile: str | None = None,
+              backend: str = "offline") -> dict:
     command = command or " ".join(["python -m bench.build --name", name, *paths])
     env = dict(os.environ, STRATA_HOME=str(home), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               ANONYMIZED_TELEMETRY="False", STRATA_BACKEND="offline")
+               ANONYMIZED_TELEMETRY="False", STRATA_BACKEND=backend)
     prof = ["-m", "cProfile", "-o", str(Path(profile).resolve())] if profile else []
     cmd = [sys.executable, *prof, "-m", "core", "build", "--quiet", "--workspace", name, *paths]
     t0 = time.perf_counter()
@@ -205,6 +205,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7, help="seed of the generated corpus")
     ap.add_argument("--profile", help="write a cProfile of the build process to this file")
     ap.add_argument("--out", help="results file (default bench/results/build-<name>.json)")
+    ap.add_argument("--backend", choices=["offline", "ollama", "openai"], default="offline",
+                    help="language backend of the build (a model server: OLLAMA_HOST / STRATA_OPENAI_BASE_URL)")
     ap.add_argument("paths", nargs="*")
     args = ap.parse_args()
     if not args.paths and not args.generate:
@@ -218,7 +220,8 @@ def main() -> None:
         from core.index.chroma import drop_server_workspace
 
         drop_server_workspace(os.environ["STRATA_CHROMA_URL"], args.name)
-    command = " ".join(["python -m bench.build --name", args.name, *args.paths])
+    command = " ".join(["python -m bench.build --name", args.name, *args.paths]) + (
+        f" --backend {args.backend}" if args.backend != "offline" else "")
     corpus: dict = {}
     tmp = None
     paths = list(args.paths)
@@ -232,7 +235,7 @@ def main() -> None:
         corpus["generate_s"] = round(time.perf_counter() - t0, 1)
         paths.append(str(tmp / "corpus.jsonl"))
     try:
-        result = run_build(args.name, paths, home, command, args.profile)
+        result = run_build(args.name, paths, home, command, args.profile, args.backend)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -3,6 +3,7 @@
     python -m bench.retrieval --set hotpotqa [--strategies hirag,naive]
     python -m bench.retrieval --set factbook --reference-only      # the dense and BM25 reference rows alone
     python -m bench.retrieval --set hotpotqa --ablate title_subject
+    OLLAMA_HOST=http://127.0.0.1:11434 python -m bench.retrieval --set hotpotqa --backend ollama
 
 A set is the folder ../shared/eval/<set> when it exists, else bench/data/<set> (the fourth set, written by
 `python -m bench.fourth_set`). Builds its corpus.jsonl into bench/out/<set> when that workspace is missing (offline
@@ -13,6 +14,11 @@ as `title + "\\n" + text` with the bundled all-MiniLM-L6-v2 and ranked by cosine
 and Okapi BM25 (k1 1.5, b 0.75, core.retrieval.lexicon) over the same `title + "\\n" + text` (bm25); passage
 recall@k averaged over the queries. They go into the results as "reference" and are reused while the set's files
 are unchanged (keyed by their SHA-1).
+
+`--backend ollama` (or openai) builds with that model server and evaluates with it as `ask` does (its language
+steps: GraphRAG's map, ArchRAG's filter, HLG's keywords and rerank, NodeRAG's question entities), in
+bench/out/<set>-<backend>, writing to bench/results/<backend>/ (not read by bench/report.py: the offline figures are
+the ones this machine measures).
 
 `--ablate title_subject` also builds bench/out/<set>-no-title-subject with the setting `extract.title_subject`
 off (ExtractSettings: the document title taken as the subject entity of its chunks) and adds its rows as
@@ -138,10 +144,12 @@ def core_cmd(overrides: dict | None, *args: str) -> list[str]:
     return [sys.executable, "-m", "core", *args]
 
 
-def run_eval(workspace: str, home: Path, queries: Path, strategies: str, overrides: dict | None = None) -> dict:
+def run_eval(workspace: str, home: Path, queries: Path, strategies: str, overrides: dict | None = None,
+             backend: str = "offline") -> dict:
     env = dict(os.environ, STRATA_HOME=str(home), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                ANONYMIZED_TELEMETRY="False")
-    args = ["eval", "--workspace", workspace, "--queries", str(queries), "--k", ",".join(map(str, KS)), "--json"]
+    args = ["eval", "--workspace", workspace, "--queries", str(queries), "--k", ",".join(map(str, KS)), "--json",
+            "--backend", backend]
     if strategies:
         args += ["--strategies", strategies]
     proc = subprocess.run(core_cmd(overrides, *args), cwd=ROOT, env=env, capture_output=True, text=True)
@@ -150,10 +158,10 @@ def run_eval(workspace: str, home: Path, queries: Path, strategies: str, overrid
     return json.loads(proc.stdout)
 
 
-def ablation_build(workspace: str, corpus: Path, home: Path, overrides: dict) -> None:
-    """Build `corpus` into `home` with `overrides` (offline backend); resumes a build that stopped."""
+def ablation_build(workspace: str, corpus: Path, home: Path, overrides: dict, backend: str = "offline") -> None:
+    """Build `corpus` into `home` with `overrides`; resumes a build that stopped."""
     env = dict(os.environ, STRATA_HOME=str(home), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               ANONYMIZED_TELEMETRY="False", STRATA_BACKEND="offline")
+               ANONYMIZED_TELEMETRY="False", STRATA_BACKEND=backend)
     args = ["build", "--quiet", "--workspace", workspace] + ([] if (home / "strata.db").exists() else [_rel(corpus)])
     proc = subprocess.run(core_cmd(overrides, *args), cwd=ROOT, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -167,13 +175,20 @@ def main() -> None:
     ap.add_argument("--reference-only", action="store_true", help="compute the dense and BM25 reference rows only")
     ap.add_argument("--ablate", choices=sorted(ABLATIONS), action="append", default=[],
                     help="also build a workspace with this setting off and report its rows")
-    ap.add_argument("--results", type=Path, default=ROOT / "bench" / "results",
-                    help="folder of the build-<set>.json and eval-<set>.json written (default bench/results)")
+    ap.add_argument("--backend", choices=["offline", "ollama", "openai"], default="offline",
+                    help="language backend of the build and of the strategies' language steps")
+    ap.add_argument("--results", type=Path, default=None,
+                    help="folder of the build-<set>.json and eval-<set>.json written (default bench/results, and bench/results/<backend> with a model server)")
     args = ap.parse_args()
     folder = set_dir(args.set)
+    served = args.backend != "offline"
+    if args.results is None:
+        args.results = ROOT / "bench" / "results" / (args.backend if served else "")
     out = args.results / f"eval-{args.set}.json"
     command = f"python -m bench.retrieval --set {args.set}" + (
-        f" --strategies {args.strategies}" if args.strategies else "") + "".join(f" --ablate {a}" for a in args.ablate)
+        f" --strategies {args.strategies}" if args.strategies else "") + "".join(
+        f" --ablate {a}" for a in args.ablate) + (f" --backend {args.backend}" if served else "")
+    suffix = f"-{args.backend}" if served else ""
     args.results.mkdir(parents=True, exist_ok=True)
     reference = cached_reference(out, folder)
     if args.reference_only:
@@ -184,18 +199,19 @@ def main() -> None:
         out.write_text(json.dumps(result, indent=2))
         print(json.dumps(reference, indent=2))
         return
-    home = ROOT / "bench" / "out" / args.set
+    home = ROOT / "bench" / "out" / f"{args.set}{suffix}"
     if not (home / "strata.db").exists():
-        build = run_build(args.set, [_rel(folder / "corpus.jsonl")], home)
+        build = run_build(args.set, [_rel(folder / "corpus.jsonl")], home, backend=args.backend)
         (args.results / f"build-{args.set}.json").write_text(json.dumps(build, indent=2))
-    strategies = run_eval(args.set, home, folder / "queries.jsonl", args.strategies)
+    strategies = run_eval(args.set, home, folder / "queries.jsonl", args.strategies, backend=args.backend)
     for name in args.ablate:
         key, value, label = ABLATIONS[name]
         overrides = {key: value}
         ws = f"{args.set}-no-{name.replace('_', '-')}"
-        ab_home = ROOT / "bench" / "out" / ws
-        ablation_build(ws, folder / "corpus.jsonl", ab_home, overrides)
-        for strat, row in run_eval(ws, ab_home, folder / "queries.jsonl", args.strategies, overrides).items():
+        ab_home = ROOT / "bench" / "out" / f"{ws}{suffix}"
+        ablation_build(ws, folder / "corpus.jsonl", ab_home, overrides, args.backend)
+        for strat, row in run_eval(ws, ab_home, folder / "queries.jsonl", args.strategies, overrides,
+                                   args.backend).items():
             strategies[f"{strat} ({label})"] = row
     result = {
         "set": args.set,

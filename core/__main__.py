@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from core.backends.servers import backend_kind, embedder_kind, require_servers
 from core.config import Settings
-from core.protocols import BackendError
+from core.protocols import BackendError, RetrievalLLM
 from core.store import Store, StoreError, check_workspace_name
 
 
@@ -90,6 +90,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--k", default="2,5,10")
     e.add_argument("--strategies", default="")
     e.add_argument("--limit", type=_non_negative, default=0, help="only the first N queries")
+    e.add_argument("--backend", choices=["offline", "ollama", "openai"],
+                   help="backend of the strategies' language steps (default: the build's), as `ask` uses it")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_eval)
 
@@ -275,7 +277,16 @@ def cmd_eval(args, settings: Settings, store: Store) -> int:
     queries = load_queries(args.queries, args.limit or None)
     res = _resources(args, settings, store)
     settings.retrieval.max_sources = max(settings.retrieval.max_sources, max(ks))
-    result = evaluate(res, queries, names, ks)
+    if not args.backend:
+        settings.backend.kind = backend_kind(res.ws.backend)  # type: ignore[assignment]
+    llm = None
+    if settings.backend.kind != "offline":
+        from core.build.factory import make_backend
+
+        require_servers(settings)
+        backend = make_backend(settings, store)
+        llm = backend if isinstance(backend, RetrievalLLM) else None
+    result = evaluate(res, queries, names, ks, llm=llm)
     if args.json:
         print(json.dumps(result))
     else:

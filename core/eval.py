@@ -13,6 +13,7 @@ import numpy as np
 from sqlmodel import select
 
 from core.models import Document
+from core.protocols import RetrievalLLM
 from core.retrieval.base import Resources, get_strategy
 
 
@@ -60,8 +61,11 @@ def document_ids(store, ws_id: int) -> dict[str, set[str]]:
 
 
 def evaluate(res: Resources, queries: list[Query], strategies: list[str], ks: list[int],
-             on_progress: Callable[[str, int, int], None] | None = None) -> dict[str, dict]:
-    """{strategy: {"recall@k": mean, ..., "latency_ms_p50", "latency_ms_p95", "warmup_ms", "queries": n}}.
+             on_progress: Callable[[str, int, int], None] | None = None,
+             llm: RetrievalLLM | None = None) -> dict[str, dict]:
+    """{strategy: {"recall@k": mean, ..., "latency_ms_p50", "latency_ms_p95", "warmup_ms", "queries": n}}, and
+    "llm": the model, when `llm` (a model backend) ran the strategies' language steps, as `core.workspace.ask`
+    hands it to them (GraphRAG's map, ArchRAG's filter, HLG's keywords and rerank, NodeRAG's question entities).
 
     Each strategy first answers the first question once, untimed in the percentiles: that call pays the one-off
     loading of what the strategy reads (graph view, heterograph, BM25 index, C-HNSW), which the app caches per
@@ -74,22 +78,24 @@ def evaluate(res: Resources, queries: list[Query], strategies: list[str], ks: li
         recalls: dict[int, list[float]] = {k: [] for k in ks}
         lat: list[float] = []
         t0 = time.perf_counter()
-        strat.retrieve(res, queries[0].question)
+        strat.retrieve(res, queries[0].question, llm=llm)
         warmup_ms = (time.perf_counter() - t0) * 1000
         for i, q in enumerate(queries):
             t0 = time.perf_counter()
-            r = strat.retrieve(res, q.question)
+            r = strat.retrieve(res, q.question, llm=llm)
             lat.append((time.perf_counter() - t0) * 1000)
             ranked = [ids_of.get(s.document_id, {s.document_id}) for s in r.sources]
             for k in ks:
                 recalls[k].append(recall_at(ranked, q.gold, k))
             if on_progress:
                 on_progress(name, i + 1, len(queries))
-        row = {f"recall@{k}": round(float(np.mean(v)), 4) for k, v in recalls.items()}
+        row: dict[str, float | int | str] = {f"recall@{k}": round(float(np.mean(v)), 4) for k, v in recalls.items()}
         row["latency_ms_p50"] = round(float(np.percentile(lat, 50)), 2)
         row["latency_ms_p95"] = round(float(np.percentile(lat, 95)), 2)
         row["warmup_ms"] = round(warmup_ms, 1)
         row["queries"] = len(queries)
+        if llm is not None:
+            row["llm"] = llm.model
         out[name] = row
     return out
 

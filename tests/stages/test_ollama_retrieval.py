@@ -174,3 +174,38 @@ def test_the_answer_context_fits_the_models_window(ollama_ws):
     assert QUESTION in prompt and all(line in prompt for line in kept)
     r2, a2 = ask(open_resources(b.store, b.ws, small, b.embedder), OfflineBackend(), QUESTION, "hirag", log=False)
     assert a2.context == context_block(r2)  # offline: no budget
+
+
+def test_eval_runs_the_language_steps_through_the_builds_model(ollama_ws, tmp_path, capsys, monkeypatch):
+    """`core eval` measures what `ask` retrieves: on a workspace built with Ollama the model runs the strategies'
+    language steps (the build's backend is the default) and each row names it; `--backend offline` measures their
+    offline versions and sends nothing."""
+    from core.__main__ import main
+
+    fake, b, s = ollama_ws
+    monkeypatch.setenv("STRATA_HOME", str(s.storage.home))
+    monkeypatch.setenv("OLLAMA_HOST", fake.url)
+    monkeypatch.delenv("STRATA_BACKEND", raising=False)
+    for var, value in (("STRATA_DATABASE_URL", s.storage.database_url), ("STRATA_CHROMA_URL", s.storage.chroma_url)):
+        if value:
+            monkeypatch.setenv(var, value)
+        else:
+            monkeypatch.delenv(var, raising=False)
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(json.dumps({"id": "q1", "question": "Which river does the Tidewater Bridge cross?",
+                                   "gold_ids": ["none"]}) + "\n", encoding="utf-8")
+    args = ["eval", "--workspace", b.ws.name, "--queries", str(queries), "--k", "5", "--strategies",
+            "hlg-statement,graphrag-global", "--json"]
+
+    since = len(fake.requests)
+    assert main(args) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["llm"] for r in rows.values()} == {s.backend.chat_model}
+    kinds = _schemas(_asked(fake, since))
+    assert {"QueryTerms", "PassageScores", "RatedPoints"} <= set(kinds), kinds
+
+    since = len(fake.requests)
+    assert main([*args, "--backend", "offline"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert all("llm" not in r for r in rows.values())
+    assert _asked(fake, since) == [], "the offline steps send nothing"
