@@ -2,12 +2,13 @@
 
 Windows hold at most `size_tokens` tokens of the bundled MiniLM tokenizer. A window's end is pulled back to a
 sentence end (or line break) when one lies in its last ~20%, else to the last whitespace; a chunk is never cut
-inside a word unless a single "word" is longer than a whole window. The next window starts `overlap` tokens before
-the previous end, moved back to the start of a sentence (or line) when one lies within twice that, else to the start
-of a word: a window that opened mid-sentence ("it in 1986 and ran it until…") would hand extraction a fragment as a
-sentence (a statement, an entity's description) that the window before already holds whole. Offsets index the
-original text; every chunk is `text[start:end]` with no leading or trailing whitespace, and the chunks cover every
-non-space character.
+inside a word unless a single "word" is longer than a whole window. The next window starts at the first sentence (or
+line) start among the previous window's last `overlap` tokens, so it repeats whole sentences and at most that many
+tokens (as a sentence splitter's overlap does); when the last sentence is longer than that, at its start if it
+begins within twice the overlap, else at the start of a word `overlap` tokens back. A window that opened
+mid-sentence ("it in 1986 and ran it until…") would hand extraction a fragment as a sentence (a statement, an
+entity's description) that the window before already holds whole. Offsets index the original text; every chunk is
+`text[start:end]` with no leading or trailing whitespace, and the chunks cover every non-space character.
 """
 
 from __future__ import annotations
@@ -130,7 +131,10 @@ def _next_start(text: str, offs: list[tuple[int, int]], i: int, j: int, overlap:
         return j
     k0 = max(j - overlap, i + 1)
     lowest = max(i + 1, j - 2 * overlap)
-    for k in range(k0, lowest - 1, -1):
+    for k in range(k0, j):  # the first sentence start in the overlap: the overlap shrinks, and holds whole sentences
+        if _sentence_end_before(text, offs, i, k):
+            return k
+    for k in range(k0 - 1, lowest - 1, -1):  # none: the start of the sentence the overlap is inside, when near
         if _sentence_end_before(text, offs, i, k):
             return k
     for k in range(k0, lowest - 1, -1):

@@ -113,7 +113,7 @@ def test_windows_overlap_and_respect_size():
     for a, b in zip(chunks, chunks[1:]):
         assert b.start < a.end, "consecutive chunks must overlap"
         shared = count_tokens(text[b.start : a.end])
-        assert want <= shared <= 2 * want, (shared, want)
+        assert 0 < shared <= want, (shared, want)  # whole sentences, at most the overlap
     assert sum(c.n_tokens for c in chunks) > count_tokens(text)
 
 
@@ -126,7 +126,7 @@ def test_boundaries_snap_to_sentence_ends():
 
 
 def test_windows_open_at_a_sentence_start_when_the_overlap_holds_one():
-    # sentences of 3-7 words: twice the overlap (2 x 12 tokens) always holds a sentence start
+    # sentences of 3-7 words: the overlap (12 tokens) always holds a sentence start
     text = sentences_text(300, seed=6)
     size, overlap = 60, 0.2
     chunks = chunk_text(text, ChunkSettings(size_tokens=size, overlap=overlap))
@@ -135,7 +135,18 @@ def test_windows_open_at_a_sentence_start_when_the_overlap_holds_one():
     for a, b in zip(chunks, chunks[1:]):
         assert b.text[0].isupper(), b.text[:30]
         assert text[: b.start].rstrip()[-1] in ".!?", text[b.start - 20 : b.start + 20]
-        assert round(size * overlap) <= count_tokens(text[b.start : a.end]) <= 2 * round(size * overlap)
+        assert 0 < count_tokens(text[b.start : a.end]) <= round(size * overlap)
+
+
+def test_a_long_last_sentence_is_repeated_whole_when_it_starts_within_twice_the_overlap():
+    long = "Long " + " ".join(["word"] * 15) + "."  # 17 tokens: longer than the overlap (14), shorter than twice it
+    text = " ".join([long] * 40)
+    chunks = chunk_text(text, ChunkSettings(size_tokens=70, overlap=0.2))  # windows of 4 sentences, 68 tokens
+    check_invariants(text, chunks, 70)
+    assert len(chunks) > 10
+    for a, b in zip(chunks, chunks[1:]):
+        assert b.text.startswith("Long"), b.text[:30]
+        assert count_tokens(text[b.start : a.end]) == 17, "the last sentence, whole"
 
 
 def test_a_window_without_a_sentence_start_in_reach_opens_at_a_word():
