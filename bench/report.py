@@ -226,8 +226,9 @@ def _generalization(evals: list[dict]) -> list[str]:
 
 
 def _target_lines(e: dict, ref: dict) -> list[str]:
-    """The best graph strategy's recall@5 against the dense reference, and the slowest p95."""
-    graph = {n: r for n, r in e["strategies"].items() if n not in GRAPHLESS}
+    """The best graph strategy's recall@5 against the dense reference (the set's own build: an ablation build's
+    rows, "<strategy> (<what was off>)", are not a configuration), and the slowest p95."""
+    graph = {n: r for n, r in e["strategies"].items() if n not in GRAPHLESS and "(" not in n}
     if not graph or "dense" not in ref:
         return []
     best = max(graph, key=lambda n: graph[n]["recall@5"])
