@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from core.backends.servers import backend_kind, embedder_kind, require_servers
 from core.config import Settings
-from core.protocols import BackendError, RetrievalLLM
+from core.protocols import BackendError
 from core.store import Store, StoreError, check_workspace_name
 
 
@@ -282,10 +282,10 @@ def cmd_eval(args, settings: Settings, store: Store) -> int:
     llm = None
     if settings.backend.kind != "offline":
         from core.build.factory import make_backend
+        from core.workspace import retrieval_llm
 
         require_servers(settings)
-        backend = make_backend(settings, store)
-        llm = backend if isinstance(backend, RetrievalLLM) else None
+        llm = retrieval_llm(make_backend(settings, store))
     result = evaluate(res, queries, names, ks, llm=llm)
     if args.json:
         print(json.dumps(result))

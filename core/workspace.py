@@ -72,6 +72,12 @@ def open_resources(store: Store, ws: Workspace, settings: Settings, embedder: Em
                      index=open_index(settings, ws.name, embedder.name))
 
 
+def retrieval_llm(backend: LanguageBackend) -> RetrievalLLM | None:
+    """The model that runs the strategies' language steps (a model backend: GraphRAG's map, ArchRAG's filter,
+    HLG's keywords and rerank, NodeRAG's question entities), or None offline: `ask` and `eval` both use it."""
+    return backend if isinstance(backend, RetrievalLLM) else None
+
+
 def ask(res: Resources, backend: LanguageBackend, question: str, strategy: str,
         log: bool = True) -> tuple[Retrieval, Answer]:
     """Retrieve with `strategy`, answer from the result, and record both in the workspace's query log. With a
@@ -81,7 +87,7 @@ def ask(res: Resources, backend: LanguageBackend, question: str, strategy: str,
     if not question:
         raise ValueError("the question is empty")
     t0 = time.perf_counter()
-    llm = backend if isinstance(backend, RetrievalLLM) else None  # a model's map / filter / rerank steps
+    llm = retrieval_llm(backend)
     r = get_strategy(strategy).retrieve(res, question, llm=llm)
     retrieval_ms = (time.perf_counter() - t0) * 1000
     t1 = time.perf_counter()
