@@ -12,7 +12,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: install debs chromium run test test-stores test-fast bench clean
+.PHONY: install debs chromium run test test-stores test-runtime test-fast bench clean
 
 install: $(STAMP)
 
@@ -40,17 +40,24 @@ run: install
 
 # Lint (ruff.toml) and type checks (mypy.ini) run first: either one failing stops the target before pytest. Then every
 # test on SQLite and embedded chromadb, then the stage and retrieval tests again on PostgreSQL and on a Chroma server
-# (test-stores), which the tests start themselves.
+# (test-stores), which the tests start themselves, then the stage and embedder tests on the MiniLM runtime this
+# machine does not pick by itself (test-runtime: ONNX on a CPU with native bfloat16, torch-bf16 elsewhere).
 test: install debs
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
 	$(MAKE) --no-print-directory test-stores
+	$(MAKE) --no-print-directory test-runtime
 
 STORE_TESTS := tests/stages tests/unit/test_vectors.py
 test-stores: install debs
 	STRATA_TEST_DATABASE=postgres $(BIN)/python -m pytest -q $(STORE_TESTS)
 	STRATA_TEST_CHROMA=server $(BIN)/python -m pytest -q $(STORE_TESTS)
+
+RUNTIME_TESTS := tests/stages tests/unit/test_embedders.py tests/unit/test_vectors.py
+OTHER_RUNTIME = $(BIN)/python -c "from core.backends.minilm_runtime import native_bf16; print('onnx' if native_bf16() else 'torch-bf16')"
+test-runtime: install
+	STRATA_MINILM_RUNTIME=$$($(OTHER_RUNTIME)) $(BIN)/python -m pytest -q $(RUNTIME_TESTS)
 
 test-fast: install
 	$(BIN)/python -m pytest -m "not e2e"

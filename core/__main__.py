@@ -219,15 +219,14 @@ def cmd_delete(args, settings: Settings, store: Store) -> int:
 
 
 def _resources(args, settings: Settings, store: Store):
-    from core.backends.embedders import make_embedder
+    from core.build.factory import workspace_embedder
     from core.workspace import open_resources
 
     ws = store.require_workspace(args.workspace)
     if ws.build_version == 0:
         raise UsageError(f"workspace {ws.name!r} has not been built yet (python -m core build --workspace {ws.name})")
     settings.embed.embedder = embedder_kind(ws.embedder)  # type: ignore[assignment]
-    return open_resources(store, ws, settings, make_embedder(settings.embed, settings.backend,
-                                                                  settings.storage.home / "models"))
+    return open_resources(store, ws, settings, workspace_embedder(settings, ws.name, strict=False))
 
 
 def cmd_ask(args, settings: Settings, store: Store) -> int:

@@ -86,6 +86,9 @@ class EmbedSettings(BaseModel):
     embedder: Literal["minilm", "ollama", "openai"] = Field(
         "minilm", description="Bundled all-MiniLM-L6-v2, Ollama's /api/embed or an OpenAI-compatible /v1/embeddings.")
     batch_size: int = Field(64, description="Texts embedded per call.")
+    minilm_runtime: Literal["auto", "torch-bf16", "onnx", "sentence-transformers"] = Field(
+        "auto", description="The bundled MiniLM's runtime for a new workspace (STRATA_MINILM_RUNTIME); a workspace "
+                            "keeps the runtime its vectors were written with (core/index/writer.py).")
 
 
 class ExtractSettings(BaseModel):
@@ -388,6 +391,8 @@ class Settings(BaseModel):
             s.backend.embed_model = env["STRATA_EMBED_MODEL"]
         if env.get("STRATA_EMBEDDER"):
             s.embed.embedder = env["STRATA_EMBEDDER"]  # type: ignore[assignment]
+        if env.get("STRATA_MINILM_RUNTIME"):
+            s.embed.minilm_runtime = env["STRATA_MINILM_RUNTIME"]  # type: ignore[assignment]
         if env.get("STRATA_DATABASE_URL"):
             s.storage.database_url = env["STRATA_DATABASE_URL"]
         if env.get("STRATA_CHROMA_URL"):

@@ -27,12 +27,27 @@ def store() -> Store:
 
 
 @st.cache_resource(show_spinner="Loading the embedding model…")
-def embedder(kind: str) -> Embedder:
-    from core.backends.embedders import make_embedder
+def embedder(kind: str, runtime: str = "") -> Embedder:
+    """The embedder of `kind` ("minilm", a served model's name); MiniLM on `runtime` (a workspace's recorded one,
+    core/index/writer.py) when given and loadable here, else on this host's own."""
+    from core.backends.embedders import make_embedder, writer_of
+    from core.protocols import BackendError
 
     s = settings().model_copy(deep=True)
     s.embed.embedder = embedder_kind(kind)  # type: ignore[assignment]
-    return make_embedder(s.embed, s.backend, s.storage.home / "models")
+    emb = make_embedder(s.embed, s.backend, s.storage.home / "models", runtime=runtime or None)
+    if runtime:
+        try:
+            writer_of(emb)
+        except BackendError:
+            return make_embedder(s.embed, s.backend, s.storage.home / "models")
+    return emb
+
+
+def workspace_embedder(ws: Workspace) -> Embedder:
+    """The embedder a workspace's questions are embedded with (its vectors' recorded runtime, see `embedder`)."""
+    rec = vector_index(ws.name, ws.embedder or "minilm").recorded() if embedder_kind(ws.embedder) == "minilm" else None
+    return embedder(ws.embedder, rec.runtime if rec is not None else "")
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
@@ -51,7 +66,7 @@ def resources(ws_name: str, build_version: int) -> Resources:
     from core.workspace import open_resources
 
     ws = store().require_workspace(ws_name)
-    res = open_resources(store(), ws, settings(), embedder(ws.embedder))
+    res = open_resources(store(), ws, settings(), workspace_embedder(ws))
     _ = res.view  # load the graph view once, here, not on the first question
     return res
 

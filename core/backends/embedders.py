@@ -13,8 +13,11 @@ L2-normalised) through the fastest runtime this machine can set up:
 * ``sentence-transformers``: the reference, used when neither of the above can be set up (a log line says why).
 
 ``auto`` (the default) tries them in that order, skipping torch-bf16 where bfloat16 is emulated (it is slower than
-float32 there). STRATA_MINILM_RUNTIME pins one. Tokenisation is the bundled tokenizer.json through `tokenizers`;
-texts are sorted by token count and padded per batch to the longest, batches bounded by a token budget.
+float32 there). STRATA_MINILM_RUNTIME pins one. Tokenisation is the bundled tokenizer.json through `tokenizers`; each
+text is padded to its own width bucket, a batch holds one width and at least two rows, so on every runtime a text's
+vector is the same bit for bit whatever it is embedded with (tests/unit/test_embedders.py). Runtimes differ from
+each other by up to ~3e-3, so a workspace's collections record the runtime that wrote them and later writes use it
+(core/index/writer.py).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from core.backends.minilm_runtime import (
     native_bf16,
 )
 from core.config import BackendSettings, EmbedSettings
+from core.index.writer import Writer
 from core.protocols import BackendError, Embedder
 
 log = logging.getLogger(__name__)
@@ -109,6 +113,12 @@ class MiniLMEmbedder:
                     break
         return self._rt
 
+    def load(self) -> str:
+        """Load the runtime now (BackendError when it cannot be); its name."""
+        self._load()
+        assert self.runtime is not None  # set by _load
+        return self.runtime
+
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -117,8 +127,20 @@ class MiniLMEmbedder:
         return rt.embed([t if t.strip() else "(empty)" for t in texts], self._run_lock)
 
 
-def make_embedder(embed: EmbedSettings, backend: BackendSettings, cache_dir: Path | None = None) -> Embedder:
-    """The configured embedder; `cache_dir` holds MiniLM's ONNX export (default STRATA_HOME/models)."""
+def writer_of(emb: Embedder) -> Writer:
+    """Who `emb` writes vectors as (core/index/writer.py): MiniLM with its runtime (loaded now), a model server's
+    embedder with its dimension (asked of the server when not known yet)."""
+    if isinstance(emb, MiniLMEmbedder):
+        return Writer(emb.name, emb.load(), emb.dim)
+    discover = getattr(emb, "discover_dim", None)
+    dim = emb.dim or (discover() if callable(discover) else 0)
+    return Writer(emb.name, str(getattr(emb, "runtime", None) or "server"), int(dim))
+
+
+def make_embedder(embed: EmbedSettings, backend: BackendSettings, cache_dir: Path | None = None,
+                  runtime: str | None = None) -> Embedder:
+    """The configured embedder; `cache_dir` holds MiniLM's ONNX export (default STRATA_HOME/models); `runtime`
+    overrides `embed.minilm_runtime` (a workspace's recorded one)."""
     if embed.embedder == "ollama":
         from core.backends.ollama_embedder import OllamaEmbedder
 
@@ -127,4 +149,4 @@ def make_embedder(embed: EmbedSettings, backend: BackendSettings, cache_dir: Pat
         from core.backends.openai_embedder import OpenAIEmbedder
 
         return OpenAIEmbedder(backend, batch_size=embed.batch_size)
-    return MiniLMEmbedder(batch_size=embed.batch_size, cache_dir=cache_dir)
+    return MiniLMEmbedder(batch_size=embed.batch_size, cache_dir=cache_dir, runtime=runtime or embed.minilm_runtime)

@@ -233,16 +233,24 @@ class _Runtime:
         """input_ids and attention_mask of `texts` as one batch, in their order."""
         return _pad([e.ids for e in self._tok.encode_batch(texts)])
 
+    def forward_rows(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """`forward` of a batch of at least two rows: a lone row is run beside a copy of itself. onnxruntime (and
+        float32 torch) take another kernel path for one row, whose results differ from a batched row's by ~1e-7, so
+        without this a text embedded alone (a question, one added document) would not get its batched vector."""
+        if len(ids) > 1:
+            return self.forward(ids, mask)
+        return self.forward(np.repeat(ids, 2, axis=0), np.repeat(mask, 2, axis=0))[:1]
+
     def embed(self, texts: list[str], lock: threading.Lock) -> np.ndarray:
         out = np.empty((len(texts), 384), dtype=np.float32)
         if self.workers <= 1:
             for idx, ids, mask in self.batches(texts):
                 with lock:  # one forward at a time: the runtime already uses every core
-                    out[idx] = self.forward(ids, mask)
+                    out[idx] = self.forward_rows(ids, mask)
             return _unit(out)
         # the shared pool bounds the forwards running at once, whichever threads call embed
         pool = self._executor()
-        futures = [(idx, pool.submit(self.forward, ids, mask)) for idx, ids, mask in self.batches(texts)]
+        futures = [(idx, pool.submit(self.forward_rows, ids, mask)) for idx, ids, mask in self.batches(texts)]
         for idx, fut in futures:
             out[idx] = fut.result()
         return _unit(out)
@@ -381,20 +389,30 @@ def _legacy_onnx_export():
             onnx_proto_utils._add_onnxscript_fn = saved
 
 
-class SentenceTransformersRuntime:
+class SentenceTransformersRuntime(_Runtime):
+    """The reference model (sentence-transformers' Transformer + Pooling modules) fed the same width-bucketed
+    batches as the other runtimes, so its vectors, too, never depend on the batch a text is embedded in."""
+
     name = "sentence-transformers"
 
     def __init__(self, model_dir: Path, batch_size: int):
+        super().__init__(model_dir)
+        import torch
         import transformers
         from sentence_transformers import SentenceTransformer
 
         transformers.logging.set_verbosity_error()
         transformers.logging.disable_progress_bar()
+        self._torch = torch
         self._model = SentenceTransformer(str(model_dir), device="cpu")
-        self._batch_size = batch_size
+        self.batch_tokens = max(self.batch_tokens, batch_size * 32)
 
-    def embed(self, texts: list[str], lock: threading.Lock) -> np.ndarray:
-        with lock:
-            vecs = self._model.encode(texts, batch_size=self._batch_size, normalize_embeddings=True,
-                                      show_progress_bar=False, convert_to_numpy=True)
-        return np.asarray(vecs, dtype=np.float32)
+    def _init_worker(self) -> None:
+        self._torch.set_num_threads(1)  # one thread per forward, `workers` forwards at once (see _Runtime)
+
+    def forward(self, ids, mask):
+        torch = self._torch
+        feats = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask),
+                 "token_type_ids": torch.zeros_like(torch.from_numpy(ids))}
+        with torch.inference_mode():
+            return self._model(feats)["sentence_embedding"].float().numpy()

@@ -4,14 +4,15 @@ the `BuildContext` that carries them to the stages (core/build/context.py)."""
 from __future__ import annotations
 
 from core.backends.cache import CallCache
-from core.backends.embedders import make_embedder
+from core.backends.embedders import make_embedder, writer_of
 from core.backends.offline import OfflineBackend
 from core.backends.servers import backend_kind, embedder_kind, require_servers
 from core.build.context import BuildContext
 from core.config import Settings
 from core.index.vectors import VectorIndex
+from core.index.writer import Writer, mismatch
 from core.models import Workspace
-from core.protocols import Embedder, LanguageBackend
+from core.protocols import BackendError, Embedder, LanguageBackend
 from core.store import Store
 
 
@@ -48,16 +49,48 @@ def delete_vectors(settings: Settings, ws_name: str) -> None:
     shutil.rmtree(settings.storage.vector_dir(ws_name), ignore_errors=True)
 
 
+def workspace_embedder(settings: Settings, ws_name: str, strict: bool = True) -> Embedder:
+    """The embedder for workspace `ws_name`: the configured one, with MiniLM on the runtime the workspace's vectors
+    record (core/index/writer.py), so an extended, merged or re-embedded workspace gets the vectors its rebuild
+    would. `strict` (a build or job, which writes vectors): a recorded runtime that STRATA_MINILM_RUNTIME overrides
+    or that cannot load here is refused with one line (`WriterMismatch`); else (a question) this host's own runtime
+    stands in, its similarities within ~3e-3 of the recorded one's."""
+    home = settings.storage.home / "models"
+    rec = None
+    if settings.embed.embedder == "minilm":
+        rec = open_index(settings, ws_name, "minilm").recorded()
+    if rec is None:
+        return make_embedder(settings.embed, settings.backend, home)
+    pinned = settings.embed.minilm_runtime
+    if strict and pinned != "auto" and pinned != rec.runtime:
+        raise mismatch(ws_name, rec, Writer(rec.embedder, pinned, rec.dim))
+    try:
+        emb = make_embedder(settings.embed, settings.backend, home, runtime=rec.runtime)
+        writer_of(emb)
+    except (BackendError, ValueError) as exc:  # a runtime this host cannot load, or does not know
+        if strict:
+            raise mismatch(ws_name, rec, str(exc)) from None
+        return make_embedder(settings.embed, settings.backend, home)
+    return emb
+
+
 def make_context(store: Store, ws: Workspace, settings: Settings, embedder: Embedder | None = None) -> BuildContext:
+    """What a build or job works with. Its vectors are written as the workspace's collections record (refused with
+    one line when `embedder` would write others)."""
     require_servers(settings)  # the model servers the backend and embedder need, if any: up, with their models
-    emb = embedder or make_embedder(settings.embed, settings.backend, settings.storage.home / "models")
+    emb = embedder or workspace_embedder(settings, ws.name)
+    index = open_index(settings, ws.name, emb.name)
+    index.writer = writer_of(emb)
+    rec = index.recorded()
+    if rec is not None and rec != index.writer:
+        raise mismatch(ws.name, rec, index.writer)
     return BuildContext(
         store=store,
         ws=ws,
         settings=settings,
         backend=make_backend(settings, store),
         embedder=emb,
-        index=open_index(settings, ws.name, emb.name),
+        index=index,
     )
 
 

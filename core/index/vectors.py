@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from core.index import chroma
+from core.index.writer import Writer, mismatch, without_writer
 
 
 @dataclass
@@ -87,7 +88,9 @@ class VectorIndex:
                 raise ValueError("an embedded VectorIndex needs its directory")
             self.client = chroma.connect_embedded(Path(path))
         self.workspace = workspace
+        self.writer: Writer | None = None  # who writes now (set by core/build/factory.py): recorded, held to
         self._collections: dict[str, object] = {}
+        self._checked: set[str] = set()  # kinds whose recorded writer was checked against `writer`
         self.batch = self._max_batch()
 
     @_guarded
@@ -104,16 +107,43 @@ class VectorIndex:
             name = chroma.server_collection_name(self.workspace, kind, self.embedder_name)
             meta = {"hnsw:space": "cosine", chroma.WORKSPACE_META: self.workspace}
         if name not in self._collections:
+            if self.writer is not None:
+                meta |= self.writer.meta()
             self._collections[name] = self.client.get_or_create_collection(
                 name, metadata=meta, embedding_function=None
             )
         return self._collections[name]
 
     @_guarded
+    def recorded(self) -> Writer | None:
+        """The writer the workspace's collections of this embedder record (the first one found), or None."""
+        for c in self.client.list_collections():
+            meta = c.metadata or {}
+            mine = self.server is None or meta.get(chroma.WORKSPACE_META) == self.workspace
+            if mine and c.name.endswith(f"__{self.embedder_name}"):
+                rec = Writer.from_meta(meta)
+                if rec is not None:
+                    return rec
+        return None
+
+    def _held_to_writer(self, kind: str, col) -> None:
+        """Refuse to write other vectors than the collection's recorded writer's; record `writer` on a collection
+        from before writers were recorded."""
+        if self.writer is None or kind in self._checked:
+            return
+        rec = Writer.from_meta(col.metadata)
+        if rec is None:
+            col.modify(metadata=without_writer(col.metadata) | self.writer.meta())
+        elif rec != self.writer:
+            raise mismatch(self.workspace or "this", rec, self.writer)
+        self._checked.add(kind)
+
+    @_guarded
     def upsert(self, kind: str, ids: list[str], vectors: np.ndarray, metas: list[dict] | None = None) -> None:
         if not ids:
             return
         col = self.collection(kind)
+        self._held_to_writer(kind, col)
         step = min(2000, self.batch)
         for i in range(0, len(ids), step):
             col.upsert(

@@ -3,10 +3,10 @@ of the same final document set gives (every node with its text and data, every e
 community with its report, every vector id with its content hash), also when the run is killed (kill -9 of a real
 worker process) and started again.
 
-One tolerance, on purpose: the bundled embedder's vector of a text depends on the batch it was embedded in by
-~1e-8 (padding and matrix shapes), and a text embedded in another build lands in another batch. The vectors' ids and
-content hashes are compared exactly; the HNSW `semantic` edges NodeRAG draws between near-equal vectors may differ
-by a handful (at most 1 %), nothing else may.
+No tolerance: the bundled embedder gives a text the same vector bit for bit whatever batch it is embedded in, on
+every runtime (tests/unit/test_embedders.py), so the HNSW `semantic` edges, the KNN-augmented attributed
+communities and every other construction over vectors come out the same too. `make test` runs this file on both of
+MiniLM's fast runtimes.
 """
 
 from __future__ import annotations
@@ -48,13 +48,7 @@ def assert_same(store, ws, settings, ref, embedder_name: str) -> None:
     a = full_snapshot(store, store.require_workspace(ws.name), settings, embedder_name)
     b = full_snapshot(ref.store, ref.store.require_workspace(ref.ws.name), ref.settings, embedder_name)
     diff = differences(a, b)
-    edges = diff.pop("edges", None)
     assert not diff, f"differs from a from-scratch build: {diff}"
-    if edges:
-        only = (a["edges"] - b["edges"]) | (b["edges"] - a["edges"])
-        assert {e[2] for e in only} == {"semantic"}, f"edges differ beyond HNSW float noise: {edges}"
-        n_sem = sum(1 for e in b["edges"] if e[2] == "semantic")
-        assert len(only) <= max(2, n_sem // 100), edges
 
 
 @pytest.fixture(scope="module")
