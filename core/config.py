@@ -12,6 +12,8 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, Field, SecretStr
 
+from core.query_config import RetrievalSettings
+
 
 class StorageSettings(BaseModel):
     home: Path = Field(Path("workspaces"), description="Root folder for the database and vector stores (STRATA_HOME).")
@@ -203,128 +205,6 @@ class QualitySettings(BaseModel):
                               "than a random group of the same size, 1 = identical), below which a community is "
                               "called mixed themes.")
     worst_listed: int = Field(15, ge=1, description="Worst-ranked communities listed per level on the Quality page.")
-
-
-class GraphRAGLocalSettings(BaseModel):
-    """GraphRAG local search (hierarchical-graph-rag.md "Local retrieval"): caps and the token budget."""
-
-    top_entities: int = Field(10, description="Entry entities: exact name matches and entity-index hits.")
-    oversample: int = Field(2, description="Entity-index hits fetched per entry entity, layer-0 ones kept first.")
-    top_chunks: int = Field(10, description="topChunks: chunks that mention the entry entities, kept after ranking.")
-    top_communities: int = Field(5, description="topCommunities: community reports kept after ranking.")
-    community_level: int = Field(2, description="Each entity counts for its finest Leiden community of level <= "
-                                                "this, 0 = coarsest (GraphRAG's --community-level roll-up).")
-    top_inside_rels: int = Field(20, description="topInsideRels: relationships between two entry entities.")
-    top_outside_rels: int = Field(20, description="topOutsideRels: relationships from an entry entity outward.")
-    max_tokens: int = Field(12000, description="Token budget of the whole context; lowest-ranked items drop first "
-                                              "(GraphRAG's local search default, 12,000).")
-    text_unit_prop: float = Field(0.5, description="Share of max_tokens for chunks (GraphRAG text_unit_prop).")
-    community_prop: float = Field(0.1, description="Share of max_tokens for community reports (GraphRAG "
-                                                   "community_prop, 0.1); the rest is for entities and relationships.")
-
-
-class GraphRAGGlobalSettings(BaseModel):
-    """GraphRAG global search (hierarchical-graph-rag.md "Global retrieval"): map-reduce over community reports."""
-
-    top_communities: int = Field(10, description="Communities first taken from the community-summary index.")
-    expand_children: bool = Field(True, description="Expand by level: add the child communities of those found.")
-    max_reports: int = Field(20, description="Reports sent to the map step after expansion.")
-    points_per_report: int = Field(5, description="Map step: at most this many rated points per report.")
-    min_importance: int = Field(1, description="Points rated below this (0-100 scale as GraphRAG) are filtered out.")
-    max_tokens: int = Field(12000, description="Token budget of the points sent to the reduce step (GraphRAG's "
-                                              "global search data_max_tokens, 12,000).")
-    top_entities: int = Field(10, description="Local section: members of the chosen communities nearest the question.")
-    member_sharpness: float = Field(1.0, description="Sources (GraphRAG global returns none of its own): a member's "
-                                                     "chunks count rating x similarity to this power; 1 = plain "
-                                                     "weighting (16 had been chosen on hotpotqa alone).")
-
-
-class NodeRAGQuerySettings(BaseModel):
-    """NodeRAG search (noderag.txt §2.5, Appendix C.4): dual search, shallow PPR, per-kind caps."""
-
-    entry_k: int = Field(5, description="Vector search: nearest T/S/A/H nodes taken as entry points (over the four "
-                         "kinds together, or per kind when joint_entries is off). Published code: 10; 5 measured "
-                         "better on hotpotqa and 2wikimultihopqa.")
-    alpha: float = Field(0.5, description="PPR teleport (restart) probability.")
-    iterations: int = Field(2, description="PPR power iterations (shallow).")
-    cross_nodes: int = Field(10, description="Top cross nodes (retrievable T/S/A/H) kept from the PPR ranking.")
-    top_entity: int = Field(10, description="Top entities by PPR (not returned; their attributes are).")
-    top_relationship: int = Field(30, description="Top relationships by PPR, returned.")
-    top_high_level: int = Field(10, description="Top overview titles by PPR (not returned; their high-level "
-                                "elements are).")
-    joint_entries: bool = Field(True, description="Vector entries: the entry_k nearest over all retrievable kinds "
-                                "together (one HNSW, as in the paper) instead of entry_k per kind.")
-    degree_cap: bool = Field(False, description="Cap each link weight at 1/degree of its ends before the walk "
-                             "(the published code's unbalance_adjust; not in the paper).")
-    exact_weight: float = Field(1.0, description="Personalization weight of an exact-match entry relative to a "
-                                "vector entry (the published code's accuracy_weight / similarity_weight: 1 / 1).")
-    subject_share: float = Field(0.0, description="Not in the paper; 0 = off. Sources: each top entity (whose "
-                                 "attributes are returned) adds this multiple of its PPR score to the chunks about "
-                                 "it (its subject mentions), so an entity reached by the walk brings the passage "
-                                 "about it.")
-    chunk_entity_links: bool = Field(False, description="Not in the paper (T links to S only): also walk a chunk's "
-                                     "`mentions` edges to entities.")
-    subject_weight: bool = Field(False, description="Not in the paper: with chunk_entity_links, a chunk's mention of "
-                                 "its document's subject keeps its stored weight (ExtractSettings.subject_weight) "
-                                 "instead of 1.")
-    relationship_chunk_links: bool = Field(False, description="Not in the paper: also walk a relationship's "
-                                           "`derived_from` edges to the chunks it was extracted from.")
-    statement_relationship_links: bool = Field(False, description="Not in the paper (S links to N, R to N): also "
-                                               "walk the HLG lexical stage's statement -> relationship `mentions`.")
-    proper_names_only: bool = Field(True, description="Exact matching keeps only names that start in upper case "
-                                    "or with a digit in the question (offline stand-in for LLM entity extraction).")
-
-
-class ArchRAGQuerySettings(BaseModel):
-    """ArchRAG search (archrag.txt §3.2): C-HNSW hierarchical search, then adaptive filtering per layer."""
-
-    k_per_layer: int = Field(5, description="k nearest nodes taken on every C-HNSW layer (the paper's k = 5, §4).")
-    ef: int | None = Field(256, description="SearchLayer candidate list (>= k) on each C-HNSW layer; None = k, "
-                                            "as Algorithm 2 writes SearchLayer(G_i, q, s, k). 256: the walk with a "
-                                            "list of k stops in the wrong region of layer 0 (recall@5 0.26 vs 0.57 "
-                                            "on 2wikimultihopqa, 0.72 vs 0.83 on multihoprag_small).")
-    max_tokens: int = Field(8000, description="Adaptive filtering's text limit: the best rated points are kept "
-                                              "within this many tokens (the paper names no number; 8000 is the "
-                                              "reduce budget of GraphRAG's global search, whose map/reduce "
-                                              "prompts Figure 10 adapts).")
-
-
-class HLGQuerySettings(BaseModel):
-    """HLG StatementGraphRAG / TopicGraphRAG (hierarchical-lexical-graph.txt §4, §6.3-6.4)."""
-
-    statement_k: int = Field(50, description="StatementGraphRAG: statements taken by vector search (entry points; "
-                                             "with keyword_k, the paper's 100 initial statements, §6.3.2).")
-    keyword_k: int = Field(50, description="Statements taken by keyword (entity) matching (entry points).")
-    topic_k: int = Field(50, description="TopicGraphRAG: topics taken by vector search; their statements enter "
-                                         "(§6.3.2: 50).")
-    beam_width: int = Field(50, description="Beam search width B (§6.3.2: 50): paths kept per start and depth; also "
-                                            "the neighbours of an expanded statement scored (nearest to the question).")
-    depth: int = Field(3, description="Beam search depth D_max (§6.3.2: 3; statement -> entity -> statement hops).")
-    context_tokens: int = Field(3000, description="Statement variants: the reranked, diversity-filtered statements "
-                                                  "kept while they fit in this many tokens (§6.3: a context window of "
-                                                  "10 chunks, about 3,000 tokens); with Ollama, what the model reranks.")
-    top_k: int = Field(10, description="Chunk variants: unique chunks kept after the diversity filter (§6.4: up to "
-                                       "10); also the beam paths, bridge items (2x) and topics shown.")
-    rerank: str = Field("context", description="Offline reranker: 'context' (cosine of the question to the "
-                                               "statement plus its chunk) or 'similarity' (to the statement alone).")
-    diversity_threshold: float = Field(
-        0.005, description="Diversity threshold τ (the paper's 0.5 %): an item whose TF-IDF cosine to a kept, "
-                           "better item is >= 1 - τ is dropped as a near-duplicate; 0 keeps all but exact repeats.")
-
-
-class RetrievalSettings(BaseModel):
-    graphrag_local: GraphRAGLocalSettings = GraphRAGLocalSettings()
-    graphrag_global: GraphRAGGlobalSettings = GraphRAGGlobalSettings()
-    noderag: NodeRAGQuerySettings = NodeRAGQuerySettings()
-    archrag: ArchRAGQuerySettings = ArchRAGQuerySettings()
-    hlg: HLGQuerySettings = HLGQuerySettings()
-    top_n_entities: int = Field(20, description="HiRAG n: entities retrieved for the local level.")
-    top_m_key_entities: int = Field(10, description="HiRAG m: key entities taken per retrieved community.")
-    max_communities: int = Field(8, description="Communities kept for the global level, most-hit first.")
-    text_unit_tokens: int = Field(4000, description="HiRAG local text units (its code's local_max_token_for_text_unit).")
-    naive_top_k: int = Field(10, description="Chunks returned by naive vector search.")
-    max_sources: int = Field(10, description="Ranked sources returned by every strategy.")
-    max_bridge_paths: int = Field(30, description="Cap on shortest paths searched for the bridge level.")
 
 
 class GraphSettings(BaseModel):

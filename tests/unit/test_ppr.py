@@ -152,7 +152,7 @@ def test_noderag_walk_holds_only_the_papers_edges_with_unit_weights():
 
 def test_noderag_walk_options_add_the_links_the_paper_does_not_define():
     from core.algorithms.noderag import HETEROGRAPH_EDGES
-    from core.config import NodeRAGQuerySettings
+    from core.query_config import NodeRAGQuerySettings
     from core.retrieval.noderag import Walk, walked_edges
 
     h, edges = tiny_heterograph()
