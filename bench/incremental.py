@@ -61,7 +61,7 @@ def _split(src: Path, add: float, seed: int, out: Path) -> tuple[list[Path], lis
     return [out / "base" / src.name], [out / "added" / src.name], len(rows) - k, k
 
 
-def _cli(home: Path, args: list[str]) -> float:
+def run_cli(home: Path, args: list[str]) -> float:
     env = dict(os.environ, STRATA_HOME=str(home), STRATA_SAMPLE="0", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                ANONYMIZED_TELEMETRY="False")
     t0 = time.perf_counter()
@@ -99,7 +99,7 @@ def _delete_refs(home: Path, share: float, seed: int) -> list[str]:
     return random.Random(seed).sample(docs, max(1, round(len(docs) * share)))
 
 
-def _equal(a: Path, b: Path) -> bool:
+def homes_equal(a: Path, b: Path) -> bool:
     from core.config import Settings
     from core.store import Store
     from tests.snapshots import differences, full_snapshot
@@ -143,17 +143,17 @@ def main() -> None:
                      "documents_base": n_base,
                      "documents_added": n_added, "add_share": args.add}
         inc, full = out / "inc", out / "rebuild"
-        res["base_s"] = _cli(inc, ["build", "--workspace", WS, "--quiet", *map(str, base)])
-        res["add_s"] = _cli(inc, ["add", "--workspace", WS, "--quiet", *map(str, added)])
+        res["base_s"] = run_cli(inc, ["build", "--workspace", WS, "--quiet", *map(str, base)])
+        res["add_s"] = run_cli(inc, ["add", "--workspace", WS, "--quiet", *map(str, added)])
         res["add"] = _last_run(inc)
-        res["rebuild_s"] = _cli(full, ["build", "--workspace", WS, "--quiet", *map(str, base + added)])
+        res["rebuild_s"] = run_cli(full, ["build", "--workspace", WS, "--quiet", *map(str, base + added)])
         res["rebuild"] = _last_run(full)
         if args.compare:
-            res["equal_to_rebuild"] = _equal(inc, full)
+            res["equal_to_rebuild"] = homes_equal(inc, full)
         if args.delete > 0:
             refs = _delete_refs(inc, args.delete, args.seed)
             res["documents_deleted"] = len(refs)
-            res["delete_s"] = _cli(inc, ["delete", "--workspace", WS, "--quiet", "--document", *refs])
+            res["delete_s"] = run_cli(inc, ["delete", "--workspace", WS, "--quiet", "--document", *refs])
             res["delete"] = _last_run(inc)
     path = ROOT / "bench" / "results" / f"incremental-{args.name}.json"
     path.write_text(json.dumps(res, indent=1) + "\n")

@@ -383,6 +383,10 @@ def main() -> None:
     out += _stores_section(builds, incs.get("incremental-generated"))
     for inc in incs.values():
         out += _incremental_section(inc)
+    for path in sorted(res.glob("kills-*.json")):  # bench.kills: kill -9 at random moments, then resume
+        from bench.kills import report as kills_report
+
+        out += kills_report(json.loads(path.read_text()))
     (ROOT / "docs" / "BENCHMARKS.md").write_text("\n".join(out) + "\n")
     print(f"wrote docs/BENCHMARKS.md ({len(builds)} builds, {len(evals)} eval sets)")
 

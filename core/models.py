@@ -14,6 +14,9 @@ from sqlalchemy import JSON, Column, Index, LargeBinary, Table, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from core.config import WorkerSettings
+from core.liveness import holder_gone
+
+LEASE_S: float = WorkerSettings.model_fields["lease_s"].default  # a run row's lease when none was recorded
 
 
 def utcnow() -> datetime:
@@ -131,25 +134,31 @@ class BuildRun(SQLModel, table=True):
     message: str = ""
     error: str = ""
     pid: Optional[int] = None
-    worker: Optional[str] = None  # the lease holder, "host:pid:nonce" (core/build/lease.py); None: not claimed yet
-    heartbeat: Optional[datetime] = None
+    worker: Optional[str] = None  # the lease holder, "host:pid:start.nonce" (core/liveness.py); None: not claimed yet
+    heartbeat: Optional[datetime] = None  # the holder's last sign of life, by the database's clock
+    # silent this long, the run is stale: worker.lease_s of whoever created or claimed it (NULL in rows of older
+    # releases: the default)
+    lease_s: Optional[float] = Field(default=LEASE_S, sa_column_kwargs={"server_default": str(LEASE_S)})
     created_at: datetime = Field(default_factory=utcnow)
     finished_at: Optional[datetime] = None
 
 
 UNFINISHED = ("queued", "running", "cancelling")
-STALE_AFTER_S: float = WorkerSettings.model_fields["lease_s"].default  # a silent worker's run is stale after this
 
 
-def is_active(run: BuildRun, stale_after_s: float = STALE_AFTER_S) -> bool:
-    """Unfinished, and its worker (or, while queued, its creation) sent a sign of life within `stale_after_s`: the
-    one rule for whether a run holds its workspace (core/build/runs.py says what becomes of a silent one)."""
-    if run.status not in UNFINISHED:
+def is_active(run: BuildRun, now: datetime) -> bool:
+    """Unfinished, its worker (or, while queued, its creation) sent a sign of life within the run's own lease
+    (`lease_s`, by the database's clock `now`, `Store.now()`), and the holder's process, when it ran on this host, is
+    still there: the one rule for whether a run holds its workspace (core/build/runs.py says what becomes of a dead
+    one)."""
+    if run.status not in UNFINISHED or holder_gone(run.worker):
         return False
     beat = run.heartbeat or run.created_at
-    if beat.tzinfo is None:  # read back without its zone: stored in UTC
-        beat = beat.replace(tzinfo=utcnow().tzinfo)
-    return (utcnow() - beat).total_seconds() <= stale_after_s
+    return (_aware(now) - _aware(beat)).total_seconds() <= (run.lease_s or LEASE_S)
+
+
+def _aware(t: datetime) -> datetime:
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)  # read back without its zone: UTC
 
 
 class StageRun(SQLModel, table=True):

@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 
 from sqlalchemy import JSON, event, func, inspect, text, update
@@ -18,6 +19,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlmodel import Session, SQLModel, col, create_engine, delete, select
 
 from core.models import (
+    LEASE_S,
     Artifact,
     BuildRun,
     Checkpoint,
@@ -31,6 +33,7 @@ from core.models import (
     QueryLog,
     StageRun,
     Workspace,
+    utcnow,
 )
 
 _HINT = re.compile(r" INDEXED BY \w+")
@@ -306,6 +309,15 @@ class Store:
             rows = s.exec(select(Document).where(Document.workspace_id == ws_id, col(Document.id).in_(ids)))
             return {d.id: d for d in rows}
 
+    def now(self) -> datetime:
+        """The database's clock, in UTC: what heartbeats are written with and leases measured against, so hosts
+        sharing a PostgreSQL server agree whatever their own clocks say (SQLite: this host's clock, the file's)."""
+        if self.is_sqlite:
+            return utcnow()
+        with self.engine.connect() as conn:
+            t = conn.execute(select(db_now(conn))).scalar_one()
+        return t.replace(tzinfo=timezone.utc)
+
     def latest_run(self, ws_id: int, kinds: tuple[str, ...] | None = None) -> BuildRun | None:
         """The workspace's newest run (build or job), or its newest of `kinds` ("build", "promote", ...)."""
         q = select(BuildRun).where(BuildRun.workspace_id == ws_id)
@@ -351,7 +363,16 @@ def database_url(url_or_path: str | Path) -> URL:
 
 # columns added to a table after its first release: create_all makes missing tables, never missing columns, so a
 # database from before them gains them here (table -> column -> column definition, valid on SQLite and PostgreSQL)
-NEW_COLUMNS = {"buildrun": {"kind": "VARCHAR NOT NULL DEFAULT 'build'", "params": "JSON", "worker": "VARCHAR"}}
+NEW_COLUMNS = {"buildrun": {"kind": "VARCHAR NOT NULL DEFAULT 'build'", "params": "JSON", "worker": "VARCHAR",
+                             "lease_s": f"FLOAT DEFAULT {LEASE_S}"}}
+
+
+def db_now(conn):
+    """The database's current UTC time (naive) for a statement on `conn`: PostgreSQL's own clock (an SQL expression),
+    on SQLite this host's (a value): heartbeats and lease cut-offs are measured by it (see `Store.now`)."""
+    if is_sqlite(conn):
+        return utcnow()
+    return func.timezone("UTC", func.statement_timestamp())
 
 
 def _add_new_columns(engine) -> None:

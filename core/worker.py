@@ -24,7 +24,7 @@ from core.build.lease import Lease, claim_next
 from core.build.runner import run_build, run_job
 from core.build.runs import FINISHED, KIND_LABELS, check_idle, get_run, insert_run, launch_worker
 from core.config import Settings
-from core.models import STALE_AFTER_S, BuildRun, Workspace
+from core.models import LEASE_S, BuildRun, Workspace
 from core.protocols import BackendError
 from core.quality.data import build_settings
 from core.quality.merge_job import merge_plan
@@ -60,14 +60,14 @@ def start_job(store: Store, ws: Workspace, settings: Settings, kind: str, params
     return run
 
 
-def run_worker(store: Store, run_id: int, stale_after_s: float = STALE_AFTER_S) -> int:
+def run_worker(store: Store, run_id: int, lease_s: float = LEASE_S) -> int:
     """`worker --run ID`: claim run `run_id` (a build or a job) and run it with the settings stored on its row.
     Exit status: 0 finished or stopped by the user, 1 failed, 2 no such run, 3 not claimed (another live worker
     holds it, or it finished or was superseded), 4 another worker took it over mid-run (this one stopped)."""
     if get_run(store, run_id) is None:
         print(f"no build run {run_id}", file=sys.stderr)
         return 2
-    lease = Lease(store, run_id, stale_after_s)
+    lease = Lease(store, run_id, lease_s)
     if not lease.claim():
         row = get_run(store, run_id)
         why = ("it is gone" if row is None else f"it is {row.status}" if row.status in FINISHED else
@@ -121,20 +121,20 @@ def run_claimed(store: Store, lease: Lease) -> int:
     return 0
 
 
-def serve(store: Store, stale_after_s: float = STALE_AFTER_S, poll_s: float = 2.0,
+def serve(store: Store, lease_s: float = LEASE_S, poll_s: float = 2.0,
           stop: threading.Event | None = None, max_runs: int | None = None) -> int:
     """`worker --serve`: claim the oldest claimable run of any workspace (queued, or held by a worker silent for
-    `stale_after_s`; its newest run only, see core/build/lease.py), run it, repeat; idle, look again every
+    its run's lease, or whose process is gone from this host; its newest run only, see core/build/lease.py), run it, repeat; idle, look again every
     `poll_s` seconds. SIGTERM or SIGINT stops it after the current run (a run cut short resumes elsewhere once its
     lease expires). `max_runs` (tests): return after that many runs."""
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
-    print(f"worker serving {store.path}: lease {stale_after_s:g} s, poll {poll_s:g} s", flush=True)
+    print(f"worker serving {store.path}: lease {lease_s:g} s, poll {poll_s:g} s", flush=True)
     runs = 0
     while not stop.is_set() and (max_runs is None or runs < max_runs):
-        lease = claim_next(store, stale_after_s)
+        lease = claim_next(store, lease_s)
         if lease is None:
             stop.wait(poll_s)
             continue

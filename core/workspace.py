@@ -10,7 +10,7 @@ from pathlib import Path
 from core.answer import Answer, answer, context_budget
 from core.build.factory import delete_vectors, open_index
 from core.build.runner import create_run
-from core.build.runs import active_run, launch_worker
+from core.build.runs import active_run, check_idle, launch_worker
 from core.config import Settings
 from core.ingest import LoadedDoc, Refusal, count_tokens, load_bytes, load_path
 from core.ingest.add import add_documents
@@ -140,5 +140,8 @@ def start_build(store: Store, ws: Workspace, settings: Settings, backend: str | 
 
 
 def delete_workspace(store: Store, ws: Workspace, settings: Settings) -> None:
+    """Delete the workspace, its vectors and every row built from it; refused (JobBusy, one line) while one of its
+    runs is active: its worker would go on writing into a workspace that no longer exists."""
+    check_idle(store, ws, "delete it once the run has finished, or stop the run first")
     delete_vectors(settings, ws.name)  # first: an unreachable vector server stops here, with nothing deleted
     store.delete_workspace(ws)

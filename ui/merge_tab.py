@@ -29,14 +29,14 @@ STATUS_LABELS = {"candidate": "Candidates", "merged": "Merged by a reviewer", "a
 
 
 @st.cache_data(show_spinner="Reading merge candidates…", max_entries=8)
-def _table(ws_id: int, build_version: int, stamp: tuple) -> list[rv.MergeRow]:
+def _table(ws_id: int, version: str, stamp: tuple) -> list[rv.MergeRow]:
     return rv.merge_table(R.store(), ws_id)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _sides(ws_id: int, build_version: int, stamp: tuple, ids: tuple[int, ...]) -> dict[str, rv.Side]:
+def _sides(ws_id: int, version: str, stamp: tuple, ids: tuple[int, ...]) -> dict[str, rv.Side]:
     want = set(ids)
-    return rv.sides(R.store(), ws_id, [r for r in _table(ws_id, build_version, stamp) if r.id in want])
+    return rv.sides(R.store(), ws_id, [r for r in _table(ws_id, version, stamp) if r.id in want])
 
 
 def _say(kind: str, text: str) -> None:
@@ -174,7 +174,7 @@ def draw(ws: Workspace) -> None:
     assert ws.id is not None  # a row read from or written to the store has its key
     ws_id: int = ws.id
     stamp = rv.review_stamp(store, ws_id)
-    rows = _table(ws_id, ws.build_version, stamp)
+    rows = _table(ws_id, R.ws_key(ws), stamp)
     msg = st.session_state.get(MSG)  # the last decision's outcome stays until the next decision (a job's end reruns
     if msg:                            # the page more than once: a message shown only once would flash and vanish)
         getattr(st, msg[0])(msg[1])
@@ -221,6 +221,6 @@ def draw(ws: Workspace) -> None:
         page = 1
         st.caption(f"{len(shown):,} shown, ranked by {rank}.")
     part = shown[(page - 1) * PAGE : page * PAGE]
-    sides = _sides(ws_id, ws.build_version, stamp, tuple(r.id for r in part))
+    sides = _sides(ws_id, R.ws_key(ws), stamp, tuple(r.id for r in part))
     for row in part:
         _row(ws, row, sides, busy)

@@ -34,27 +34,27 @@ FIGURES = [  # (key, label, format, help)
 
 
 @st.cache_resource(show_spinner="Loading the entity graph and its vectors…", max_entries=1)
-def entity_base(ws_id: int, build_version: int, ws_name: str, embedder: str) -> EntityBase:
+def entity_base(ws_id: int, version: str, ws_name: str, embedder: str) -> EntityBase:
     return load_base(R.store(), R.vector_index(ws_name, embedder), ws_id)
 
 
 @st.cache_resource(show_spinner="Reading the method's levels…", max_entries=3)
-def method_levels(ws_id: int, build_version: int, ws_name: str, embedder: str, method: str) -> list[LevelData]:
+def method_levels(ws_id: int, version: str, ws_name: str, embedder: str, method: str) -> list[LevelData]:
     store = R.store()
     settings = build_settings(store, ws_id, R.settings())
     return load_levels(store, R.vector_index(ws_name, embedder), ws_id, method, settings,
-                       entity_base(ws_id, build_version, ws_name, embedder))
+                       entity_base(ws_id, version, ws_name, embedder))
 
 
 @st.cache_data(show_spinner="Measuring…", max_entries=64)
-def metrics(ws_id: int, build_version: int, ws_name: str, embedder: str, method: str, level: int) -> LevelMetrics:
-    levels = method_levels(ws_id, build_version, ws_name, embedder, method)
+def metrics(ws_id: int, version: str, ws_name: str, embedder: str, method: str, level: int) -> LevelMetrics:
+    levels = method_levels(ws_id, version, ws_name, embedder, method)
     ld = next(x for x in levels if x.level == level)
     return level_metrics(ld, R.settings().quality)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def summaries(ws_id: int, build_version: int, ids: tuple[str, ...]) -> dict[str, tuple[str, list[str]]]:
+def summaries(ws_id: int, version: str, ids: tuple[str, ...]) -> dict[str, tuple[str, list[str]]]:
     return describe(R.store(), ws_id, list(ids))
 
 
@@ -117,7 +117,7 @@ def _worst(ws, m: LevelMetrics, n: int) -> None:
                "Reasons: *tiny* (at most the tiny size), *weakly connected* (conductance at or above the "
                "threshold, or no links), *mixed themes* (members hardly more alike than random entities).")
     top = list(range(min(n, len(t["id"]))))
-    texts = summaries(ws.id, ws.build_version, tuple(t["id"][i] for i in top))
+    texts = summaries(ws.id, R.ws_key(ws), tuple(t["id"][i] for i in top))
     for i in top:
         cid = t["id"][i]
         with st.container(border=True, key=f"q_worst_{i}"):
@@ -154,7 +154,7 @@ def draw(ws) -> None:
     cfg = R.settings().quality
     a, b = st.columns([3, 2])
     method = a.radio("Method", list(METHODS), format_func=METHODS.get, horizontal=True, key="q_method")
-    levels = method_levels(ws.id, ws.build_version, ws.name, ws.embedder, method)
+    levels = method_levels(ws.id, R.ws_key(ws), ws.name, ws.embedder, method)
     if not levels:
         st.info({"leiden": "No Leiden communities in this build.",
                  "hirag": "No HiRAG communities in this build.",
@@ -167,7 +167,7 @@ def draw(ws) -> None:
     level = b.selectbox(unit.capitalize(), names, key=f"q_level_{method}",
                         format_func=lambda lv: f"{unit} {lv}" + (" (coarsest)" if lv == names[0] and len(names) > 1
                                                                    and method != "hirag_layers" else ""))
-    args = (ws.id, ws.build_version, ws.name, ws.embedder, method)
+    args = (ws.id, R.ws_key(ws), ws.name, ws.embedder, method)
     m = metrics(*args, level)
     per_level = [metrics(*args, lv) for lv in names]
     with st.container(key="q_figures"):

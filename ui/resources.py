@@ -50,16 +50,34 @@ def workspace_embedder(ws: Workspace) -> Embedder:
     return embedder(ws.embedder, rec.runtime if rec is not None else "")
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
+def ws_key(ws: Workspace) -> str:
+    """What the page caches key a workspace's views by: its id and creation time (a workspace deleted and created
+    again under the same name, or given a freed id, never meets the old one's cached texts, reports or answers) and
+    its build version (a new build reloads)."""
+    return f"{ws.id}@{ws.created_at.isoformat()}#{ws.build_version}"
+
+
 def vector_index(ws_name: str, embedder_name: str) -> VectorIndex:
-    """The workspace's chromadb collections for one embedder: one handle per process, shared by every page."""
+    """The workspace's chromadb collections for one embedder: one handle per workspace (and creation), per process,
+    shared by every page."""
+    ws = store().require_workspace(ws_name)
+    return _vector_index(ws_name, embedder_name, f"{ws.id}@{ws.created_at.isoformat()}")
+
+
+def clear_vector_indexes() -> None:
+    """Drop every cached vector index handle (the next `vector_index` opens afresh)."""
+    _vector_index.clear()
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _vector_index(ws_name: str, embedder_name: str, identity: str) -> VectorIndex:
     from core.build.factory import open_index
 
     return open_index(settings(), ws_name, embedder_name)
 
 
 @st.cache_resource(show_spinner="Loading the graph…", max_entries=4)
-def resources(ws_name: str, build_version: int) -> Resources:
+def resources(ws_name: str, version: str) -> Resources:
     """Query resources for one build of a workspace, shared by every session; a new build version loads afresh.
     What strategies derive from it (walks, lexicons, the C-HNSW) is built once, under a lock, in its cache
     (core/retrieval/cache.py), so sessions asking at once wait for one build instead of each making its own."""

@@ -48,7 +48,7 @@ def _reopen_vectors(ws) -> None:
     no longer see what it wrote: the next ones open afresh (core/worker.py, `finished_since_seen`)."""
     if runs.finished_since_seen(R.store(), ws.id):
         vectors.reopen_vector_stores()
-        R.vector_index.clear()
+        R.clear_vector_indexes()
 
 
 def _backend() -> None:

@@ -39,14 +39,14 @@ MSG = "wi_message"
 
 
 @st.cache_data(show_spinner="Comparing partitions…", max_entries=16)
-def comparison(ws_id: int, build_version: int, ws_name: str, embedder: str, names: tuple[str, ...],
+def comparison(ws_id: int, version: str, ws_name: str, embedder: str, names: tuple[str, ...],
                signature: tuple) -> list[dict]:
     ws = R.store().require_workspace(ws_name)
-    levels = quality_tab.method_levels(ws_id, build_version, ws_name, embedder, "leiden")
-    current = {str(ld.level): quality_tab.metrics(ws_id, build_version, ws_name, embedder, "leiden",
+    levels = quality_tab.method_levels(ws_id, version, ws_name, embedder, "leiden")
+    current = {str(ld.level): quality_tab.metrics(ws_id, version, ws_name, embedder, "leiden",
                                                   ld.level).figures for ld in levels}
     return compare(R.store(), R.vector_index(ws_name, embedder), ws, list(names), R.settings(),
-                   base=quality_tab.entity_base(ws_id, build_version, ws_name, embedder), current_figures=current)
+                   base=quality_tab.entity_base(ws_id, version, ws_name, embedder), current_figures=current)
 
 
 def outcome(store, ws, run: BuildRun) -> None:
@@ -127,7 +127,7 @@ def _compare(ws, variants) -> None:
     st.session_state["wi_compare"] = [n for n in st.session_state["wi_compare"] if n in names]
     chosen = st.multiselect("Compare with the current partition", names, key="wi_compare")
     sig = tuple((v.id, v.name) for v in variants if v.name in chosen)
-    rows = comparison(ws.id, ws.build_version, ws.name, ws.embedder, tuple(chosen), sig)
+    rows = comparison(ws.id, R.ws_key(ws), ws.name, ws.embedder, tuple(chosen), sig)
     if not rows:
         st.info("No Leiden partition to compare.")
         return

@@ -31,7 +31,7 @@ if ws is None or ws.build_version == 0:
     st.stop()
 assert ws.id is not None  # a row read from or written to the store has its key
 ws_id: int = ws.id
-build_version: int = ws.build_version
+version = R.ws_key(ws)  # cache key: this workspace (id, creation) and build
 
 SECTION_HELP = {"local": "Detail", "bridge": "Connection", "global": "Overview"}
 MAX_ITEMS = 12  # shown per kind of item in a panel (`per_kind`)
@@ -49,7 +49,7 @@ def _about(name: str) -> tuple[str, str]:
 
 
 @st.cache_data(show_spinner=False, max_entries=48)
-def _route(ws_id: int, build_version: int, payload: str, height: int) -> tuple[dict, str, str]:
+def _route(ws_id: int, version: str, payload: str, height: int) -> tuple[dict, str, str]:
     rg = route_graph(Retrieval.from_dict(json.loads(payload)), store, ws_id)
     return route_payload(rg, height=height), legend_html(rg), rg.note
 
@@ -112,7 +112,7 @@ def _path(i: int, r: Retrieval, height: int) -> None:
     if not r.path_nodes and not r.sources:
         st.caption("This strategy visited no graph nodes.")
         return
-    drawing, legend, note = _route(ws_id, build_version, json.dumps(r.to_dict()), height)
+    drawing, legend, note = _route(ws_id, version, json.dumps(r.to_dict()), height)
     with st.container(key=f"route_{i}"):
         clicked = graph_canvas(drawing, key=f"route_canvas_{i}")
     st.markdown(legend, unsafe_allow_html=True)  # Strata's own role / kind names and colours only
@@ -196,7 +196,7 @@ if submitted:
         answer_settings.backend.kind = backend_kind(ws.backend)  # type: ignore[assignment]
         backend, done = make_backend(answer_settings, store), []
         try:
-            res = R.resources(ws.name, ws.build_version)  # an unreachable vector server: BackendError, one line
+            res = R.resources(ws.name, R.ws_key(ws))  # an unreachable vector server: BackendError, one line
             for name in chosen:
                 with st.spinner(f"Retrieving and answering with {_about(name)[0]}…"):
                     r, a = ask(res, backend, q, name)

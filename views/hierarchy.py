@@ -35,36 +35,36 @@ def _ws_id(ws_name: str) -> int:
 
 
 @st.cache_data(show_spinner="Reading the hierarchy…", max_entries=32)
-def frame(ws_name: str, build_version: int, method: str, cap: int):
+def frame(ws_name: str, version: str, method: str, cap: int):
     return hierarchy_frame(store, _ws_id(ws_name), method, max_sectors=cap)
 
 
 @st.cache_data(show_spinner="Opening…", max_entries=64)
-def detail(ws_name: str, build_version: int, cid: str):
+def detail(ws_name: str, version: str, cid: str):
     return community_detail(store, _ws_id(ws_name), cid)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def found_by_title(ws_name: str, build_version: int, method: str, query: str):
+def found_by_title(ws_name: str, version: str, method: str, query: str):
     return find(store, _ws_id(ws_name), method, query)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def stale_reasons(ws_name: str, build_version: int, cid: str) -> list[str]:
+def stale_reasons(ws_name: str, version: str, cid: str) -> list[str]:
     from core.resolution.review import stale_reasons as reasons
 
     return reasons(store, _ws_id(ws_name), cid)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def report_markdown(ws_name: str, build_version: int, cid: str) -> str:
+def report_markdown(ws_name: str, version: str, cid: str) -> str:
     from core.export import community_markdown
 
     return community_markdown(store, _ws_id(ws_name), cid)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def document_text(ws_name: str, build_version: int, doc_id: str) -> tuple[str, str]:
+def document_text(ws_name: str, version: str, doc_id: str) -> tuple[str, str]:
     d = store.documents_by_id(_ws_id(ws_name), [doc_id]).get(doc_id)
     return (d.filename, d.text) if d else ("", "")
 
@@ -80,7 +80,7 @@ c1, c2, c3 = st.columns([3, 2, 2])
 method = c1.radio("Hierarchy", list(METHODS), format_func=METHODS.get, horizontal=True, key="hier_method")
 view = c2.radio("View", VIEWS, horizontal=True, key="hier_view")
 cap = c3.select_slider("Max sectors", [100, 200, 400, 800, 1500, 3000], value=800, key="hier_cap")
-fr = frame(ws.name, ws.build_version, method, cap)
+fr = frame(ws.name, R.ws_key(ws), method, cap)
 if not fr.sectors:
     st.info({"leiden": "No Leiden communities in this build.",
              "hirag": "No HiRAG communities in this build.",
@@ -109,7 +109,7 @@ if clicked and clicked != st.session_state.get(f"{pick_key}_click"):
     st.session_state[pick_key] = clicked
 left, right = st.columns([3, 1])
 query = right.text_input("Find by title", key=f"hier_find_{method}", placeholder="part of a title")
-found = found_by_title(ws.name, ws.build_version, method, query.strip()) if query.strip() else []
+found = found_by_title(ws.name, R.ws_key(ws), method, query.strip()) if query.strip() else []
 if query.strip() and not found:
     right.caption("No title contains that.")
 labels = {s.id: f"{truncate(s.title, 80) or 'untitled'} · "
@@ -122,7 +122,7 @@ pick = left.selectbox("Open a summary entity" if layers else "Open a community",
 if pick is None:
     st.stop()
 
-det = detail(ws.name, ws.build_version, pick)
+det = detail(ws.name, R.ws_key(ws), pick)
 if det is None:
     st.info("That community is no longer stored (the workspace was rebuilt).")
     st.stop()
@@ -134,7 +134,7 @@ with st.container(border=True, key="hier_detail"):
     if det.report.get("rating") is not None:
         facts.append(f"rating {det.report['rating']}")
     st.caption(" · ".join(facts))
-    stale = stale_reasons(ws.name, ws.build_version, pick) if det.kind == "community" else []
+    stale = stale_reasons(ws.name, R.ws_key(ws), pick) if det.kind == "community" else []
     if stale:
         st.warning("stale: entity merges since this report was written; the next build rewrites it (" + "; ".join(
             md_label(r, 120) for r in stale[:5]) + (f"; {len(stale) - 5} more" if len(stale) > 5 else "") + ")",
@@ -162,7 +162,7 @@ with st.container(border=True, key="hier_detail"):
         if det.report.get("keywords"):
             st.caption("Keywords: " + md_escape(", ".join(str(k) for k in det.report["keywords"])))
         if det.kind == "community":
-            st.download_button("Download report (Markdown)", report_markdown(ws.name, ws.build_version, pick),
+            st.download_button("Download report (Markdown)", report_markdown(ws.name, R.ws_key(ws), pick),
                                file_name=f"community-{pick}.md", mime="text/markdown", key=f"hier_md_{pick}",
                                icon=":material/download:", on_click="ignore")
     with tab_members:
@@ -184,7 +184,7 @@ with st.container(border=True, key="hier_detail"):
             doc_titles = {d.id: f"{truncate(d.title, 80)} · {d.mentions} mentions" for d in det.documents}
             read = st.selectbox("Read a source document", list(doc_titles), format_func=cast(Label, doc_titles.get),
                                 key=f"hier_read_{pick}")
-            filename, body = document_text(ws.name, ws.build_version, read)
+            filename, body = document_text(ws.name, R.ws_key(ws), read)
             st.caption(md_escape(filename) + (f" · first 20,000 of {len(body):,} characters" if len(body) > 20000
                                               else ""))
             st.text(body[:20000])

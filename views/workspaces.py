@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.build.runs import active_run
+from core.build.runs import JobBusy, active_run
 from core.config import BACKEND_KINDS
 from core.ingest import SUPPORTED_EXTENSIONS
 from core.protocols import BackendError
@@ -33,7 +33,11 @@ def _create() -> None:
 def _delete(name: str) -> None:
     ws_old = store.get_workspace(name)
     if ws_old is not None:
-        delete_workspace(store, ws_old, settings)
+        try:
+            delete_workspace(store, ws_old, settings)
+        except (JobBusy, BackendError) as exc:  # a run of it is active, or the vector server does not answer
+            st.session_state["delete_ws_error"] = str(exc)
+            return
     R.select_workspace(None)
 
 
@@ -114,3 +118,5 @@ with st.expander("Danger zone"):
     confirm = st.text_input(f"Type “{ws.name}” to delete this workspace and everything built from it")
     st.button("Delete workspace", disabled=confirm != ws.name, icon=":material/delete:", on_click=_delete,
               args=(ws.name,))
+    if st.session_state.get("delete_ws_error"):
+        st.error(st.session_state.pop("delete_ws_error"))

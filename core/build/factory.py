@@ -9,7 +9,7 @@ from core.backends.offline import OfflineBackend
 from core.backends.servers import backend_kind, embedder_kind, require_servers
 from core.build.context import BuildContext
 from core.config import Settings
-from core.index.vectors import VectorIndex
+from core.index.vectors import VectorIndex, reopen_vector_stores
 from core.index.writer import Writer, mismatch
 from core.models import Workspace
 from core.protocols import BackendError, Embedder, LanguageBackend
@@ -47,6 +47,9 @@ def delete_vectors(settings: Settings, ws_name: str) -> None:
 
         drop_server_workspace(settings.storage.chroma_url, ws_name)
     shutil.rmtree(settings.storage.vector_dir(ws_name), ignore_errors=True)
+    # chromadb keeps one client per directory per process: a workspace made again under this name must not be
+    # handed the deleted directory's (it writes into a database that is gone: "attempt to write a readonly database")
+    reopen_vector_stores()
 
 
 def workspace_embedder(settings: Settings, ws_name: str, strict: bool = True) -> Embedder:

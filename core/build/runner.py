@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from sqlalchemy import update
 
 from core.build.context import BuildContext, Cancelled, Event, JobPlan, Progress, Stage
-from core.build.lease import Lease, LeaseLost
+from core.build.lease import NOW, Lease, LeaseLost
 from core.build.runs import insert_run
 from core.build.stages.attributed import attributed_stage
 from core.build.stages.augment import augment_stage
@@ -78,8 +78,12 @@ def run_build(ctx: BuildContext, run_id: int, only: list[str] | None = None,
         lease = Lease(ctx.store, run_id, ctx.settings.worker.lease_s)
         if not lease.claim():
             raise RunTaken(f"run {run_id} is held by another live worker, finished, or superseded by a newer run")
-    with lease.heartbeat():
-        yield from _run_stages(ctx, lease, only, steps, finish)
+    ctx.index.write_guard = lease.holding  # vector writes: only while the lease holds
+    try:
+        with lease.heartbeat(), lease.guard():  # every other write of the run: conditional on the lease
+            yield from _run_stages(ctx, lease, only, steps, finish)
+    finally:
+        ctx.index.write_guard = None
 
 
 def _run_stages(ctx: BuildContext, lease: Lease, only: list[str] | None,
@@ -110,7 +114,7 @@ def _run_stages(ctx: BuildContext, lease: Lease, only: list[str] | None,
                     last_write = now
                     lease.write_stage(name, done=p.done, total=p.total, message=p.message or label,
                                       counts=p.counts, seconds=now - t0)
-                    lease.write(heartbeat=utcnow(), message=p.message or label)
+                    lease.write(heartbeat=NOW, message=p.message or label)
                 yield Event(run_id, name, "running", p.done, p.total, p.message, p.counts)
                 if ctx.should_stop():
                     raise lease.stop_error()
@@ -140,6 +144,9 @@ def _run_stages(ctx: BuildContext, lease: Lease, only: list[str] | None,
         lease.finish("cancelled", "Stopped by the user")
         yield Event(run_id, stage_name, "cancelled", 0, 0, "Stopped by the user", {})
     except Exception as exc:  # recorded for the UI, then re-raised for the CLI's exit status
+        if lease.state() == "lost":  # a write that failed because the run is another worker's now: stop quietly
+            yield Event(run_id, stage_name, "lost", 0, 0, "another worker took the run over: stopped", {})
+            return
         msg = f"{type(exc).__name__}: {exc}" if not isinstance(exc, BackendError) else str(exc)
         lease.write_stage(stage_name, status="failed", message=msg[:500])
         lease.finish("failed", msg[:500], error=traceback.format_exc()[-4000:])

@@ -7,8 +7,8 @@ parameters in `params`), with one `StageRun` row per stage or step. One run at a
 raises JobBusy while `active_run` finds one, and `insert_run` checks it again under the workspace's write lock.
 
 Which worker runs a run is core/build/lease.py: an atomic claim and a lease renewed by heartbeats. The rule for a
-run whose worker went silent (its heartbeat older than `STALE_AFTER_S`, the worker's `lease_s`): it is no longer
-active, so the app (Build / resume) or the CLI may start a new run of the workspace, which supersedes it (closed
+run whose worker went silent (its heartbeat older than the run's own `lease_s`, by the database's clock) or whose
+worker's process is gone from this host (core/liveness.py): it is no longer active (`models.is_active`), so the app (Build / resume) or the CLI may start a new run of the workspace, which supersedes it (closed
 here, in the same transaction; a worker still holding it loses its lease and stops) and resumes from the
 checkpoints; until then an idle `worker --serve` may claim the silent run itself and resume it. Either way one
 run of the workspace works at a time.
@@ -26,7 +26,7 @@ from sqlalchemy import case, literal, update
 from sqlmodel import col, select
 
 from core.config import Settings
-from core.models import STALE_AFTER_S, UNFINISHED, BuildRun, StageRun, Workspace, is_active, utcnow
+from core.models import UNFINISHED, BuildRun, StageRun, Workspace, is_active, utcnow
 from core.store import Store
 
 FINISHED = ("done", "failed", "cancelled")
@@ -55,10 +55,12 @@ def insert_run(store: Store, ws: Workspace, settings: Settings, steps: list[tupl
     with store.session() as s:
         lock_workspace(s.connection(), ws.id)
         prev = s.exec(select(BuildRun).where(BuildRun.workspace_id == ws.id).order_by(col(BuildRun.id).desc())).first()
-        if prev is not None and is_active(prev) and not (prev.status == "cancelling" and prev.worker is None):
+        if prev is not None and is_active(prev, store.now()) and not (prev.status == "cancelling" and
+                                                                       prev.worker is None):
             raise JobBusy(busy_message(prev))
         run = BuildRun(workspace_id=ws.id, status="queued", kind=kind, params=params or {},
-                       backend=settings.backend.kind, settings=settings.model_dump(mode="json"), message=message)
+                       backend=settings.backend.kind, settings=settings.model_dump(mode="json"), message=message,
+                       lease_s=settings.worker.lease_s, created_at=store.now())
         s.add(run)
         s.flush()
         assert run.id is not None  # set by the flush
@@ -76,12 +78,12 @@ def insert_run(store: Store, ws: Workspace, settings: Settings, steps: list[tupl
         return run
 
 
-def active_run(store: Store, ws: Workspace, stale_after_s: float = STALE_AFTER_S) -> BuildRun | None:
-    """The workspace's queued or running build or job, unless its worker stopped sending heartbeats (then the run
-    is stale: see the module doc for who resumes it)."""
+def active_run(store: Store, ws: Workspace) -> BuildRun | None:
+    """The workspace's queued or running build or job, unless its worker stopped sending heartbeats or its process
+    is gone (then the run is stale: see the module doc for who resumes it)."""
     assert ws.id is not None  # a stored workspace
     run = store.latest_run(ws.id)
-    return run if run is not None and is_active(run, stale_after_s) else None
+    return run if run is not None and is_active(run, store.now()) else None
 
 
 def request_cancel(store: Store, run_id: int) -> None:
@@ -101,16 +103,17 @@ def run_label(run: BuildRun) -> str:
     return str((run.params or {}).get("label") or KIND_LABELS.get(kind, kind))
 
 
-def busy_message(run: BuildRun) -> str:
+def busy_message(run: BuildRun, advice: str = "start once it has finished, or stop it") -> str:
     what = "a build" if (run.kind or "build") == "build" else f"a job ({run_label(run)})"
-    return (f"{what} of this workspace is running (run {run.id}); start once it has finished, or stop it "
+    return (f"{what} of this workspace is running (run {run.id}); {advice} "
             f"({'on the Build page' if (run.kind or 'build') == 'build' else 'on the Quality page'})")
 
 
-def check_idle(store: Store, ws: Workspace) -> None:
+def check_idle(store: Store, ws: Workspace, advice: str = "start once it has finished, or stop it") -> None:
+    """JobBusy (saying which run, and `advice`) while a run of the workspace is active."""
     run = active_run(store, ws)
     if run is not None:
-        raise JobBusy(busy_message(run))
+        raise JobBusy(busy_message(run, advice))
 
 
 def update_run(store: Store, run_id: int, **fields) -> None:

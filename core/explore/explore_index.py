@@ -18,6 +18,7 @@ and with the newest edge, node and community rows, so a rebuild or an edit of th
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 import time
@@ -138,17 +139,19 @@ class ExploreIndex:
 
 # -- computing --------------------------------------------------------------------------------------------------
 def fingerprint(store, ws_id: int) -> str:
-    """Build version and the newest edge, node and community rows: cheap reads (rowid maxima on SQLite, indexed
+    """The workspace's creation, build version and the newest edge, node and community rows: cheap reads (rowid maxima on SQLite, indexed
     counts of the workspace's rows on PostgreSQL, which has no rowid, and one indexed count)."""
     with store.session() as s:
         conn = s.connection()
         one = {"ws": ws_id}
-        bv = conn.execute(text("SELECT build_version FROM workspace WHERE id=:ws"), one).scalar()
+        ws = conn.execute(text("SELECT build_version, created_at FROM workspace WHERE id=:ws"), one).first()
+        bv, born = (ws[0], str(ws[1]).replace(" ", "T")) if ws is not None else (0, "")
         e = conn.execute(text("SELECT max(id) FROM edge")).scalar()
         n = conn.execute(text("SELECT max(rowid) FROM node" if is_sqlite(conn)
                               else "SELECT count(*) FROM node WHERE workspace_id=:ws"), one).scalar()
         c = conn.execute(text("SELECT count(*) FROM community WHERE workspace_id=:ws"), one).scalar()
-    return f"b{bv or 0}-e{e or 0}-n{n or 0}-c{c or 0}"
+    born_key = hashlib.sha256(born.encode()).hexdigest()[:8]  # a workspace made again under a freed id differs
+    return f"w{born_key}-b{bv or 0}-e{e or 0}-n{n or 0}-c{c or 0}"
 
 
 def compute_index(store, ws_id: int, key: str = "") -> ExploreIndex:

@@ -235,7 +235,8 @@ def frame_signature(store, ws_id: int, method: str) -> tuple:
             rows = read_rows(s, "SELECT level, count(*), sum(size), sum(CASE WHEN title != '' THEN 1 ELSE 0 END) "
                                 "FROM community WHERE workspace_id=:ws AND method=:m GROUP BY level ORDER BY level",
                              ws=ws_id, m=method)
-    return tuple(tuple(r) for r in rows)
+        born = s.connection().execute(text("SELECT created_at FROM workspace WHERE id=:ws"), {"ws": ws_id}).scalar()
+    return (str(born),) + tuple(tuple(r) for r in rows)  # a workspace made again under a freed id differs
 
 
 def plot_text(s: str) -> str:

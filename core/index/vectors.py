@@ -15,6 +15,8 @@ real store, embedded and on a server (the HTTP client carries float32 values exa
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +91,9 @@ class VectorIndex:
             self.client = chroma.connect_embedded(Path(path))
         self.workspace = workspace
         self.writer: Writer | None = None  # who writes now (set by core/build/factory.py): recorded, held to
+        # a run's lease (core/build/lease.py `Lease.holding`): every write happens inside it, so a worker that lost
+        # its run writes no vector
+        self.write_guard: Callable[[], AbstractContextManager] | None = None
         self._collections: dict[str, object] = {}
         self._checked: set[str] = set()  # kinds whose recorded writer was checked against `writer`
         self.batch = self._max_batch()
@@ -146,11 +151,15 @@ class VectorIndex:
         self._held_to_writer(kind, col)
         step = min(2000, self.batch)
         for i in range(0, len(ids), step):
-            col.upsert(
-                ids=ids[i : i + step],
-                embeddings=settle(vectors[i : i + step]),
-                metadatas=(metas[i : i + step] if metas else None),
-            )
+            with self._guard():
+                col.upsert(
+                    ids=ids[i : i + step],
+                    embeddings=settle(vectors[i : i + step]),
+                    metadatas=(metas[i : i + step] if metas else None),
+                )
+
+    def _guard(self) -> AbstractContextManager:
+        return self.write_guard() if self.write_guard is not None else nullcontext()
 
     @_guarded
     def existing(self, kind: str) -> dict[str, str]:
@@ -169,7 +178,8 @@ class VectorIndex:
     def delete(self, kind: str, ids: list[str]) -> None:
         step = min(5000, self.batch)
         for i in range(0, len(ids), step):
-            self.collection(kind).delete(ids=ids[i : i + step])
+            with self._guard():
+                self.collection(kind).delete(ids=ids[i : i + step])
 
     @_guarded
     def count(self, kind: str) -> int:

@@ -161,7 +161,7 @@ def build_running(store, ws_id: int) -> bool:
     decisions wait for it. A run whose worker went silent does not (`is_active`): the next run supersedes it, so
     it must not hold decisions back either."""
     run = store.latest_run(ws_id)
-    return run is not None and is_active(run)
+    return run is not None and is_active(run, store.now())
 
 
 def communities_of(store, ws_id: int, entity_ids: list[str]) -> list[str]:

@@ -21,7 +21,7 @@ from sqlmodel import select
 from core.build.factory import make_context, open_index
 from core.build.runner import create_run, run_build
 from core.config import Settings
-from core.models import STALE_AFTER_S, BuildRun, Community, Edge, EntityMerge, Node, Workspace, utcnow
+from core.models import LEASE_S, BuildRun, Community, Edge, EntityMerge, Node, Workspace, utcnow
 from core.resolution import review as rv
 from core.resolution.merge import MergeError, is_stale, list_merges, mark_stale
 from core.store import Store, content_id
@@ -219,7 +219,7 @@ def test_a_run_holds_decisions_back_only_while_its_worker_is_alive(ws):
         rv.decline(store, w.id, row.id)
     with store.session() as s:  # the worker was killed: its last heartbeat is older than the lease
         r = s.get(BuildRun, run.id)
-        r.heartbeat = utcnow() - timedelta(seconds=STALE_AFTER_S + 5)
+        r.heartbeat = utcnow() - timedelta(seconds=LEASE_S + 5)
         s.add(r)
         s.commit()
     assert not rv.build_running(store, w.id), "a silent run is superseded by the next one; it holds nothing back"

@@ -16,7 +16,7 @@ import core.build.runner as pipeline
 from core.build.factory import make_context, open_index
 from core.build.runner import create_run, run_build, stage_names
 from core.build.runs import JobBusy
-from core.models import STALE_AFTER_S, BuildRun, utcnow
+from core.models import LEASE_S, BuildRun, utcnow
 from core.store import Store
 from core.workspace import ingest_paths
 from tests.stages.test_pipeline import SAMPLE_DIR, snapshot
@@ -76,7 +76,7 @@ def _expire_lease(store: Store, run_id: int) -> None:
     """The run's last heartbeat pushed back past the lease, as if its killed worker had been silent that long."""
     with store.session() as s:
         row = s.get(BuildRun, run_id)
-        row.heartbeat = utcnow() - timedelta(seconds=STALE_AFTER_S + 1)
+        row.heartbeat = utcnow() - timedelta(seconds=LEASE_S + 1)
         s.add(row)
         s.commit()
 

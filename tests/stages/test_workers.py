@@ -26,7 +26,7 @@ from sqlmodel import select
 
 from core.build.lease import Lease, claim_next
 from core.build.runner import create_run
-from core.build.runs import JobBusy, active_run, get_run, launch_worker, request_cancel
+from core.build.runs import active_run, get_run, launch_worker, request_cancel
 from core.models import BuildRun, Checkpoint
 from core.store import Store
 from core.workspace import ingest_paths
@@ -140,6 +140,7 @@ def test_two_serving_workers_run_three_builds_each_exactly_once(db, tiny_corpus)
 
 def test_a_killed_workers_build_is_resumed_by_another_and_equals_an_uninterrupted_build(db, tiny_corpus, embedder,
                                                                                       tmp_path):
+    db.worker.lease_s = 45.0  # the default lease: only the dead process can explain a quick takeover
     store = Store(db.storage.db_url)
     ws = store.create_workspace("w")
     ingest_paths(store, ws, [tiny_corpus], db)
@@ -156,18 +157,22 @@ def test_a_killed_workers_build_is_resumed_by_another_and_equals_an_uninterrupte
         first.wait()
     killed = get_run(store, run.id)
     assert killed.status == "running" and killed.worker and killed.pid == first.pid, "a killed worker records nothing"
-    with pytest.raises(JobBusy):  # its lease still holds: nobody else may start a run of the workspace yet
-        create_run(store, ws, db)
+    # its heartbeat is recent, but its process is gone from this host: the run is known dead at once
+    assert active_run(store, ws) is None
 
     log = db.storage.home / "serve.log"
     server = _serve(db, log)
     try:
+        _wait_for(lambda: get_run(store, run.id).worker != killed.worker, 20, "the dead worker's run to be claimed",
+                  every=0.05)
+        claimed_after = (store.now() - killed.heartbeat.replace(tzinfo=store.now().tzinfo)).total_seconds()
         _wait_for(lambda: get_run(store, run.id).status in ("done", "failed"), 600, "the resumed build", every=0.5)
     finally:
         _stop(server)
     text = log.read_text()
     row = get_run(store, run.id)
     assert row.status == "done", (row.message, row.error, text)
+    assert claimed_after < 20, "claimed long before the run's 45 s lease ran out"
     ((token, claimed, _),) = _claims(log)
     assert claimed == run.id and row.worker == token != killed.worker and row.pid == server.pid
     if re.search(rf"^run {run.id} \[chunk\] done", text, re.M):  # the chunk stage had finished before the kill
@@ -204,6 +209,7 @@ def test_a_stalled_worker_that_lost_its_run_writes_nothing_when_it_wakes(db, tin
         done = get_run(store, run.id)
         assert done.status == "done" and done.worker != first, (done.message, log.read_text())
         stages = [(r.stage, r.status, r.done, r.total, r.finished_at) for r in store.stage_runs(run.id)]
+        rows, vectors = every_row(store), every_vector(db, ws.name)
         stalled.send_signal(signal.SIGCONT)
         code = stalled.wait(timeout=120)
     finally:
@@ -219,6 +225,32 @@ def test_a_stalled_worker_that_lost_its_run_writes_nothing_when_it_wakes(db, tin
         "done", done.worker, done.message, done.finished_at), "the woken worker overwrote its successor's run"
     assert [(r.stage, r.status, r.done, r.total, r.finished_at) for r in store.stage_runs(run.id)] == stages
     assert store.require_workspace("w").build_version == 1
+    changed = {t for t, digest in every_row(store).items() if rows.get(t) != digest}
+    assert not changed, f"the woken worker changed rows of {sorted(changed)}\n{wlog}"
+    assert every_vector(db, ws.name) == vectors, "the woken worker wrote vectors"
+
+
+def every_row(store: Store) -> dict[str, str]:
+    """table -> a digest of all its rows (every column, row ids included), to tell whether anything was written."""
+    import hashlib
+
+    from sqlalchemy import text
+    from sqlmodel import SQLModel
+
+    out = {}
+    with store.engine.connect() as conn:
+        for table in SQLModel.metadata.sorted_tables:
+            rows = sorted(repr(tuple(r)) for r in conn.execute(text(f'SELECT * FROM "{table.name}"')))
+            out[table.name] = hashlib.sha256("\n".join(rows).encode()).hexdigest()
+    return out
+
+
+def every_vector(settings, ws_name: str) -> dict[str, dict[str, str]]:
+    from core.build.factory import open_index
+    from tests.snapshots import COLLECTIONS
+
+    index = open_index(settings, ws_name, "minilm")
+    return {kind: index.existing(kind) for kind in COLLECTIONS}
 
 
 CLAIMER = """
@@ -382,3 +414,48 @@ def test_a_lost_lease_stops_the_runner_before_its_final_write(db, tiny_corpus, e
     (extract,) = [r for r in store.stage_runs(run.id) if r.stage == "extract"]
     assert extract.status == "running" and extract.finished_at is None
     assert store.require_workspace("w").build_version == 0
+
+
+def test_a_worker_woken_mid_unit_after_losing_its_run_changes_no_row(db, tiny_corpus):
+    """The first worker is stopped (SIGSTOP) while it waits for a model reply, so it wakes in the middle of a unit with
+    the reply in hand and rows to write. By then another worker has claimed and finished the run: every write of the
+    woken one (its extraction, the call cache, vectors, progress) fails on the lease, in its own transaction."""
+    from tests.fake_ollama import FakeOllama, Reply, Sleep
+
+    with FakeOllama() as fake:
+        db.backend.kind = "ollama"
+        db.backend.ollama_host = fake.url
+        db.backend.timeout_s = 60.0
+        db.backend.concurrency = 1
+        fake.script["/api/chat"].append(Sleep(4.0, Reply()))  # the first chat reply comes 4 s late
+        store = Store(db.storage.db_url)
+        ws = store.create_workspace("w")
+        ingest_paths(store, ws, [tiny_corpus], db)
+        run = create_run(store, ws, db)
+        stalled = launch_worker(db, run.id)
+        server = None
+        try:
+            _wait_for(lambda: fake.count("/api/chat") >= 1, 300, "the first model call", every=0.02)
+            stalled.send_signal(signal.SIGSTOP)  # waiting for its reply, mid-unit
+            first = get_run(store, run.id).worker
+            log = db.storage.home / "serve.log"
+            server = _serve(db, log)
+            _wait_for(lambda: get_run(store, run.id).status in ("done", "failed"), 600, "the taken-over build",
+                      every=0.5)
+            done = get_run(store, run.id)
+            assert done.status == "done" and done.worker != first, (done.message, log.read_text())
+            time.sleep(4.5)  # the late reply is in the stopped worker's socket by now
+            rows, vectors = every_row(store), every_vector(db, ws.name)
+            stalled.send_signal(signal.SIGCONT)
+            code = stalled.wait(timeout=120)
+        finally:
+            if stalled.poll() is None:
+                stalled.send_signal(signal.SIGCONT)
+                stalled.kill()
+            if server is not None:
+                _stop(server)
+        wlog = (db.storage.home / "logs" / f"run-{run.id}.log").read_text()
+        assert code == 4, wlog  # it noticed the loss: "another worker took the run over"
+        changed = {t for t, digest in every_row(store).items() if rows.get(t) != digest}
+        assert not changed, f"the woken worker changed rows of {sorted(changed)}\n{wlog}"
+        assert every_vector(db, ws.name) == vectors, "the woken worker wrote vectors"
