@@ -350,7 +350,12 @@ def main() -> None:
         out += [f"### {e['set']}", ""]
         if e["set"] in FOURTH_SET:
             out += [FOURTH_SET[e["set"]], ""]
-        out += [f"* command: `{e['command']}`", f"* machine: {e['machine']}", f"* date: {e['date']}", "",
+        out += [f"* command: `{e['command']}`", f"* machine: {e['machine']}", f"* date: {e['date']}"]
+        if e.get("bm25_only"):
+            b = e["bm25_only"]
+            out.append(f"* bm25 rows measured again on {b['date']} by `{b['command']}` (the corpus chunked as a build "
+                       f"chunks it and the `bm25` strategy run by core.eval, no graph built; BM25 reads nothing else)")
+        out += ["",
                 "| strategy | R@2 | R@5 | R@10 | p50 ms | p95 ms | first query ms | queries |",
                 "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for name, r in e["strategies"].items():

@@ -2,6 +2,7 @@
 
     python -m bench.retrieval --set hotpotqa [--strategies hirag,naive]
     python -m bench.retrieval --set factbook --reference-only      # the dense and BM25 reference rows alone
+    python -m bench.retrieval --set hotpotqa --bm25-only           # the bm25 row and BM25 reference, no graph built
     python -m bench.retrieval --set hotpotqa --ablate title_subject
     OLLAMA_HOST=http://127.0.0.1:11434 python -m bench.retrieval --set hotpotqa --backend ollama
 
@@ -14,6 +15,13 @@ as `title + "\\n" + text` with the bundled all-MiniLM-L6-v2 and ranked by cosine
 and Okapi BM25 (k1 1.5, b 0.75, core.retrieval.lexicon) over the same `title + "\\n" + text` (bm25); passage
 recall@k averaged over the queries. They go into the results as "reference" and are reused while the set's files
 are unchanged (keyed by their SHA-1).
+
+`--bm25-only` measures the `bm25` strategy's row without building the graph (`bm25_row`): BM25 reads only the
+chunks and their documents' titles, so the corpus is loaded and chunked as a build does (core's loader and
+`add_documents`, then the build's own chunk stage) into a temporary home, and `core.eval.evaluate` runs the real
+`bm25` strategy over it, as `python -m core eval --strategies bm25` does on a built workspace. It replaces the row
+(and the "bm25 (<ablation>)" rows: no ablation changes chunks or BM25) and the computed BM25 reference row in
+eval-<set>.json, keeping every other row, for a change of the tokenizer or of BM25 alone. Seconds, not minutes.
 
 `--backend ollama` (or openai) builds with that model server and evaluates with it as `ask` does (its language
 steps: GraphRAG's map, ArchRAG's filter, HLG's keywords and rerank, NodeRAG's question entities), in
@@ -99,7 +107,6 @@ def recall_rows(ranked: list[list[int]], gold: list[list[int]]) -> dict[str, flo
 def reference_rows(folder: Path) -> dict[str, dict[str, float]]:
     """{"dense": {recall@k}, "bm25": {recall@k}} of the set in `folder` (see the module docstring)."""
     from core.backends.embedders import MiniLMEmbedder
-    from core.retrieval.lexicon import BM25
 
     corpus = read_jsonl(folder / "corpus.jsonl")
     queries = read_jsonl(folder / "queries.jsonl")
@@ -112,9 +119,51 @@ def reference_rows(folder: Path) -> dict[str, dict[str, float]]:
     qs = emb.embed([q["question"] for q in queries])
     sims = qs @ docs.T
     dense = [[ids[i] for i in np.argsort(-row, kind="stable")[:depth]] for row in sims]
-    bm = BM25.build([str(i) for i in ids], texts)
-    lexical = [[int(i) for i, _ in bm.top(q["question"], depth)] for q in queries]
-    return {"dense": recall_rows(dense, gold), "bm25": recall_rows(lexical, gold)}
+    return {"dense": recall_rows(dense, gold), "bm25": reference_bm25(folder)}
+
+
+def reference_bm25(folder: Path) -> dict[str, float]:
+    """The BM25 reference row of the set in `folder`: BM25 of core.retrieval.lexicon over every passage's
+    `title + "\n" + text`."""
+    from core.retrieval.lexicon import BM25
+
+    corpus = read_jsonl(folder / "corpus.jsonl")
+    queries = read_jsonl(folder / "queries.jsonl")
+    ids = [int(p["id"]) for p in corpus]
+    bm = BM25.build([str(i) for i in ids], [f"{p['title']}\n{p['text']}" for p in corpus])
+    lexical = [[int(i) for i, _ in bm.top(q["question"], max(KS))] for q in queries]
+    return recall_rows(lexical, [[int(g) for g in q["gold_ids"]] for q in queries])
+
+
+def bm25_row(folder: Path, name: str) -> dict:
+    """The `bm25` strategy's eval row on the set in `folder`, from its chunks alone (see the module docstring)."""
+    import tempfile
+
+    from core.build.context import BuildContext
+    from core.build.stages.chunk import chunk_stage
+    from core.config import Settings
+    from core.eval import evaluate, load_queries
+    from core.retrieval.base import Resources
+    from core.store import Store
+    from core.workspace import ingest_paths
+
+    with tempfile.TemporaryDirectory(prefix="bench-bm25-") as tmp:
+        env = {k: v for k, v in os.environ.items() if k not in ("STRATA_DATABASE_URL", "STRATA_CHROMA_URL")}
+        settings = Settings.from_env(dict(env, STRATA_HOME=tmp))
+        store = Store(settings.storage.db_url)
+        ws = store.create_workspace(name)  # the first workspace of a fresh home, as a bench build's is: same ids
+        rep = ingest_paths(store, ws, [folder / "corpus.jsonl"], settings)
+        if rep.refusals:
+            raise SystemExit(f"refused: {rep.refusals[:3]}")
+        # the chunk stage reads only the store, the workspace and the settings; nothing is embedded or extracted
+        ctx = BuildContext(store=store, ws=ws, settings=settings, backend=None, embedder=None,  # type: ignore[arg-type]
+                           index=None)  # type: ignore[arg-type]
+        for _ in chunk_stage(ctx):
+            pass
+        res = Resources(store=store, ws=ws, settings=settings, embedder=None, index=None)  # type: ignore[arg-type]
+        row = evaluate(res, load_queries(folder / "queries.jsonl"), ["bm25"], list(KS))["bm25"]
+        store.engine.dispose()
+    return row
 
 
 def _fingerprint(folder: Path) -> str:
@@ -173,6 +222,8 @@ def main() -> None:
     ap.add_argument("--set", required=True, help="folder name under ../shared/eval or bench/data")
     ap.add_argument("--strategies", default="")
     ap.add_argument("--reference-only", action="store_true", help="compute the dense and BM25 reference rows only")
+    ap.add_argument("--bm25-only", action="store_true",
+                    help="measure the bm25 row (and the BM25 reference) from the chunks alone, without a graph")
     ap.add_argument("--ablate", choices=sorted(ABLATIONS), action="append", default=[],
                     help="also build a workspace with this setting off and report its rows")
     ap.add_argument("--backend", choices=["offline", "ollama", "openai"], default="offline",
@@ -190,6 +241,25 @@ def main() -> None:
         f" --ablate {a}" for a in args.ablate) + (f" --backend {args.backend}" if served else "")
     suffix = f"-{args.backend}" if served else ""
     args.results.mkdir(parents=True, exist_ok=True)
+    if args.bm25_only:
+        prev = json.loads(out.read_text()) if out.exists() else {}
+        row = bm25_row(folder, args.set)
+        strategies = prev.get("strategies", {})
+        before = strategies.get("bm25")
+        for key in [k for k in strategies if k.startswith("bm25 (")] + ["bm25"]:
+            strategies[key] = row
+        reference = prev.get("reference") or cached_reference(out, folder)
+        if reference.get("sha1") == _fingerprint(folder):
+            reference["bm25"] = reference_bm25(folder)
+        result = dict(prev, set=args.set, folder=_rel(folder), strategies=strategies, reference=reference,
+                      bm25_only={"command": f"python -m bench.retrieval --set {args.set} --bm25-only",
+                                 "machine": machine(), "date": time.strftime("%Y-%m-%d")})
+        result.setdefault("command", command)
+        result.setdefault("machine", machine())
+        result.setdefault("date", time.strftime("%Y-%m-%d"))
+        out.write_text(json.dumps(result, indent=2))
+        print(json.dumps({"before": before, "after": row, "reference bm25": reference["bm25"]}, indent=2))
+        return
     reference = cached_reference(out, folder)
     if args.reference_only:
         prev = json.loads(out.read_text()) if out.exists() else {}

@@ -35,6 +35,8 @@ from core.text import (
     content_words,
     idf_table,
     split_sentences,
+    unspaced,
+    words,
 )
 
 
@@ -161,24 +163,25 @@ def _cluster_layer(x: np.ndarray, cfg: LayerSettings, layer: int, previous_spars
 
 # ------------------------------------------------------------------------------------- meta-summary and titles
 
-_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
 NounTest = Callable[[dict[str, list[str]]], set[str]]  # (word -> sentences holding it) -> the words read as nouns
 NAME_CANDIDATES = 12  # the best keywords of a cluster a name is looked for in, when nouns are read
 _MEMBER_LIST = re.compile(r"\s*Groups \d+ entities: .*$", re.S)  # the tail summary_entity_offline writes
 
 
 def _terms(text: str) -> list[str]:
-    """Content unigrams plus bigrams of adjacent content words (no stopword between): noun-ish phrases."""
-    toks = [w.lower() for w in _WORD.findall(text)]
+    """Content unigrams plus bigrams of adjacent content words (no stopword between): noun-ish phrases. Words of any
+    script, lower-cased but not folded (they may name a summary entity); a script written without spaces gives its
+    character bigrams (core.text.words), which make no phrases."""
     out: list[str] = []
     prev: str | None = None
-    for w in toks:
-        ok = w not in STOPWORDS and len(w) > 1 and not w.isdigit()
+    for w in words(text, folded=False):
+        cjk = unspaced(w)
+        ok = w not in STOPWORDS and (len(w) > 1 or cjk) and not w.isdigit()
         if ok:
             out.append(w)
-            if prev is not None:
+            if prev is not None and not cjk:
                 out.append(f"{prev} {w}")
-            prev = w
+            prev = None if cjk else w
         else:
             prev = None
     return out
@@ -225,13 +228,13 @@ def _noun_terms(shared: list[str], keywords: list[str], titles: list[str], sente
     candidates = list(dict.fromkeys(shared + keywords))
     readable: list[str] = []
     texts = sentences + [t for t in titles if t.strip()]
-    worded = [(sent, {w.lower() for w in _WORD.findall(sent)}) for sent in texts]  # each tokenized once
+    worded = [(sent, set(words(sent, folded=False))) for sent in texts]  # each tokenized once, as `_terms` does
     for start in range(0, len(candidates), 4):
         heads = {w.split()[-1] for w in candidates[: start + 4]} - set(verdict)
         if heads:
             contexts: dict[str, list[str]] = {h: [] for h in heads}
-            for sent, words in worded:
-                for w in words & heads:
+            for sent, ws in worded:
+                for w in ws & heads:
                     contexts[w].append(sent)
             ok = nouns(contexts)
             verdict.update((h, h in ok) for h in heads)

@@ -23,13 +23,13 @@ reports are made only for new (or merge-staled) communities and those whose mate
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import igraph as ig
 import numpy as np
+import regex
 from sqlalchemy import bindparam, delete, insert, or_, update
 from sqlmodel import col, select
 
@@ -64,11 +64,15 @@ def delete_nodes(s, ws_id: int, ids: list[str]) -> None:
         s.exec(delete(Node).where(col(Node.workspace_id) == ws_id, col(Node.id).in_(part)))
 
 
+# a word of any script ("Zürich", "Αθήνα", a run of 東京タワー); "1,000" and "2.5" stay whole
+_HEADLINE_WORD = regex.compile(r"[\p{L}\p{N}](?:[\p{L}\p{M}\p{N}'\-]|[.,](?=\d))*")
+
+
 def keyword_title(headline: str, max_words: int = 6) -> str:
     """A short keyword title from a headline: its first content words, original case kept."""
     seen: set[str] = set()
     out: list[str] = []
-    for w in re.findall(r"[A-Za-z0-9](?:[A-Za-z0-9'\-]|[.,](?=\d))*", headline):  # "1,000" and "2.5" stay whole
+    for w in _HEADLINE_WORD.findall(headline):
         low = w.lower()
         if low in STOPWORDS or len(w) < 2 or low in seen:
             continue

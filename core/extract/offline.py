@@ -15,7 +15,8 @@ from core.text import STOPWORDS, split_sentences
 
 # Punctuation that ends a name is kept as a token of its own, so "Ada Finnegan, Tomas Brandt" is two names.
 _BREAKS = frozenset(",;:!?()[]{}/\u2013\u2014")
-_TOKEN = re.compile(r"[A-Za-z0-9\u00C0-\u024F][\w'\u2019\-\.&]*|[\"“”]|[,;:!?()\[\]{}/\u2013\u2014]")
+# a word opens with a letter or digit of any script (Greek and Cyrillic names are capitalised too)
+_TOKEN = re.compile(r"[^\W_][\w'\u2019\-\.&]*|[\"“”]|[,;:!?()\[\]{}/\u2013\u2014]")
 # words that may sit inside one name ("University of Carrow", "Ludwig van Beethoven"); "and", "the" or "for"
 # would glue two names together ("Carrow Gold and Meren Red"), so they end a name instead
 _CONNECTORS = {"of", "de", "du", "la", "le", "van", "von", "der", "den", "del", "da", "di", "y"}

@@ -13,6 +13,8 @@ import warnings
 import zipfile
 from dataclasses import dataclass, field
 
+from core.ingest.markup import html_to_text, markdown_to_text
+
 # C0 control bytes other than \t \n \f \r, plus DEL: their share tells binary from text.
 _CONTROL_BYTES = bytes([*range(0, 9), 11, *range(14, 32), 127])
 _CONTROL_CHARS_RE = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f]")
@@ -128,29 +130,16 @@ def parse_text(data: bytes, stem: str) -> ParseResult:
     return ParseResult([Parsed(stem, text, meta={"encoding": enc, "title_from": "filename"})])
 
 
-_MD_HEADING = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
-
-
 def parse_markdown(data: bytes, stem: str) -> ParseResult:
-    text, enc = decode_text(data)
-    m = _MD_HEADING.search(text)
-    title = m.group(1).strip() if m and m.group(1).strip() else ""
-    return ParseResult([Parsed(title or stem, text, meta={"encoding": enc, "title_from": _title_from(title, "heading")})])
+    """The text a reader of the rendered page sees (core.ingest.markup), the first level-1 heading as its title."""
+    source, enc = decode_text(data)
+    title, text = markdown_to_text(source)
+    return ParseResult([Parsed(title or stem, clean_text(text),
+                               meta={"encoding": enc, "title_from": _title_from(title, "heading")})])
 
 
 # ----------------------------------------------------------------------------------------------------------- HTML
-_DROP_TAGS = ("script", "style", "nav", "noscript", "template", "svg", "canvas", "iframe", "object", "embed", "head")
-_BLOCK_TAGS = (
-    "p", "div", "h1", "h2", "h3", "h4", "h5", "h6", "li", "ul", "ol", "dl", "dt", "dd", "tr", "table", "section",
-    "article", "blockquote", "pre", "header", "footer", "main", "aside", "figure", "figcaption", "address", "hr",
-    "form", "fieldset", "details", "summary", "caption",
-)  # fmt: skip
-_PARA, _LINE = "\ue000", "\ue001"
-
-
 def parse_html(data: bytes, stem: str) -> ParseResult:
-    from bs4 import BeautifulSoup, Comment
-
     if data.startswith((codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\x00" in data:
         markup: str | bytes = decode_text(data)[0]
     else:
@@ -160,45 +149,8 @@ def parse_html(data: bytes, stem: str) -> ParseResult:
             markup = data.decode("utf-8")
         except UnicodeDecodeError:
             markup = data  # let BeautifulSoup honour a declared charset
-    if isinstance(markup, str):
-        markup = markup.replace(_PARA, "").replace(_LINE, "")
-    try:
-        soup = BeautifulSoup(markup, "lxml")
-    except Exception:  # noqa: BLE001 - lxml missing or choking: fall back to the stdlib parser
-        soup = BeautifulSoup(markup, "html.parser")
-    title = ""
-    if soup.title is not None:
-        title = " ".join(soup.title.get_text(" ").split())
-    if not title:
-        h1 = soup.find("h1")
-        title = " ".join(h1.get_text(" ").split()) if h1 is not None else ""
-    for comment in soup.find_all(string=lambda s: isinstance(s, Comment)):
-        comment.extract()
-    for el in soup.find_all(_DROP_TAGS):
-        el.decompose()
-    for br in soup.find_all("br"):
-        br.replace_with(_LINE)
-    for el in soup.find_all(_BLOCK_TAGS):
-        el.insert_before(_PARA)
-        el.append(_PARA)
-    raw = soup.get_text()
-    raw = raw.replace(_PARA, "\n" + _PARA + "\n").replace(_LINE, "\n" + _LINE + "\n")
-    lines: list[str] = []
-    pending = ""
-    for piece in raw.split("\n"):
-        if piece == _PARA:
-            pending = "\n\n"
-        elif piece == _LINE:
-            pending = pending or "\n"
-        else:
-            words = " ".join(piece.split())
-            if words:
-                if lines:
-                    lines.append(pending or " ")
-                lines.append(words)
-                pending = ""
-    text = clean_text("".join(lines))
-    return ParseResult([Parsed(title or stem, text, meta={"title_from": _title_from(title, "html")})])
+    title, text = html_to_text(markup)
+    return ParseResult([Parsed(title or stem, clean_text(text), meta={"title_from": _title_from(title, "html")})])
 
 
 # ------------------------------------------------------------------------------------------------------------ PDF

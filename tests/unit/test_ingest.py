@@ -251,9 +251,89 @@ def test_markdown_title_from_first_h1(settings):
     md = "Some preface.\n\n## Not this\n\n# The Real Title #\n\nBody text here.\n"
     doc = one(*load_bytes("guide.md", md.encode(), settings))
     assert doc.title == "The Real Title"
-    assert doc.text == md
+    assert doc.text == "Some preface.\n\n## Not this\n\n# The Real Title\n\nBody text here."  # closing #s dropped
     assert doc.mime == "text/markdown"
     assert one(*load_bytes("plain.markdown", b"no heading at all", settings)).title == "plain"
+    assert one(*load_bytes("setext.md", b"The Title\n=========\n\nBody text here.", settings)).title == "The Title"
+    # a '#' line inside a code block is code, not a heading
+    assert one(*load_bytes("code.md", b"```\n# not a title\n```\n\nBody text.", settings)).title == "code"
+
+
+CANAL_MD = """# The Harbour <em>Canal</em> Company
+
+The <b>Harbour Canal Company</b> was founded in 1821 by Ellen Marsh &amp; Daniel Okoye in Port&nbsp;Halden.
+It dug the **Meren Cut** and ran _barges_ to [Tollmere](https://example.org/tollmere "Tollmere page") until 1902.
+
+> Tomas Reyes wrote that the canal &ldquo;made the town&rdquo;.
+> He sold his shares to the Meridian Trust in 1890.
+
+Its directors were:
+
+- Ellen Marsh, chair
+- Daniel Okoye, engineer
+
+1. The Meren Cut opened in 1824.
+2. The Tollmere basin opened in 1830.
+
+<div class="note">Ships paid a toll to the <i>Harbour Board</i>.<!-- draft --></div>
+
+| lock | place |
+|---|---|
+| 1 | Halden Narrows |
+
+Run `canal --open` to see the locks:
+
+```
+lock 1: Halden Narrows
+```
+
+Upper Basin
+-----------
+
+Line one<br>line two, and a hard\\
+break.
+"""
+
+
+def test_markdown_is_read_as_rendered(settings, tmp_path):
+    """Tags dropped, entities decoded, quote and list markers, emphasis and link markup gone (link text kept, URL
+    dropped), headings kept as heading lines, code kept as text: the text a reader of the page sees."""
+    (tmp_path / "canal.md").write_text(CANAL_MD, encoding="utf-8")
+    doc = one(*load_path(tmp_path / "canal.md", settings))
+    assert doc.title == "The Harbour Canal Company"
+    assert doc.meta["title_from"] == "heading"
+    assert doc.text == (
+        "# The Harbour Canal Company\n\n"
+        "The Harbour Canal Company was founded in 1821 by Ellen Marsh & Daniel Okoye in Port Halden. It dug the Meren "
+        "Cut and ran barges to Tollmere until 1902.\n\n"
+        "Tomas Reyes wrote that the canal \u201cmade the town\u201d. He sold his shares to the Meridian Trust in 1890.\n\n"
+        "Its directors were:\n\n"
+        "Ellen Marsh, chair\n\n"
+        "Daniel Okoye, engineer\n\n"
+        "The Meren Cut opened in 1824.\n\n"
+        "The Tollmere basin opened in 1830.\n\n"
+        "Ships paid a toll to the Harbour Board.\n\n"
+        "lock | place\n\n"
+        "1 | Halden Narrows\n\n"
+        "Run canal --open to see the locks:\n\n"
+        "lock 1: Halden Narrows\n\n"
+        "## Upper Basin\n\n"
+        "Line one\nline two, and a hard\nbreak.")
+
+
+def test_markdown_names_come_out_clean(settings):
+    """Extraction from a Markdown file loaded by the real loader names "Harbour Canal Company", not "Harbour Canal
+    Company</b>", "> Tomas Reyes" or "Port&nbsp;Halden"."""
+    from core.backends.offline import OfflineBackend
+    from core.config import ExtractSettings
+
+    doc = one(*load_bytes("canal.md", CANAL_MD.encode(), settings))
+    for extractor in ("spacy", "heuristic"):
+        ex = OfflineBackend(extractor=extractor).extract(doc.text, ExtractSettings().entity_types, subject=doc.title)
+        names = {e.name for e in ex.entities}
+        assert {"Harbour Canal Company", "Tomas Reyes", "Port Halden", "Meridian Trust"} <= names, (extractor, names)
+        dirty = [n for n in names if any(m in n for m in ("<", ">", "&", "*", "_", "[", "](", "http", "Tollmere page"))]
+        assert not dirty, (extractor, dirty)
 
 
 def test_a_title_says_where_it_came_from(settings):
