@@ -459,3 +459,35 @@ def test_a_worker_woken_mid_unit_after_losing_its_run_changes_no_row(db, tiny_co
         changed = {t for t, digest in every_row(store).items() if rows.get(t) != digest}
         assert not changed, f"the woken worker changed rows of {sorted(changed)}\n{wlog}"
         assert every_vector(db, ws.name) == vectors, "the woken worker wrote vectors"
+
+
+def test_kill_9_of_a_cli_build_then_build_again_resumes_at_once(db, tiny_corpus):
+    """`python -m core build` killed with SIGKILL mid-build: the next `python -m core build` of the workspace resumes it
+    at once (its process is gone from this host), not "a build of this workspace is running" until the lease ends."""
+    db.worker.lease_s = 45.0
+    env = _env(db)
+    cmd = [sys.executable, "-m", "core", "build", "--workspace", "w", "--quiet"]
+    first = subprocess.Popen(cmd + [str(tiny_corpus)], cwd=str(ROOT), env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    store = Store(db.storage.db_url)
+
+    def extracting():
+        ws = store.get_workspace("w")
+        run = store.latest_run(ws.id) if ws is not None else None
+        return run is not None and any(r.stage == "extract" and r.status != "pending" for r in store.stage_runs(run.id))
+
+    try:
+        _wait_for(extracting, 300, "the CLI build's extract stage", every=0.02)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    killed = store.latest_run(store.require_workspace("w").id)
+    assert killed.status == "running", "a killed build records nothing"
+    t0 = time.monotonic()
+    again = subprocess.run(cmd, cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "is running" not in again.stderr
+    assert time.monotonic() - t0 < 300
+    runs = [get_run(store, killed.id), store.latest_run(store.require_workspace("w").id)]
+    assert runs[0].status == "failed" and "superseded" in runs[0].message, runs[0].message
+    assert runs[1].status == "done" and runs[1].id > killed.id
