@@ -6,7 +6,8 @@ content hash: tests/snapshots.py).
 
 The first `--docs` rows of a JSONL corpus (or the files of a folder) go into two fresh homes under
 bench/out/kills-<name>/. `whole`: one `python -m core build`. `killed`: `python -m core build` in a child process,
-sent SIGKILL after a seeded random time drawn uniformly within the uninterrupted build's wall time, then started
+sent SIGKILL after a seeded random time drawn uniformly between 0.5 s and a fifth of the uninterrupted build's wall
+time (so some land while it starts, most in its stages, and the kills spread over the whole build), then started
 again (`python -m core build --workspace bench`, which resumes at once: the dead process's run is known dead on this
 host, core/liveness.py), `--kills` times; the last start runs to the end. Each kill records the stage its run was in.
 Writes bench/results/kills-<name>.json; `python -m bench.report` renders it.
@@ -96,7 +97,7 @@ def main() -> None:
         cmd = [sys.executable, "-m", "core", "build", "--workspace", WS, "--quiet"] + ([str(corpus)] if first else [])
         proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(killed), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, start_new_session=True)
-        at = rng.uniform(0.0, whole_s)
+        at = rng.uniform(0.5, max(1.0, whole_s / 5))  # a fifth of the build at most: the kills spread over all of it
         try:
             proc.wait(timeout=at)
         except subprocess.TimeoutExpired:

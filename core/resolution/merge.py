@@ -131,6 +131,8 @@ def apply_merge(s, ws_id: int, row: EntityMerge, auto: bool, vector: tuple | Non
             hit.weight, hit.data = (hit.weight or 0.0) + (e.weight or 0.0), {**(hit.data or {}), "absorbed": absorbed}
             if "x" in (hit.data or {}) and "x" in (e.data or {}):  # the chunk's contributions to both (a later refold)
                 hit.data = {**hit.data, "x": list(hit.data["x"]) + list(e.data["x"])}
+            if (e.data or {}).get("subject"):  # the chunk's document is about the merged entity, so about the kept
+                hit.data = {**hit.data, "subject": True}
             s.add(hit)
             s.delete(e)
         else:

@@ -212,6 +212,30 @@ def test_moved_edges_keep_their_provenance_and_relationships_follow(tmp_path):
         undo(store, ws.id, mid, index)
 
 
+def test_an_absorbed_mention_keeps_its_subject_mark_and_undo_removes_it(tmp_path):
+    """A chunk whose document is about the merged entity (the extract stage's subject mark on its mention) is about
+    the kept one after the merge, also when the kept entity's own mention absorbs that edge: the mark decides whether
+    the document's statements are embedded with its title (core/index/embedding.py), so losing it changed their
+    vectors between a build and its resume."""
+    store, ws, index, ids = build_graph(tmp_path)
+    kept, gone = ids["Jeff Porcaro"], ids["Porcaro"]
+    with store.session() as s:
+        e = s.exec(select(Edge).where(Edge.src == "c1", Edge.dst == gone, Edge.kind == "mentions")).one()
+        e.data = {"subject": True}
+        s.add(e)
+        s.commit()
+    before = graph_state(store, ws.id)
+    cand = pairs(find_candidates(store, ws.id, index, Settings().resolve))[frozenset((kept, gone))]
+    cand.kept_id, cand.merged_id = kept, gone
+    (mid,) = record_candidates(store, ws.id, [cand])
+    merge(store, ws.id, mid, index)
+    with store.session() as s:
+        hit = s.exec(select(Edge).where(Edge.src == "c1", Edge.dst == kept, Edge.kind == "mentions")).one()
+    assert hit.data.get("subject") is True and hit.data["absorbed"] == {gone: 1.0}
+    undo(store, ws.id, mid, index)
+    assert graph_state(store, ws.id) == before
+
+
 def ctx_for(store, ws, index, **resolve):
     settings = Settings()
     for k, v in resolve.items():

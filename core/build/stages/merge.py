@@ -14,6 +14,7 @@ from sqlalchemy import func
 from sqlmodel import col, select
 
 from core.build.context import BuildContext, Progress
+from core.index.embedding import embed_missing, statement_rows
 from core.models import EntityMerge, Node
 from core.resolution.candidates import find_candidates
 from core.resolution.merge import apply_merge, entity_vectors, record_candidates, reembed
@@ -75,6 +76,12 @@ def merge_stage(ctx: BuildContext) -> Iterator[Progress]:
         if ctx.should_stop():
             return
     record_candidates(store, ws_id, new)
+    # a statement's embedded text follows its document's subject mark (core/index/embedding.py `statement_rows`),
+    # which merges may move: vectors follow the graph as it now is, whether the embed stage ran before this stage
+    # (a build in one go) or again after it (a resumed one)
+    for done, total in embed_missing(ctx.index, ctx.embedder, "statement", statement_rows(store, ws_id),
+                                     ctx.settings.embed.batch_size, ctx.should_stop):
+        yield Progress(done, total, f"statements embedded again after merges: {done}/{total}", {})
     with store.session() as s:
         n_cands = s.exec(select(func.count()).select_from(EntityMerge).where(
             EntityMerge.workspace_id == ws_id, EntityMerge.status == "candidate")).one()
