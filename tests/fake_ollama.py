@@ -5,6 +5,7 @@
         backend = OllamaBackend(BackendSettings(ollama_host=fake.url), cache=None)
         ...
         fake.requests  # [(path, json body), ...] in arrival order
+        fake.fail_when = lambda prompt: "Ada" in prompt   # chat requests whose user prompt matches get HTTP 500
 
 Unscripted requests get a normal reply. Chat replies are deterministic: with a JSON-schema `format` the content
 is a valid object for the schema (extractions derived from the capitalised words of the prompt's delimited
@@ -19,6 +20,7 @@ import json
 import re
 import threading
 from collections import defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -273,6 +275,7 @@ class FakeOllama:
         self.dim = dim
         self.requests: list[tuple[str, Any]] = []
         self.script: defaultdict[str, deque] = defaultdict(deque)
+        self.fail_when: Callable[[str], bool] | None = None  # a chat prompt -> fail it with HTTP 500
         self.inflight = 0
         self.max_inflight = 0
         self._lock = threading.Lock()
@@ -319,7 +322,10 @@ class FakeOllama:
     def has_model(self, name: str) -> bool:
         return _tagged(name) in {_tagged(m) for m in self.models}
 
-    def _next(self, path: str) -> Any:
+    def _next(self, path: str, body: Any = None) -> Any:
+        if self.fail_when is not None and isinstance(body, dict) and body.get("messages") and \
+                self.fail_when(user_prompt(body)):
+            return Fail(500, "scripted failure (fail_when)")
         with self._lock:
             queue = self.script.get(path)
             return queue.popleft() if queue else Reply()
@@ -397,7 +403,7 @@ class OllamaHandler(BaseHTTPRequestHandler):
         if handler is None:
             self._send(404, {"error": f"{method} {path} not found"})
             return
-        behaviour = self.owner._next(path) if path.startswith("/api/") else Reply()
+        behaviour = self.owner._next(path, body) if path.startswith("/api/") else Reply()
         while isinstance(behaviour, Sleep):
             if self.owner._stop.wait(behaviour.seconds):
                 return
