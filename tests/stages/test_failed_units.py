@@ -17,13 +17,15 @@ from core.build import failures
 from core.build.factory import make_context, open_index
 from core.build.failures import EXIT_FAILED_UNITS, failed_units
 from core.build.runner import create_run, run_build
+from core.config import Settings
 from core.models import BuildRun, Checkpoint, Community, Edge, FailedUnit, Node
 from core.protocols import BackendError
 from core.quality import variants as V
 from core.store import Store
 from core.workspace import ingest_paths
-from tests.conftest import SAMPLE_DIR, build_workspace
+from tests.conftest import SAMPLE_DIR, TINY_DOCS, build_workspace
 from tests.fake_ollama import FakeOllama, delimited
+from tests.stores import configure
 
 VECTORS = ("chunk", "statement", "entity", "community", "attribute", "high_level", "topic")
 # the first sentence of one sample document: only its first chunk holds it (chunks overlap only at their ends)
@@ -36,6 +38,12 @@ def _ollama(settings, url: str, retries: int = 2):
     settings.backend.timeout_s = 10.0
     settings.backend.retries = retries
     return settings
+
+
+def _home(home) -> Settings:
+    s = Settings()
+    s.storage.home = home
+    return configure(s)
 
 
 def _shape(store: Store, ws_id: int) -> tuple[dict, dict]:
@@ -120,23 +128,45 @@ def test_a_chunk_that_keeps_failing_is_a_failed_unit_and_the_next_build_makes_th
         assert {k: mine.count(k) for k in VECTORS} == {k: theirs.count(k) for k in VECTORS}
 
 
-def test_a_report_that_keeps_failing_is_recorded_not_stored_empty_and_written_by_the_next_build(
-        tmp_path, tiny_corpus, embedder, make_settings):
+@pytest.fixture(scope="module")
+def fault_free(tmp_path_factory, embedder):
+    """tiny_corpus built through the fake Ollama server with no fault: (corpus folder, nodes and edges by kind, ids of
+    the communities with a report)."""
+    corpus = tmp_path_factory.mktemp("tiny_corpus")
+    for name, text in TINY_DOCS.items():
+        (corpus / name).write_text(text, encoding="utf-8")
+    home = tmp_path_factory.mktemp("fault_free")
     with FakeOllama() as fake:
-        ref = build_workspace(tmp_path / "ref", [tiny_corpus], embedder,
-                              settings=_ollama(make_settings(tmp_path / "ref"), fake.url, retries=1))
-        want = _shape(ref.store, ref.ws.id)
-        with ref.store.session() as s:
-            reported = {c.id for c in s.exec(select(Community).where(Community.workspace_id == ref.ws.id,
-                                                                      Community.summary != ""))}
+        ref = build_workspace(home, [corpus], embedder, settings=_ollama(_home(home), fake.url, retries=1))
+    return corpus, _shape(ref.store, ref.ws.id), _reported(ref.store, ref.ws.id)
 
-        settings = _ollama(make_settings(tmp_path / "h"), fake.url, retries=1)
-        store = Store(settings.storage.db_url)
-        ws = store.create_workspace("w")
-        ingest_paths(store, ws, [tiny_corpus], settings)
-        fake.fail_when = _reporting("Okoro Institute")
+
+def _reported(store: Store, ws_id: int) -> set[str]:
+    with store.session() as s:
+        return set(s.exec(select(Community.id).where(Community.workspace_id == ws_id, Community.summary != "")))
+
+
+def _faulty_build(tmp_path, corpus, embedder, url: str):
+    """A workspace of `corpus` (settings, store, workspace) and a function that runs one build of it."""
+    settings = _ollama(_home(tmp_path / "h"), url, retries=1)
+    store = Store(settings.storage.db_url)
+    ws = store.create_workspace("w")
+    ingest_paths(store, ws, [corpus], settings)
+
+    def build():
         run = create_run(store, ws, settings)
-        events = list(run_build(make_context(store, ws, settings, embedder=embedder), run.id))
+        return run, list(run_build(make_context(store, ws, settings, embedder=embedder), run.id))
+
+    return store, ws, build
+
+
+def test_a_report_that_keeps_failing_is_recorded_not_stored_empty_and_written_by_the_next_build(
+        tmp_path, fault_free, embedder):
+    corpus, want, reported = fault_free
+    with FakeOllama() as fake:
+        store, ws, build = _faulty_build(tmp_path, corpus, embedder, fake.url)
+        fake.fail_when = _reporting("Okoro Institute")
+        run, events = build()
         units = failed_units(store, ws.id, run.id)
         assert events[-1].status == "done" and events[-1].message == f"Build finished with {len(units)} failed units"
         assert {u.stage for u in units} >= {"reports"}, [(u.stage, u.label) for u in units]
@@ -153,15 +183,38 @@ def test_a_report_that_keeps_failing_is_recorded_not_stored_empty_and_written_by
         assert {r.stage: r.status for r in store.stage_runs(run.id)}["reports"] == "done"
 
         fake.fail_when = None
-        run = create_run(store, ws, settings)
-        events = list(run_build(make_context(store, ws, settings, embedder=embedder), run.id))
+        _, events = build()
         assert events[-1].message == "Build finished"
         with store.session() as s:
             assert not s.exec(select(FailedUnit).where(FailedUnit.workspace_id == ws.id)).all()
-            now = {c.id for c in s.exec(select(Community).where(Community.workspace_id == ws.id,
-                                                                 Community.summary != ""))}
+        now = _reported(store, ws.id)
         assert {u.unit for u in units if u.stage == "reports"} <= now
         assert now == reported and _shape(store, ws.id) == want
+
+
+@pytest.mark.parametrize("stage,fails", [
+    ("layers", lambda p: "Meta attribute list:" in p and any("Okoro Institute" in b for b in delimited(p, "ENTITIES"))),
+    ("augment", lambda p: "Summarize what the material says about the entity" in p),
+    ("lexical", lambda p: "group of statements from one document" in p and "Arden Trust" in p),
+])
+def test_a_summary_that_keeps_failing_is_a_failed_unit_the_next_build_makes(tmp_path, fault_free, embedder, stage,
+                                                                            fails):
+    """HiRAG summary entities (the layer is kept as made, none built above it), NodeRAG attributes, HLG topics (their
+    document gets none, nor a checkpoint): recorded, and the next build makes the fault-free graph."""
+    corpus, want, reported = fault_free
+    with FakeOllama() as fake:
+        store, ws, build = _faulty_build(tmp_path, corpus, embedder, fake.url)
+        fake.fail_when = fails
+        run, events = build()
+        units = failed_units(store, ws.id, run.id)
+        assert units and {u.stage for u in units} == {stage}, [(u.stage, u.label) for u in units]
+        assert events[-1].status == "done" and events[-1].message.startswith(f"Build finished with {len(units)} ")
+        assert all("500" in u.reason for u in units)
+        assert _shape(store, ws.id) != want
+        fake.fail_when = None
+        _, events = build()
+        assert events[-1].message == "Build finished" and failed_units(store, ws.id) == []
+        assert _shape(store, ws.id) == want and _reported(store, ws.id) == reported
 
 
 def test_a_promote_job_whose_reports_fail_ends_with_failed_units(tmp_path, tiny_corpus, embedder, make_settings,
