@@ -11,15 +11,31 @@ Unscripted requests get a normal reply. Chat replies are deterministic: with a J
 is a valid object for the schema (extractions derived from the capitalised words of the prompt's delimited
 text, so output depends on input; reports; rated points, rerank scores and query terms by word overlap with the
 prompt's question; any other schema filled generically); without one a short answer citing [1]. Embeddings are hash-based unit vectors of `dim` components.
+
+Fault injection, for a server of which a share of the calls fail:
+
+    fake.faults = Faults(share=0.3, kinds=("500", "503", "malformed", "deep", "stall"), stall_s=2.0)
+    ...
+    fake.injected  # Counter: kind -> faults injected;  fake.chat_requests: chat requests received
+
+Each request to one of `faults.paths` that has no scripted behaviour draws from `random.Random(faults.seed)`
+(one generator per `Faults` object, drawn under a lock, so the sequence of draws is fixed; which request gets
+which draw follows arrival order) whether it fails (probability `share`) and how (uniform over `kinds`): "500" an
+HTTP 500; "503" an HTTP 503 "server overloaded" with `Retry-After: 0` or `1` (drawn too); "malformed" a 200 whose
+content is not JSON; "deep" a 200 whose content is JSON nested 100,000 deep; "stall" `stall_s` of silence, then the
+normal reply (a client's timeout below `stall_s` sees a stall). A request without a structured `format` (a plain
+answer, which accepts any text) gets an empty content for "malformed" and "deep", so that no fault is taken for an
+answer. Replies that are not faults are the fault-free ones, so a build that survives its faults equals one without.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import random
 import re
 import threading
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,17 +56,67 @@ class Reply:
 
 @dataclass
 class Fail:
-    """An HTTP error with Ollama's {"error": ...} body."""
+    """An HTTP error with Ollama's {"error": ...} body, and `headers` (e.g. {"Retry-After": "1"}) if given."""
 
     status: int = 500
     error: str = "internal server error"
+    headers: dict[str, str] | None = None
 
 
 @dataclass
 class Malformed:
-    """A 200 chat reply whose content is not JSON and cannot be repaired into it."""
+    """A 200 chat reply whose content is not JSON and cannot be repaired into it; `plain`, when set, is the content
+    sent instead to a request without a structured format."""
 
     content: str = "Here are the entities: {entities: Ada, Babbage"
+    plain: str | None = None
+
+
+@dataclass
+class Deep:
+    """A 200 chat reply whose content is valid JSON nested `depth` deep ([[[...]]]), deeper than a parser goes;
+    `plain` as for Malformed."""
+
+    depth: int = 100_000
+    plain: str | None = None
+
+    @property
+    def content(self) -> str:
+        return "[" * self.depth + "]" * self.depth
+
+
+FAULT_KINDS = ("500", "503", "malformed", "deep", "stall")
+CHAT_PATHS = ("/api/chat", "/v1/chat/completions")
+
+
+@dataclass
+class Faults:
+    """Injected faults (module docstring): a `share` of the requests to `paths` fail, each in one of `kinds`."""
+
+    share: float
+    seed: int = 0
+    kinds: tuple[str, ...] = ("500", "503", "malformed", "stall")
+    stall_s: float = 2.0
+    paths: tuple[str, ...] = CHAT_PATHS
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.share <= 1.0:
+            raise ValueError(f"a share of requests is within 0..1, not {self.share}")
+        unknown = set(self.kinds) - set(FAULT_KINDS)
+        if unknown or not self.kinds:
+            raise ValueError(f"fault kinds are some of {FAULT_KINDS}, not {tuple(self.kinds)}")
+
+    def behaviour(self, kind: str, rng: random.Random) -> Any:
+        """The scripted behaviour that plays fault `kind`."""
+        if kind == "500":
+            return Fail(500, "internal server error")
+        if kind == "503":
+            return Fail(503, "server overloaded, please try again", headers={"Retry-After": str(rng.randrange(2))})
+        if kind == "malformed":
+            return Malformed(content="I could not finish the JSON, sorry: {entities: Ada, Babbage", plain="")
+        if kind == "deep":
+            return Deep(plain="")
+        return Sleep(self.stall_s, Reply())
 
 
 @dataclass
@@ -234,8 +300,8 @@ def user_prompt(body: dict[str, Any]) -> str:
 def chat_content(behaviour: Any, schema: Any, prompt: str) -> str:
     """A chat reply's text: the scripted one (Malformed; Missing: JSON lacking required fields; Reply(content=)),
     else the deterministic reply for the schema (`schema_reply`), else a plain answer citing [1]."""
-    if isinstance(behaviour, Malformed):
-        return behaviour.content
+    if isinstance(behaviour, (Malformed, Deep)):
+        return behaviour.plain if behaviour.plain is not None and not schema else behaviour.content
     if isinstance(behaviour, Missing):
         if isinstance(schema, dict) and "title" in schema.get("properties", {}):
             return json.dumps({"summary": "no title here", "findings": []})
@@ -278,6 +344,10 @@ class FakeOllama:
         self.fail_when: Callable[[str], bool] | None = None  # a chat prompt -> fail it with HTTP 500
         self.inflight = 0
         self.max_inflight = 0
+        self.faults: Faults | None = None  # injected faults (module docstring); None: none
+        self.injected: Counter[str] = Counter()  # fault kind -> requests that got it
+        self.chat_requests = 0  # chat requests received (/api/chat, /v1/chat/completions), scripted and faulty too
+        self._draws: tuple[Faults, random.Random] | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._server: ThreadingHTTPServer | None = None
@@ -323,12 +393,26 @@ class FakeOllama:
         return _tagged(name) in {_tagged(m) for m in self.models}
 
     def _next(self, path: str, body: Any = None) -> Any:
+        """The request's behaviour: HTTP 500 when `fail_when` matches its chat prompt, else the next scripted one,
+        else an injected fault, else a normal reply."""
         if self.fail_when is not None and isinstance(body, dict) and body.get("messages") and \
                 self.fail_when(user_prompt(body)):
             return Fail(500, "scripted failure (fail_when)")
         with self._lock:
             queue = self.script.get(path)
-            return queue.popleft() if queue else Reply()
+            if queue:
+                return queue.popleft()
+            faults = self.faults
+            if faults is None or path not in faults.paths:
+                return Reply()
+            if self._draws is None or self._draws[0] is not faults:
+                self._draws = (faults, random.Random(faults.seed))
+            rng = self._draws[1]
+            if rng.random() >= faults.share:
+                return Reply()
+            kind = faults.kinds[rng.randrange(len(faults.kinds))]
+            self.injected[kind] += 1
+            return faults.behaviour(kind, rng)
 
 
 class OllamaHandler(BaseHTTPRequestHandler):
@@ -371,6 +455,7 @@ class OllamaHandler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         with owner._lock:
             owner.requests.append((path, body))
+            owner.chat_requests += path in CHAT_PATHS
             owner.inflight += 1
             owner.max_inflight = max(owner.max_inflight, owner.inflight)
         try:
@@ -409,7 +494,7 @@ class OllamaHandler(BaseHTTPRequestHandler):
                 return
             behaviour = behaviour.then
         if isinstance(behaviour, Fail):
-            self._send(behaviour.status, {"error": behaviour.error})
+            self._send(behaviour.status, {"error": behaviour.error}, headers=behaviour.headers)
             return
         handler(body if isinstance(body, dict) else {}, behaviour)
 

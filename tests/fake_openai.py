@@ -11,8 +11,9 @@ The same deterministic replies as tests/fake_ollama.py (its helpers, its scripte
 Malformed, Missing, Sleep): a structured reply follows the schema of the json_schema format, or, in json_object or
 plain mode, the schema the request states in its system message; without one a short answer citing [1]. `formats`
 lists the response_format types the server accepts (another one gets HTTP 400, as from a server without structured
-output); `down` drops every connection unanswered. Error replies carry `retry-after-ms: 1`, so the client's own
-retries do not wait.
+output); `down` drops every connection unanswered. Error replies carry `retry-after-ms: 1` (a wait shorter than any
+backoff), or the scripted Fail's own `headers` instead. Injected faults (`faults`, `injected`, `chat_requests`) are
+FakeOllama's, on /v1/chat/completions, with OpenAI's error body.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ import re
 from typing import Any
 
 from tests.fake_ollama import (
+    Deep,
     Fail,
     FakeOllama,
+    Faults,
     Malformed,
     Missing,
     OllamaHandler,
@@ -35,7 +38,7 @@ from tests.fake_ollama import (
     user_prompt,
 )
 
-__all__ = ["Fail", "FakeOpenAI", "Malformed", "Missing", "Reply", "Sleep"]
+__all__ = ["Deep", "Fail", "FakeOpenAI", "Faults", "Malformed", "Missing", "Reply", "Sleep"]
 
 CHAT = "/v1/chat/completions"
 EMBED = "/v1/embeddings"
@@ -70,8 +73,8 @@ def _error(status: int, message: str) -> dict[str, Any]:
 class OpenAIHandler(OllamaHandler):
     owner: FakeOpenAI
 
-    def _error(self, status: int, message: str) -> None:
-        self._send(status, _error(status, message), headers={"retry-after-ms": "1"})
+    def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        self._send(status, _error(status, message), headers=headers or {"retry-after-ms": "1"})
 
     def _route(self, method: str, path: str, body: Any) -> None:
         self.owner.keys.append(self.headers.get("Authorization", ""))
@@ -89,7 +92,7 @@ class OpenAIHandler(OllamaHandler):
                 return
             behaviour = behaviour.then
         if isinstance(behaviour, Fail):
-            self._error(behaviour.status, behaviour.error)
+            self._error(behaviour.status, behaviour.error, behaviour.headers)
             return
         handler(body if isinstance(body, dict) else {}, behaviour)
 

@@ -2,7 +2,8 @@
 server's, core/backends/openai_backend.py): the tasks with their prompts (core/extract/prompts.py) and reply
 cleaning (core/backends/replies.py), and the structured call: the reply is validated against the pydantic model,
 repaired when it is almost JSON (code fences, prose around it, trailing commas, unclosed brackets), asked again when
-it is not (at a raised temperature, as the same prompt at temperature 0 gives the same bad reply), and put in the
+it is not or is nested too deep to read (at a raised temperature, as the same prompt at temperature 0 gives the same
+bad reply; the retries and failover are core/backends/hosts.py's), and put in the
 `CallCache` once it validates, keyed by the backend's name, model, task, prompt, schema and options, never by
 host. A subclass says how one chat request is sent (`_chat`) and which options decide the reply (`_options`).
 """
@@ -176,7 +177,7 @@ class ModelBackend(Generic[C]):
             if hit is not None:
                 try:
                     return load(hit)
-                except ValueError:  # pydantic's ValidationError is a ValueError
+                except (ValueError, RecursionError):  # pydantic's ValidationError is a ValueError
                     log.warning("ignoring an unreadable cached %s reply %s", task, key[:12])
 
         def attempt(host: Host[C], i: int, after_malformed: bool) -> T:

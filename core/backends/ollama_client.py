@@ -2,10 +2,11 @@
 per host, the retry and failover policy of core/backends/hosts.py) that the backend (core/backends/ollama_backend.py)
 and the embedder (core/backends/ollama_embedder.py) call through, and the server check (`check`, `require_ready`).
 
-Transient failures (HTTP 5xx, timeouts, refused connections, an unreadable reply body) move the call to another
-host, or are retried with a doubling pause; a malformed reply is asked again at once; anything left becomes a
-`BackendError` naming the host and the model. The slots bound the requests in flight so a build may call from a
-thread pool.
+Transient failures (HTTP 5xx, among them Ollama's 503 "server busy" when its queue is full, 408, 429, timeouts,
+refused connections, an unreadable reply body) move the call to another host, or are retried on the same one after
+a jittered, doubling pause of at least the reply's Retry-After; a malformed reply is asked again at once; anything
+left becomes a `BackendError` naming the host and the model (core/backends/hosts.py). The slots bound the requests
+in flight so a build may call from a thread pool.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import httpx
 import ollama
 from pydantic import ValidationError
 
-from core.backends.hosts import Dialect, EndpointStatus, HostPool, require_all
+from core.backends.hosts import Dialect, EndpointStatus, HostPool, require_all, retry_after
 from core.config import BackendSettings
 
 # -- requests ---------------------------------------------------------------------------------------------------
@@ -53,7 +54,14 @@ def _fatal(exc: BaseException, host: str, model: str) -> str | None:
     return None
 
 
-OLLAMA = Dialect(label="Ollama", describe=_describe, retryable=_retryable, fatal=_fatal)
+def _retry_after(exc: BaseException) -> float | None:
+    """The Retry-After of an HTTP error: the client raises ResponseError from None, but keeps httpx's error (with
+    the response and its headers) as the exception's context."""
+    context = exc.__context__ if isinstance(exc, ollama.ResponseError) else None
+    return retry_after(context.response.headers) if isinstance(context, httpx.HTTPStatusError) else None
+
+
+OLLAMA = Dialect(label="Ollama", describe=_describe, retryable=_retryable, fatal=_fatal, retry_after=_retry_after)
 
 
 class Channel(HostPool[ollama.Client]):
@@ -64,7 +72,7 @@ class Channel(HostPool[ollama.Client]):
         self.settings = settings
         super().__init__(settings.endpoints("ollama"), lambda url: ollama.Client(host=url, timeout=settings.timeout_s),
                          concurrency=settings.concurrency, retries=settings.retries, timeout_s=settings.timeout_s,
-                         dialect=OLLAMA)
+                         dialect=OLLAMA, backoff_s=settings.backoff_s)
 
 
 # -- server check ---------------------------------------------------------------------------------------------------

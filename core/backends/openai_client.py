@@ -4,10 +4,11 @@ core/backends/hosts.py) that the backend (core/backends/openai_backend.py) and t
 (core/backends/openai_embedder.py) call through, and the server check over GET /v1/models (`check`,
 `require_ready`).
 
-Transient failures (HTTP 408/409/429/5xx, timeouts, refused connections) are retried by the client itself
-(`max_retries` = settings.retries, its own backoff, honouring Retry-After); what still fails moves the call to
-another host, or becomes a `BackendError` naming the host, the model and the HTTP status. A malformed reply is
-asked again by the pool.
+Transient failures (HTTP 408/409/429/5xx, timeouts, refused connections) move the call to another host or are
+retried on the same one by the pool of core/backends/hosts.py, after a jittered, doubling pause of at least the
+reply's Retry-After (or retry-after-ms); what still fails becomes a `BackendError` naming the host, the model and
+the HTTP status. The client itself never retries (`max_retries=0`): its retries inside each of the pool's attempts
+would multiply the attempts and pauses. A malformed reply is asked again by the pool.
 
 The API key is BackendSettings.api_key (STRATA_OPENAI_API_KEY or OPENAI_API_KEY), which the stored settings of a
 build never hold: a build's worker, started with the same environment, reads it from there. A local server needs
@@ -22,7 +23,7 @@ import os
 import openai
 from pydantic import ValidationError
 
-from core.backends.hosts import Dialect, EndpointStatus, HostPool, require_all
+from core.backends.hosts import Dialect, EndpointStatus, HostPool, require_all, retry_after
 from core.config import BackendSettings
 
 LABEL = "OpenAI-compatible server"
@@ -86,18 +87,17 @@ def _fatal(exc: BaseException, host: str, model: str) -> str | None:
     return None
 
 
-def _client_retried(exc: BaseException) -> bool:
-    return isinstance(exc, (openai.APIConnectionError, openai.APIStatusError))
+def _retry_after(exc: BaseException) -> float | None:
+    return retry_after(exc.response.headers) if isinstance(exc, openai.APIStatusError) else None
 
 
-OPENAI = Dialect(label=LABEL, describe=_describe, retryable=_retryable, fatal=_fatal, client_retries=_client_retried)
+OPENAI = Dialect(label=LABEL, describe=_describe, retryable=_retryable, fatal=_fatal, retry_after=_retry_after)
 
 
-def make_client(settings: BackendSettings, url: str, timeout_s: float | None = None,
-                max_retries: int | None = None) -> openai.OpenAI:
-    return openai.OpenAI(base_url=url, api_key=api_key(settings),
-                         timeout=settings.timeout_s if timeout_s is None else timeout_s,
-                         max_retries=max(0, int(settings.retries if max_retries is None else max_retries)))
+def make_client(settings: BackendSettings, url: str, timeout_s: float | None = None) -> openai.OpenAI:
+    """A client that makes one try per call (max_retries=0): the host pool does the retrying."""
+    return openai.OpenAI(base_url=url, api_key=api_key(settings), max_retries=0,
+                         timeout=settings.timeout_s if timeout_s is None else timeout_s)
 
 
 class Endpoints(HostPool[openai.OpenAI]):
@@ -108,7 +108,7 @@ class Endpoints(HostPool[openai.OpenAI]):
         self.settings = settings
         super().__init__(settings.endpoints("openai"), lambda url: make_client(settings, url),
                          concurrency=settings.concurrency, retries=settings.retries, timeout_s=settings.timeout_s,
-                         dialect=OPENAI)
+                         dialect=OPENAI, backoff_s=settings.backoff_s)
 
 
 # -- server check -----------------------------------------------------------------------------------------------
@@ -132,7 +132,7 @@ def check(settings: BackendSettings, need_embed: bool = True, host: str | None =
                                 + ([settings.embed_model] if need_embed else [])))
     timeout = min(float(settings.timeout_s), 10.0)
     try:
-        client = make_client(settings, host, timeout_s=timeout, max_retries=0)
+        client = make_client(settings, host, timeout_s=timeout)
         try:
             models = sorted({m.id for m in client.models.list() if getattr(m, "id", None)})
         finally:

@@ -1,5 +1,7 @@
 """Model replies: repair of almost-JSON (code fences, prose around it, trailing commas, unclosed brackets),
-validation against the pydantic result models, and clean-up of what the model returned."""
+validation against the pydantic result models, and clean-up of what the model returned. A reply nested deeper than
+the parsers go (json's recursion limit, pydantic's) is a MalformedReply like any unusable one, never a
+RecursionError."""
 
 from __future__ import annotations
 
@@ -95,7 +97,7 @@ def repair_candidates(text: str) -> Iterator[dict[str, Any]]:
         if isinstance(value, dict):
             yield value
             return
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     fenced = _FENCE.search(text)
     if fenced:
@@ -110,7 +112,7 @@ def repair_candidates(text: str) -> Iterator[dict[str, Any]]:
     for cand in candidates:
         try:
             value = json.loads(cand, strict=False)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(value, dict):
             yield value
@@ -136,6 +138,13 @@ def strip_controls(content: str) -> str:
 def parse_reply(content: str, model: type[M]) -> M:
     """Validate a reply against `model`, repairing near-JSON; raise MalformedReply when nothing validates."""
     try:
+        return _parse(content, model)
+    except RecursionError:
+        raise MalformedReply(f"reply nested too deep to read ({len(content or ''):,} characters)") from None
+
+
+def _parse(content: str, model: type[M]) -> M:
+    try:
         return model.model_validate_json(content)
     except ValidationError as exc:
         first = exc
@@ -149,7 +158,10 @@ def parse_reply(content: str, model: type[M]) -> M:
         snippet = " ".join((content or "").split())[:120]
         if not snippet:
             raise MalformedReply("empty reply")
-        if any(e.get("type") == "json_invalid" for e in first.errors()):
+        invalid = [str(e.get("msg", "")) for e in first.errors() if e.get("type") == "json_invalid"]
+        if any("recursion limit" in msg for msg in invalid):
+            raise MalformedReply(f"reply nested too deep to read: {snippet[:40]!r}")
+        if invalid:
             raise MalformedReply(f"not JSON: {snippet!r}")
         last_error = _validation_summary(first)
     raise MalformedReply(f"reply does not match {model.__name__}: {last_error}")

@@ -37,6 +37,7 @@ def _ollama(settings, url: str, retries: int = 2):
     settings.backend.ollama_host = url
     settings.backend.timeout_s = 10.0
     settings.backend.retries = retries
+    settings.backend.backoff_s = 0.05
     return settings
 
 
@@ -65,6 +66,15 @@ def _reporting(name: str):
 
 
 def _cli_env(monkeypatch, settings, url: str) -> None:
+    """The CLI in this process on `settings`' stores and the fake server, with 3 attempts a call, little backoff."""
+    from_env = Settings.from_env
+
+    def quick(env=None):
+        s = from_env(env)
+        s.backend.retries, s.backend.backoff_s = 2, 0.05
+        return s
+
+    monkeypatch.setattr(Settings, "from_env", quick)
     monkeypatch.setenv("STRATA_HOME", str(settings.storage.home))
     monkeypatch.setenv("OLLAMA_HOST", url)
     for var, value in (("STRATA_DATABASE_URL", settings.storage.database_url),

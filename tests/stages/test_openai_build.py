@@ -10,7 +10,6 @@ from contextlib import ExitStack
 import pytest
 from sqlmodel import select
 
-from core.backends import hosts
 from core.build.factory import make_backend, make_context
 from core.build.runner import create_run, run_build
 from core.models import Community, LLMCall, Node
@@ -23,11 +22,6 @@ from tests.stages.test_pipeline import snapshot
 pytestmark = pytest.mark.timeout(300)
 
 
-@pytest.fixture(autouse=True)
-def fast_backoff(monkeypatch):
-    monkeypatch.setattr(hosts, "RETRY_BACKOFF_S", 0.01)
-
-
 def served_settings(make_settings, home, kind: str, urls: list[str]):
     s = make_settings(home)
     s.backend.kind = kind
@@ -36,7 +30,7 @@ def served_settings(make_settings, home, kind: str, urls: list[str]):
     else:
         s.backend.ollama_host = urls[0]
     s.backend.hosts = list(urls) if len(urls) > 1 else []
-    s.backend.timeout_s, s.backend.retries = 5.0, 1
+    s.backend.timeout_s, s.backend.retries, s.backend.backoff_s = 5.0, 1, 0.01
     return s
 
 

@@ -36,6 +36,7 @@ def test_build_page_lists_failed_units_and_retries_them(tmp_path, embedder, tiny
     with FakeOllama() as fake:
         settings = make_settings(home)
         settings.backend.kind, settings.backend.ollama_host, settings.backend.retries = "ollama", fake.url, 1
+        settings.backend.backoff_s = 0.05
         fake.fail_when = lambda prompt: any(SENTENCE in b for b in delimited(prompt, "TEXT"))
         built = build_workspace(home, [tiny_corpus], embedder, name="tiny", settings=settings)
         store = built.store

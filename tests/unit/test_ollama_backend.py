@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
-from core.backends import hosts
 from core.backends import ollama_backend as ob
 from core.backends.cache import CallCache
 from core.backends.ollama_backend import CLIENT_TAKES_THINK, OllamaBackend
@@ -31,11 +30,6 @@ TYPES = ["PERSON", "ORGANIZATION", "LOCATION", "CONCEPT"]
 TEXT = "Ada Lovelace worked with Charles Babbage in London. She wrote the first published algorithm."
 
 
-@pytest.fixture(autouse=True)
-def fast_backoff(monkeypatch):
-    monkeypatch.setattr(hosts, "RETRY_BACKOFF_S", 0.01)
-
-
 @pytest.fixture
 def fake():
     with FakeOllama() as server:
@@ -43,7 +37,7 @@ def fake():
 
 
 def settings_for(fake: FakeOllama, **kw) -> BackendSettings:
-    base = {"kind": "ollama", "ollama_host": fake.url, "timeout_s": 5.0, "retries": 2}
+    base = {"kind": "ollama", "ollama_host": fake.url, "timeout_s": 5.0, "retries": 2, "backoff_s": 0.01}
     return BackendSettings(**{**base, **kw})
 
 
@@ -534,7 +528,7 @@ def test_prompts_delimit_untrusted_text():
 # -- retrieval-time tasks ------------------------------------------------------------------------------------------
 
 
-def test_rated_points_are_clamped_rounded_and_deduplicated(fast_backoff):
+def test_rated_points_are_clamped_rounded_and_deduplicated():
     reply = {"points": [{"description": " The  bridge opened in 2011. ", "score": 140},
                         {"description": "the bridge opened in 2011.", "score": 50},
                         {"description": "", "score": 90},
@@ -550,7 +544,7 @@ def test_rated_points_are_clamped_rounded_and_deduplicated(fast_backoff):
     assert body["format"]["title"] == "RatedPoints" and "<<<BEGIN DATA>>>" in body["messages"][0]["content"]
 
 
-def test_rerank_scores_every_passage_in_order_and_refuses_a_wrong_count(fast_backoff):
+def test_rerank_scores_every_passage_in_order_and_refuses_a_wrong_count():
     with FakeOllama() as fake:
         b = ob.OllamaBackend(BackendSettings(ollama_host=fake.url, retries=1))
         scores = b.rerank("Who designed the Tidewater Bridge?",
@@ -563,7 +557,7 @@ def test_rerank_scores_every_passage_in_order_and_refuses_a_wrong_count(fast_bac
             b.rerank("Who?", ["a passage", "another passage"])
 
 
-def test_query_terms_keep_each_name_once(fast_backoff):
+def test_query_terms_keep_each_name_once():
     with FakeOllama() as fake:
         fake.script["/api/chat"].append(Reply(content=json.dumps(
             {"entities": ["Lena Marsh", " Lena  Marsh", ""], "keywords": ["designed", "designer", "designed"]})))

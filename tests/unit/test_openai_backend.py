@@ -38,7 +38,6 @@ from core.store import Store
 from tests.fake_ollama import FakeOllama
 from tests.fake_openai import CHAT, EMBED, Fail, FakeOpenAI, Malformed, Missing, Reply, Sleep
 from tests.unit.test_ollama_backend import closed_port_url as closed_port
-from tests.unit.test_ollama_backend import fast_backoff  # noqa: F401 - the autouse fixture: retries do not wait
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -57,7 +56,8 @@ def fake():
 
 
 def settings_for(*fakes: FakeOpenAI, **kw) -> BackendSettings:
-    base = {"kind": "openai", "openai_base_url": fakes[0].base_url, "timeout_s": 5.0, "retries": 2}
+    base = {"kind": "openai", "openai_base_url": fakes[0].base_url, "timeout_s": 5.0, "retries": 2,
+            "backoff_s": 0.01}
     if len(fakes) > 1:
         base["hosts"] = [f.base_url for f in fakes]
     return BackendSettings(**{**base, **kw})
@@ -163,7 +163,7 @@ def test_persistently_malformed_replies_raise(fake):
     assert len(fake.bodies()) == 3
 
 
-def test_http_500_then_success_is_retried_by_the_client(fake):
+def test_http_500_then_success_is_retried(fake):
     fake.script[CHAT].append(Fail(500, "llama runner crashed"))
     ex = OpenAIBackend(settings_for(fake), cache=None).extract(TEXT, TYPES)
     assert len(ex.entities) == 3 and len(fake.bodies()) == 2
@@ -175,7 +175,7 @@ def test_persistent_500_names_host_model_and_status(fake):
         OpenAIBackend(settings_for(fake, retries=2), cache=None).extract(TEXT, TYPES)
     msg = str(err.value)
     assert fake.base_url in msg and "'llama3.1:8b'" in msg and "HTTP 500: llama runner crashed" in msg
-    assert len(fake.bodies()) == 3  # 1 + retries, by the client
+    assert len(fake.bodies()) == 3  # 1 + retries, by the pool (the client makes one try per attempt)
 
 
 def test_timeout_then_success_and_timeouts_raise(fake):
@@ -186,7 +186,7 @@ def test_timeout_then_success_and_timeouts_raise(fake):
     started = time.monotonic()
     with pytest.raises(BackendError, match="timeout"):
         OpenAIBackend(settings_for(fake, timeout_s=0.5, retries=1), cache=None).extract("Grace Hopper.", TYPES)
-    assert time.monotonic() - started < 2.9  # two 0.5 s timeouts and the client's pause, not the 3 s sleeps
+    assert time.monotonic() - started < 2.9  # two 0.5 s timeouts and a short pause, not the 3 s sleeps
 
 
 def test_missing_model_and_bad_key_fail_at_once(fake):
@@ -387,9 +387,9 @@ def test_a_host_that_goes_down_is_passed_over():
         b.down = True
         results = [backend.extract(f"Person {i} met Other {i} in Paris.", TYPES) for i in range(6)]
         assert all([e.name for e in r.entities] == ["Person", "Other", "Paris"] for r in results)
-        # the first call after it went down was b's turn: two tries (the client's one retry), then it moved to a,
-        # and b, marked down, got no call since
-        assert len(b.bodies()) == 2 and len(a.bodies()) == 1 + 6
+        # the first call after it went down was b's turn: one try (the client does not retry by itself), then it
+        # moved to a, and b, marked down, got no call since
+        assert len(b.bodies()) == 1 and len(a.bodies()) == 1 + 6
 
 
 def test_when_every_host_is_down_the_error_names_one():
