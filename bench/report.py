@@ -383,6 +383,11 @@ def main() -> None:
     out += _stores_section(builds, incs.get("incremental-generated"))
     for inc in incs.values():
         out += _incremental_section(inc)
+    faults = res / "faults.json"  # builds through a model server that fails a share of its replies (bench/faults.py)
+    if faults.exists():
+        from bench.faults import report as faults_report
+
+        out += faults_report(json.loads(faults.read_text()))
     (ROOT / "docs" / "BENCHMARKS.md").write_text("\n".join(out) + "\n")
     print(f"wrote docs/BENCHMARKS.md ({len(builds)} builds, {len(evals)} eval sets)")
 
