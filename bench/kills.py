@@ -6,8 +6,8 @@ content hash: tests/snapshots.py).
 
 The first `--docs` rows of a JSONL corpus (or the files of a folder) go into two fresh homes under
 bench/out/kills-<name>/. `whole`: one `python -m core build`. `killed`: `python -m core build` in a child process,
-sent SIGKILL after a seeded random time drawn uniformly between 0.5 s and a fifth of the uninterrupted build's wall
-time (so some land while it starts, most in its stages, and the kills spread over the whole build), then started
+sent SIGKILL at a seeded random moment: a stage drawn uniformly among the build's stages (the draws taken in build
+order, so the kills spread over the whole build) and a delay of up to 2 s after the run enters it; then started
 again (`python -m core build --workspace bench`, which resumes at once: the dead process's run is known dead on this
 host, core/liveness.py), `--kills` times; the last start runs to the end. Each kill records the stage its run was in.
 Writes bench/results/kills-<name>.json; `python -m bench.report` renders it.
@@ -28,6 +28,7 @@ from pathlib import Path
 
 from bench.incremental import WS, homes_equal, run_cli
 from bench.machine import commit, machine
+from core.build.runner import stage_names
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,21 +50,24 @@ def _corpus(src: Path, docs: int, out: Path) -> Path:
     return path
 
 
-def _stage_now(home: Path) -> str:
-    """The stage the workspace's newest run was in (its StageRun rows), or "" before any run."""
+def _store(home: Path):
     from core.config import Settings
     from core.store import Store
 
     settings = Settings()
     settings.storage.home = home
-    store = Store(settings.storage.db_url)
+    home.mkdir(parents=True, exist_ok=True)
+    return Store(settings.storage.db_url)
+
+
+def _stage_now(store) -> str:
+    """The stage the workspace's newest run is in (its StageRun rows, else the run's own), "" before any run."""
     ws = store.get_workspace(WS)
     run = store.latest_run(ws.id) if ws is not None and ws.id is not None else None
     if run is None or run.id is None:
-        return "(before the run)"
+        return ""
     running = [r.stage for r in store.stage_runs(run.id) if r.status == "running"]
-    store.close()
-    return running[-1] if running else (run.stage or run.status)
+    return running[-1] if running else run.stage
 
 
 def _counts(home: Path) -> dict[str, int]:
@@ -90,27 +94,31 @@ def main() -> None:
     whole, killed = out / "whole", out / "killed"
     whole_s = run_cli(whole, ["build", "--workspace", WS, "--quiet", str(corpus)])
     rng = random.Random(args.seed)
+    names = stage_names()
+    # the kills' moments: a stage each (in build order, so they spread over the whole build) and a delay after that
+    # stage starts, up to two seconds
+    targets = sorted((rng.randrange(len(names)), round(rng.uniform(0.0, 2.0), 2)) for _ in range(args.kills))
     kills: list[dict] = []
     first = True
+    watch = _store(killed)  # its tables made here, before the first child process starts
     t_all = time.perf_counter()
-    while len(kills) < args.kills:
+    for target, delay in targets:
         cmd = [sys.executable, "-m", "core", "build", "--workspace", WS, "--quiet"] + ([str(corpus)] if first else [])
         proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(killed), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, start_new_session=True)
-        at = rng.uniform(0.5, max(1.0, whole_s / 5))  # a fifth of the build at most: the kills spread over all of it
-        try:
-            proc.wait(timeout=at)
-        except subprocess.TimeoutExpired:
-            stage = _stage_now(killed)
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            kills.append({"after_s": round(at, 2), "stage": stage})
-            first = False
-            continue
-        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-        if proc.returncode != 0:
-            raise SystemExit(f"the build exited {proc.returncode} before its kill: {err[-2000:]}")
-        break  # it finished before the kill came: the remaining kills have nothing left to interrupt
+        while proc.poll() is None and not (_stage_now(watch) in names and names.index(_stage_now(watch)) >= target):
+            time.sleep(0.05)
+        time.sleep(delay)
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+            if proc.returncode != 0:
+                raise SystemExit(f"the build exited {proc.returncode} before its kill: {err[-2000:]}")
+            break  # it finished before the kill came: nothing left to interrupt
+        stage = _stage_now(watch) or "(before the run)"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        kills.append({"target": names[target], "after_stage_start_s": delay, "stage": stage})
+        first = False
     resumed_s = run_cli(killed, ["build", "--workspace", WS, "--quiet"])
     res = {"name": args.name, "command": "python -m bench.kills " + " ".join(sys.argv[1:]), "machine": machine(),
            "date": time.strftime("%Y-%m-%d"), "commit": commit(), "documents": args.docs,

@@ -392,6 +392,11 @@ def main() -> None:
         from bench.kills import report as kills_report
 
         out += kills_report(json.loads(path.read_text()))
+    faults = res / "faults.json"  # builds through a model server that fails a share of its replies (bench/faults.py)
+    if faults.exists():
+        from bench.faults import report as faults_report
+
+        out += faults_report(json.loads(faults.read_text()))
     (ROOT / "docs" / "BENCHMARKS.md").write_text("\n".join(out) + "\n")
     print(f"wrote docs/BENCHMARKS.md ({len(builds)} builds, {len(evals)} eval sets)")
 

@@ -26,6 +26,8 @@ STEPS = [  # paths relative to the checkout, as the commands recorded in docs/BE
     ["bench.incremental", "--name", "sample", "data/sample", "--add", "0.33", "--delete", "0.2", "--compare"],
     ["bench.incremental", "--name", "generated", "--generate", "1000000", "--seed", "7", "--add", "0.1",
      "--delete", "0.01"],
+    ["bench.faults", "--share", "0.1"],  # builds through local model servers failing a share of their replies
+    ["bench.faults", "--share", "0.3"],
 ]
 SERVER_STEPS = [  # (variable naming the server, what the build reads, the step)
     ("BENCH_DATABASE_URL", "STRATA_DATABASE_URL",

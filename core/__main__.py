@@ -2,7 +2,7 @@
 the app.
 
 Exit status: 0 on success, 1 when the work failed (build error, unreachable model server), 2 on bad arguments or a
-missing workspace; the reason is printed on one line to stderr.
+missing workspace (the reason on one line to stderr), 5 when a run finished with failed units (README.md).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from core.backends.servers import backend_kind, embedder_kind, require_servers
+from core.build.failures import EXIT_FAILED_UNITS, print_failed
 from core.config import Settings
 from core.protocols import BackendError
 from core.store import Store, StoreError, check_workspace_name
@@ -165,14 +166,11 @@ def cmd_build(args, settings: Settings, store: Store) -> int:
     assert run.id is not None  # a row read from or written to the store has its key
     before = store.counts(ws.id)
     bars: dict[str, Any] = {}  # tqdm bars (tqdm ships no types)
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover
-        tqdm = None
+    from tqdm import tqdm  # (pinned in requirements.txt)
     failed = False
     try:
         for ev in run_build(ctx, run.id):
-            if args.quiet or tqdm is None or not ev.stage:
+            if args.quiet or not ev.stage:
                 continue
             bar = bars.get(ev.stage)
             if bar is None:
@@ -193,8 +191,10 @@ def cmd_build(args, settings: Settings, store: Store) -> int:
     counts = store.counts(ws.id)
     changed = {k: counts.get(k, 0) - before.get(k, 0) for k in sorted(set(counts) | set(before))
                if counts.get(k, 0) != before.get(k, 0)}
-    print(json.dumps({"workspace": ws.name, "run": run.id, "counts": counts, "changed": changed}))
-    return 1 if failed else 0
+    out = {"workspace": ws.name, "run": run.id, "counts": counts, "changed": changed,
+           "failed_units": print_failed(store, ws.id, run.id, sys.stderr)}  # units the next build retries
+    print(json.dumps(out))
+    return 1 if failed else EXIT_FAILED_UNITS if out["failed_units"] else 0
 
 
 def cmd_delete(args, settings: Settings, store: Store) -> int:
@@ -215,7 +215,7 @@ def cmd_delete(args, settings: Settings, store: Store) -> int:
             print(f"[{ev.stage or 'delete'}] {ev.status} {ev.message}", file=sys.stderr)
         failed = failed or ev.status == "failed"
     print(json.dumps({"workspace": ws.name, "deleted": [d.id for d in docs], "counts": store.counts(ws.id)}))
-    return 1 if failed else 0
+    return 1 if failed else EXIT_FAILED_UNITS if print_failed(store, ws.id, ev.run_id, sys.stderr) else 0
 
 
 def _resources(args, settings: Settings, store: Store):
@@ -387,7 +387,7 @@ def cmd_workspaces(args, settings: Settings, store: Store) -> int:
 
 
 def cmd_worker(args, settings: Settings, store: Store) -> int:
-    """Exit status of `--run`: see core/worker.py `run_worker` (3: not claimed, 4: taken over mid-run)."""
+    """Exit status of `--run`: see core/worker.py `run_worker` (3: not claimed, 4: taken over, 5: failed units)."""
     from core.worker import run_worker, serve
 
     if args.serve:

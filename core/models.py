@@ -186,6 +186,23 @@ class Checkpoint(SQLModel, table=True):
     unit: str = Field(primary_key=True)
 
 
+class FailedUnit(SQLModel, table=True):
+    """A unit of a stage (a chunk's extraction, a community's report, ...) whose language call still failed after its
+    retries: recorded instead of an empty result, retried by the next build (core/build/failures.py); the row goes
+    when the unit succeeds. `run_id`: the run it failed in last."""
+
+    __table_args__ = (UniqueConstraint("workspace_id", "stage", "unit"), Index("ix_failedunit_run", "run_id"))
+    id: Optional[int] = Field(default=None, primary_key=True)
+    workspace_id: int = Field(foreign_key="workspace.id")
+    run_id: Optional[int] = None
+    stage: str
+    unit: str  # a stable key: chunk id, community id, document id, ...
+    label: str = ""  # what the unit is, for people
+    reason: str = ""
+    attempts: int = 0
+    failed_at: datetime = Field(default_factory=utcnow)
+
+
 class Artifact(SQLModel, table=True):
     """A binary a build derives and retrieval reads (ArchRAG's C-HNSW index), kept in the database beside the graph
     it indexes, so every worker and app host sharing the database reads the one the last build wrote."""

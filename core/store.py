@@ -28,6 +28,7 @@ from core.models import (
     Document,
     Edge,
     EntityMerge,
+    FailedUnit,
     LLMCall,
     Node,
     QueryLog,
@@ -243,7 +244,7 @@ class Store:
             runs = [r.id for r in s.exec(select(BuildRun).where(BuildRun.workspace_id == ws.id))]
             if runs:
                 s.exec(delete(StageRun).where(col(StageRun.run_id).in_(runs)))
-            for table in (BuildRun, Checkpoint, Edge, Node, Community, Document, QueryLog, EntityMerge,
+            for table in (FailedUnit, BuildRun, Checkpoint, Edge, Node, Community, Document, QueryLog, EntityMerge,
                           CommunityVariant, Artifact):
                 s.exec(delete(table).where(col(table.workspace_id) == ws.id))
             s.exec(delete(Workspace).where(col(Workspace.id) == ws.id))

@@ -20,6 +20,7 @@ from dataclasses import asdict
 from core.build.context import JobPlan
 from core.build.delete import delete_plan
 from core.build.factory import job_settings, make_context
+from core.build.failures import EXIT_FAILED_UNITS, describe, failed_units
 from core.build.lease import Lease, claim_next
 from core.build.runner import run_build, run_job
 from core.build.runs import FINISHED, KIND_LABELS, check_idle, get_run, insert_run, launch_worker
@@ -63,7 +64,8 @@ def start_job(store: Store, ws: Workspace, settings: Settings, kind: str, params
 def run_worker(store: Store, run_id: int, lease_s: float = LEASE_S) -> int:
     """`worker --run ID`: claim run `run_id` (a build or a job) and run it with the settings stored on its row.
     Exit status: 0 finished or stopped by the user, 1 failed, 2 no such run, 3 not claimed (another live worker
-    holds it, or it finished or was superseded), 4 another worker took it over mid-run (this one stopped)."""
+    holds it, or it finished or was superseded), 4 another worker took it over mid-run (this one stopped), 5
+    (`EXIT_FAILED_UNITS`) finished with failed units (core/build/failures.py; the next build retries them)."""
     if get_run(store, run_id) is None:
         print(f"no build run {run_id}", file=sys.stderr)
         return 2
@@ -118,7 +120,10 @@ def run_claimed(store: Store, lease: Lease) -> int:
         print(f"worker {lease.token} lost run {run_id} to another worker", flush=True)
         return 4
     print(f"worker {lease.token} finished run {run_id}: {last}", flush=True)
-    return 0
+    failed = failed_units(store, ctx.ws_id, run_id) if last == "done" else []
+    for line in describe(failed):
+        print(f"run {run_id} failed unit: {line}", flush=True)
+    return EXIT_FAILED_UNITS if failed else 0
 
 
 def serve(store: Store, lease_s: float = LEASE_S, poll_s: float = 2.0,

@@ -139,6 +139,15 @@ def start_build(store: Store, ws: Workspace, settings: Settings, backend: str | 
     return run
 
 
+def retry_failed(store: Store, ws: Workspace, settings: Settings) -> BuildRun:
+    """Start a build that retries the workspace's failed units (core/build/failures.py) with the backend and model
+    of its last build, which failed them: any build retries them, this one never swaps their backend."""
+    s = settings.model_copy(deep=True)
+    if ws.backend != "offline" and ws.chat_model:
+        s.backend.chat_model = ws.chat_model
+    return start_build(store, ws, s, backend=ws.backend)
+
+
 def delete_workspace(store: Store, ws: Workspace, settings: Settings) -> None:
     """Delete the workspace, its vectors and every row built from it; refused (JobBusy, one line) while one of its
     runs is active: its worker would go on writing into a workspace that no longer exists."""

@@ -5,6 +5,7 @@
         backend = OllamaBackend(BackendSettings(ollama_host=fake.url), cache=None)
         ...
         fake.requests  # [(path, json body), ...] in arrival order
+        fake.fail_when = lambda prompt: "Ada" in prompt   # chat requests whose user prompt matches get HTTP 500
 
 Unscripted requests get a normal reply. Chat replies are deterministic: with a JSON-schema `format` the content
 is a valid object for the schema (extractions derived from the capitalised words of the prompt's delimited
@@ -35,6 +36,7 @@ import random
 import re
 import threading
 from collections import Counter, defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -339,6 +341,7 @@ class FakeOllama:
         self.dim = dim
         self.requests: list[tuple[str, Any]] = []
         self.script: defaultdict[str, deque] = defaultdict(deque)
+        self.fail_when: Callable[[str], bool] | None = None  # a chat prompt -> fail it with HTTP 500
         self.inflight = 0
         self.max_inflight = 0
         self.faults: Faults | None = None  # injected faults (module docstring); None: none
@@ -389,8 +392,12 @@ class FakeOllama:
     def has_model(self, name: str) -> bool:
         return _tagged(name) in {_tagged(m) for m in self.models}
 
-    def _next(self, path: str) -> Any:
-        """The request's behaviour: the next scripted one, else an injected fault, else a normal reply."""
+    def _next(self, path: str, body: Any = None) -> Any:
+        """The request's behaviour: HTTP 500 when `fail_when` matches its chat prompt, else the next scripted one,
+        else an injected fault, else a normal reply."""
+        if self.fail_when is not None and isinstance(body, dict) and body.get("messages") and \
+                self.fail_when(user_prompt(body)):
+            return Fail(500, "scripted failure (fail_when)")
         with self._lock:
             queue = self.script.get(path)
             if queue:
@@ -481,7 +488,7 @@ class OllamaHandler(BaseHTTPRequestHandler):
         if handler is None:
             self._send(404, {"error": f"{method} {path} not found"})
             return
-        behaviour = self.owner._next(path) if path.startswith("/api/") else Reply()
+        behaviour = self.owner._next(path, body) if path.startswith("/api/") else Reply()
         while isinstance(behaviour, Sleep):
             if self.owner._stop.wait(behaviour.seconds):
                 return

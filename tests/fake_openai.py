@@ -86,7 +86,7 @@ class OpenAIHandler(OllamaHandler):
         if handler is None:
             self._error(404, f"{method} {path} not found")
             return
-        behaviour = self.owner._next(path)
+        behaviour = self.owner._next(path, body)
         while isinstance(behaviour, Sleep):
             if self.owner._stop.wait(behaviour.seconds):
                 return

@@ -8,8 +8,10 @@ from __future__ import annotations
 import streamlit as st
 
 from core.build import runs
+from core.build.failures import failed_units, plural
 from core.build.runs import active_run, request_cancel
 from core.models import BuildRun, Workspace
+from ui import failed_units as FU
 from ui import resources as R
 from ui.text import md_escape
 
@@ -77,3 +79,19 @@ def draw(ws: Workspace) -> None:
             _steps(now)
 
     live()
+
+
+def failed(ws: Workspace) -> None:
+    """The failed units of the workspace's last job while they are outstanding (a promote whose reports failed):
+    the job finished "with N failed units"; the next build retries them (core/build/failures.py)."""
+    store = R.store()
+    assert ws.id is not None  # a row read from the store has its key
+    run = store.latest_run(ws.id, tuple(k for k in runs.KIND_LABELS if k != "build"))
+    units = failed_units(store, ws.id, run.id) if run is not None and run.status == "done" else []
+    if run is None or not units:
+        return
+    with st.expander(f"{md_escape(runs.run_label(run))} (run {run.id}) finished with {plural(len(units))}",
+                     expanded=True, icon=":material/error:"):
+        st.caption("Their model calls still failed after their retries, so nothing was stored for them. The next "
+                   "build retries them (Build / resume, or Retry failed units, on the Build page).")
+        FU.table(units, "job_failed_units")

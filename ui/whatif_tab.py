@@ -11,6 +11,7 @@ import math
 
 import streamlit as st
 
+from core.build.failures import count_failed, plural
 from core.build.runs import JobBusy, result, run_label
 from core.models import BuildRun
 from core.quality.compare import compare
@@ -64,9 +65,12 @@ def outcome(store, ws, run: BuildRun) -> None:
         st.session_state["wi_compare"] = [name] + chosen[:5]
     elif run.status == "done":
         counts = steps.get("replace", {})
-        st.session_state[MSG] = ("success", f"Promoted **{md_escape(counts.get('variant', ''))}**: "
-                                            f"{counts.get('communities', 0):,} communities; the previous partition is "
-                                            f"saved as **{md_escape(counts.get('snapshot') or '—')}**.")
+        n_failed = count_failed(store, ws.id, run.id)  # reports whose model calls failed: listed by the job panel
+        st.session_state[MSG] = ("warning" if n_failed else "success",
+                                 f"Promoted **{md_escape(counts.get('variant', ''))}**: "
+                                 f"{counts.get('communities', 0):,} communities; the previous partition is "
+                                 f"saved as **{md_escape(counts.get('snapshot') or '—')}**."
+                                 + (f" Finished with {plural(n_failed)} (listed above)." if n_failed else ""))
     elif run.status == "cancelled":
         replaced = run.kind == "promote" and "snapshot" in steps.get("replace", {})
         st.session_state[MSG] = ("info", f"{md_escape(label)} stopped." + (

@@ -1,4 +1,5 @@
-"""Build: watch the current build live (stages, progress, counts), start, resume or stop one."""
+"""Build: watch the current build live (stages, progress, counts), start, resume or stop one; the failed units
+(model calls that still failed after their retries) with a button that retries them."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core.build import runs
+from core.build.failures import count_failed, failed_units, plural
 from core.build.runs import active_run, request_cancel
 from core.config import BACKEND_KINDS
 from core.explore.hierarchy import METHODS, frame_signature, hierarchy_figure, hierarchy_frame
 from core.models import Workspace
 from core.protocols import BackendError
-from core.workspace import start_build
+from core.workspace import retry_failed, start_build
+from ui import failed_units as FU
 from ui import resources as R
 
 store, settings = R.store(), R.settings()
@@ -44,6 +47,26 @@ if c2.button("Stop", disabled=running is None, icon=":material/stop:"):
     assert running is not None and running.id is not None  # the button is enabled only while a run is active
     request_cancel(store, running.id)
     st.toast("Stopping after the current unit… the next build resumes from there.")
+
+
+def _failed_units() -> None:
+    """The workspace's failed units (of builds and jobs alike) and the button that retries them: a build with the
+    backend and model that failed them (any build retries them; a unit that succeeds leaves the list)."""
+    units = failed_units(store, ws_id)
+    if not units:
+        return
+    with st.container(border=True, key="failed_units"):
+        a, b = st.columns([4, 1])
+        a.warning(f"**{plural(len(units))}**: their model calls still failed after their retries, so nothing was "
+                  "stored for them. The next build retries them (Build / resume), or retry them now.",
+                  icon=":material/error:")
+        if b.button("Retry failed units", disabled=running is not None, icon=":material/replay:"):
+            try:
+                retry_failed(store, ws, settings)
+                st.rerun()
+            except BackendError as exc:
+                st.error(str(exc))
+        FU.table(units, "failed_units_table")
 
 
 MARGIN = dict(l=10, r=10, t=40, b=10)
@@ -195,11 +218,14 @@ def live() -> None:
     active = active_run(store, ws)
     stalled = run.status in ("running", "queued", "cancelling") and (active is None or active.id != run.id)
     label = {"done": "Build finished", "failed": "Build failed", "cancelled": "Build stopped"}.get(run.status, "")
+    n_failed = count_failed(store, ws_id, run.id) if run.status == "done" else 0
     if stalled:
         st.warning("The last build stopped without finishing (its worker is gone). Press **Build / resume** "
                    "to continue from the first unfinished unit.")
     elif run.status == "failed":
         st.error(f"Build failed in stage **{run.stage}**: {run.message}")
+    elif n_failed:
+        st.warning(f"{label} with {plural(n_failed)} · run {run.id} · backend {run.backend} (listed below)")
     elif label:
         (st.success if run.status == "done" else st.info)(f"{label} · run {run.id} · backend {run.backend}")
     finished = sum(1 for s in stages if s.status == "done")
@@ -239,3 +265,4 @@ def live() -> None:
 
 
 live()
+_failed_units()

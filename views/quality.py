@@ -20,6 +20,7 @@ if ended is not None:
     (merge_tab if ended.kind == "reembed" else whatif_tab).outcome(R.store(), ws, ended)
 with st.container(key="job_slot"):  # always there, empty or not: the tabs below keep their place, and so the tab
     job_panel.draw(ws)               # the user is on, when a job's panel appears or goes
+    job_panel.failed(ws)             # the last job's failed units, while outstanding
 
 tabs = st.tabs(["Metrics", "Entity resolution", "What-if"])
 with tabs[0]:

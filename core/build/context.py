@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from core.build.failures import UnitFailures
 from core.config import Settings
 from core.index.vectors import VectorIndex
 from core.models import Workspace
@@ -32,7 +33,8 @@ class Progress:
 @dataclass
 class BuildContext:
     """Everything a stage works with: the store and workspace, the settings, the language backend, the embedder and
-    the workspace's vector index; `should_stop` turns true when the user cancels the run."""
+    the workspace's vector index; `should_stop` turns true when the user cancels the run; `failures` records the
+    units whose language call failed after its retries (core/build/failures.py)."""
 
     store: Store
     ws: Workspace
@@ -41,6 +43,10 @@ class BuildContext:
     embedder: Embedder
     index: VectorIndex
     should_stop: Callable[[], bool] = lambda: False
+    failures: UnitFailures = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.failures = UnitFailures(self.store, self.ws_id, self.settings.backend.retries + 1)
 
     @property
     def ws_id(self) -> int:

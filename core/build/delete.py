@@ -30,7 +30,7 @@ from sqlalchemy import delete, select
 from core.build.context import BuildContext, JobPlan, Progress
 from core.build.mentions import refold, write_refolded
 from core.build.runner import stages
-from core.models import Checkpoint, Document, Edge, EntityMerge, Node, sql_table
+from core.models import Checkpoint, Document, Edge, EntityMerge, FailedUnit, Node, sql_table
 from core.resolution.merge import mark_stale
 
 _PART = 500
@@ -148,11 +148,11 @@ def remove_documents(store, ws_id: int, doc_ids: list[str]) -> dict[str, int]:
         write_refolded(conn, {i: r for i, r in {**ent_rows, **rel_rows}.items() if r is not None})
         dead = {i for i, r in {**ent_rows, **rel_rows}.items() if r is None}
         _delete_touching(conn, ws_id, sorted(dead))
-        c = sql_table(Checkpoint)
-        for stage, units in (("chunk", doc_ids), ("lexical", doc_ids), ("extract", chunks)):
-            for off in range(0, len(units), _PART):
-                conn.execute(delete(c).where(c.c.workspace_id == ws_id, c.c.stage == stage,
-                                             c.c.unit.in_(units[off : off + _PART])))
+        for table in (sql_table(Checkpoint), sql_table(FailedUnit)):  # a failed chunk of theirs fails no more
+            for stage, units in (("chunk", doc_ids), ("lexical", doc_ids), ("extract", chunks)):
+                for off in range(0, len(units), _PART):
+                    conn.execute(delete(table).where(table.c.workspace_id == ws_id, table.c.stage == stage,
+                                                     table.c.unit.in_(units[off : off + _PART])))
         dropped = _prune_merges(s, ws_id, {i for i in dead if i in ent_rows}, gone | dead)
         d = sql_table(Document)
         for off in range(0, len(doc_ids), _PART):

@@ -49,6 +49,8 @@ STAGES = StageRun.__table__  # type: ignore[attr-defined]
 LIVE = ("running", "cancelling")  # the statuses of a run its holder is working on
 OWN = "strata_lease_own"  # execution option of the lease's own writes, which carry their own condition
 _GUARDED: contextvars.ContextVar[Lease | None] = contextvars.ContextVar("strata_guarded_lease", default=None)
+_ENGINE_LEASES: dict[int, list[Lease]] = {}  # id(engine) -> the leases guarding it in this process
+_ENGINE_LOCK = threading.Lock()
 
 
 class LeaseLost(Cancelled):
@@ -196,9 +198,13 @@ class Lease:
         if not event.contains(engine, "commit", _check_commit):
             event.listen(engine, "commit", _check_commit)
         token = _GUARDED.set(self)
+        with _ENGINE_LOCK:
+            _ENGINE_LEASES.setdefault(id(engine), []).append(self)
         try:
             yield
         finally:
+            with _ENGINE_LOCK:
+                _ENGINE_LEASES[id(engine)].remove(self)
             try:
                 _GUARDED.reset(token)
             except ValueError:  # a generator closed from another context (garbage collection)
@@ -221,8 +227,16 @@ NOW = _Now()
 
 
 def _check_commit(conn) -> None:
+    """The commit hook of `Lease.guard`: the lease of this context, else the one lease guarding the engine in this
+    process (a stage's worker threads: the extract stage's model calls and their cache rows), is checked."""
+    if conn.get_execution_options().get(OWN):
+        return
     lease = _GUARDED.get()
-    if lease is not None and not conn.get_execution_options().get(OWN):
+    if lease is None:
+        with _ENGINE_LOCK:
+            held = _ENGINE_LEASES.get(id(conn.engine), [])
+            lease = held[0] if len(held) == 1 else None
+    if lease is not None:
         lease.check(conn)
 
 

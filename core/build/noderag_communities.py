@@ -137,24 +137,30 @@ def communities(ctx: BuildContext, part: HeteroPartition) -> Iterator[tuple[int,
     batch = max(32, workers * 4)
     reports: dict[str, Report] = {}
 
-    def build(k: int) -> tuple[str, Report]:
-        return part.cids[k], ctx.backend.report(*part.material(k))
+    def build(k: int) -> tuple[str, Report | None]:
+        """A community's report; None when it failed after its retries (a failed unit: written by the next build)."""
+        hint, lines = part.material(k)
+        return part.cids[k], ctx.failures.call(part.cids[k], lambda: ctx.backend.report(hint, lines),
+                                               f"NodeRAG community report of {hint!r}")
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for off in range(0, len(todo), batch):
             chunk = todo[off : off + batch]
-            reports.update(pool.map(build, chunk) if workers > 1 else [build(k) for k in chunk])
+            reports.update((cid, rep) for cid, rep in (pool.map(build, chunk) if workers > 1 else map(build, chunk))
+                           if rep is not None)
             yield off + len(chunk), len(todo)
             if ctx.should_stop():
                 return
     rows, members_of = [], {}
+    failed = {part.cids[k] for k in todo} - set(reports)  # their old material hash stays: the next build redoes them
     for k, cid in enumerate(part.cids):
         kinds: defaultdict[str, int] = defaultdict(int)
         for v in part.communities[k]:
             kinds[part.kind[v]] += 1
+        made = {} if cid in failed else {"material": material[k]}
         rows.append(Community(id=cid, workspace_id=ws_id, method=METHOD, level=0, size=len(part.communities[k]),
                               data={"kinds": dict(sorted(kinds.items())),
-                                    "modularity_level": round(part.modularity, 4), "material": material[k]}))
+                                    "modularity_level": round(part.modularity, 4)} | made))
         members_of[cid] = [part.ids[v] for v in part.communities[k]]
     write_communities(store, ws_id, rows, members_of, (METHOD,))
     with store.session() as s:  # a kept community whose member was deleted and made again (an attribute) lost its edge

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from sqlalchemy import update
 
 from core.build.context import BuildContext, Cancelled, Event, JobPlan, Progress, Stage
+from core.build.failures import count_failed, finished_message, plural
 from core.build.lease import NOW, Lease, LeaseLost
 from core.build.runs import insert_run
 from core.build.stages.attributed import attributed_stage
@@ -92,6 +93,7 @@ def _run_stages(ctx: BuildContext, lease: Lease, only: list[str] | None,
     store, run_id = ctx.store, lease.run_id
     last_write = 0.0
     ctx.should_stop = lease.should_stop
+    ctx.failures.run_id = run_id  # units whose language call fails are recorded, the stage goes on (failures.py)
     if lease.state() == "cancelling":  # stopped while still queued: honour it
         lease.finish("cancelled", "Stopped by the user")
         yield Event(run_id, "", "cancelled", 0, 0, "Stopped by the user", {})
@@ -102,6 +104,7 @@ def _run_stages(ctx: BuildContext, lease: Lease, only: list[str] | None,
             if only and name not in only:
                 continue
             stage_name = name
+            ctx.failures.begin(name)
             t0 = time.perf_counter()
             lease.write(stage=name, message=label)
             lease.write_stage(name, status="running", started_at=utcnow())
@@ -122,12 +125,15 @@ def _run_stages(ctx: BuildContext, lease: Lease, only: list[str] | None,
                 raise LeaseLost()
             secs = time.perf_counter() - t0
             fin = last or Progress(1, 1, label)
+            n_failed = ctx.failures.settle(name)
+            fin_message = (fin.message or label) + (f" ({plural(n_failed)})" if n_failed else "")
             lease.write_stage(name, status="done", done=fin.total, total=fin.total, counts=fin.counts,
-                              seconds=secs, finished_at=utcnow(), message=fin.message or label)
-            yield Event(run_id, name, "done", fin.total, fin.total, fin.message, fin.counts)
+                              seconds=secs, finished_at=utcnow(), message=fin_message)
+            yield Event(run_id, name, "done", fin.total, fin.total, fin_message, fin.counts)
         if lease.state() == "lost":  # another worker holds the run now: it finishes it
             raise LeaseLost()
-        done_message = "Build finished" if finish is None else finish(ctx)
+        done_message = finished_message("Build finished" if finish is None else finish(ctx),
+                                        count_failed(store, ctx.ws_id, run_id))
         if finish is None:
             store.analyze()
             finish_build(store, ctx.ws_id, ctx.backend.name, ctx.backend.model, ctx.embedder.name)

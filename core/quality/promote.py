@@ -175,10 +175,12 @@ def promote(ctx: BuildContext, name: str) -> Iterator[Progress]:
         raise VariantError("a build or job of this workspace is running; promote once it has finished")
     made: dict = {}
     for step, _, fn in promote_steps(name):
+        ctx.failures.begin(step)
         for p in fn(ctx):
             if step == "replace":
                 made = p.counts or made
             yield p
+        ctx.failures.settle(step)  # units that failed stay recorded for the next build (core/build/failures.py)
     version = store.bump_version(ws_id)
     yield Progress(5, 5, f"variant {name!r} promoted; build version {version}",
                    {"snapshot": made.get("snapshot"), "communities": made.get("communities", 0),

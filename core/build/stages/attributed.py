@@ -16,6 +16,10 @@ Storage: `Community` rows, method "attributed", level 0 = coarsest (ArchRAG laye
 member (transitively), title/summary/report filled so the `reports` stage skips them. Ids hash (workspace,
 "attributed", layer, entity members), so they do not depend on L.
 
+A level with a report that still failed after its retries (a failed unit, core/build/failures.py) ends the hierarchy
+below it: the next level's attributes are this level's report vectors, so it is left out whole (its reports made
+so far replay from the call cache) and the next build makes it and the levels above.
+
 Resumable: reports are persisted in batches as they are made (rows at a provisional level until the build
 ends), and a community whose id is stored with a summary written from the same material (`data["material"]`, a hash)
 keeps it, so after documents are added or deleted only communities whose material changed get a new report; the end of the stage writes the final levels
@@ -224,22 +228,31 @@ def attributed_stage(ctx: BuildContext) -> Iterator[Progress]:
         provisional = cfg.max_levels - layer
         _persist(ctx, [c for c in comms if c.summary], provisional)
 
-        def make(gi: int) -> tuple[int, str, Report]:  # used within this level only, so the loop's names hold
+        def make(gi: int) -> tuple[int, str, Report | None]:  # used within this level only: the loop's names hold
             hint, material = materials[gi]  # noqa: B023
-            return gi, hint, ctx.backend.report(hint, material)
+            return gi, hint, ctx.failures.call(comms[gi].id, lambda: ctx.backend.report(hint, material),  # noqa: B023
+                                               f"ArchRAG layer {layer} report of {hint!r}")  # noqa: B023
 
+        failed = 0
         with ThreadPoolExecutor(max_workers=workers) as pool:
             for off in range(0, len(todo), batch):
                 part = todo[off : off + batch]
                 for gi, hint, rep in (pool.map(make, part) if workers > 1 else map(make, part)):
+                    if rep is None:  # failed after its retries: a failed unit, see below
+                        failed += 1
+                        continue
                     c = comms[gi]
                     c.title = (rep.title or "").strip()[:300] or hint[:300] or c.id
                     c.summary = (rep.summary or "").strip() or c.title
                     c.report = rep.model_dump() | {"title": c.title, "summary": c.summary}
-                _persist(ctx, [comms[gi] for gi in part], provisional)
+                _persist(ctx, [comms[gi] for gi in part if comms[gi].summary], provisional)
                 yield Progress(off + len(part), len(todo), f"layer {layer}: summarized {off + len(part)}/{len(todo)}")
                 if ctx.should_stop():
                     return
+        if failed:  # the next level's attributes are this level's report vectors: the hierarchy ends below it
+            h.stop_reason = (f"layer {layer}: {failed} of {len(todo)} community reports failed (recorded as failed "
+                             f"units), so this layer and those above are left to the next build")
+            break
         vecs = yield from _embed_layer(ctx, comms, layer, provisional, h.vecs, level)
         if vecs is None or ctx.should_stop():
             return

@@ -12,6 +12,11 @@ Adds to the stored heterograph (Table 4 kinds: T chunk, S statement, N entity, R
 * `semantic` edges from the base layer of an HNSW graph over every T, S, A, H vector; a pair already linked by
   a heterograph edge has that edge's weight raised by 1 (marked `data.hnsw`) instead (core/build/noderag_edges.py).
 
+An attribute or a community report whose call still fails after its retries is a failed unit
+(core/build/failures.py): it is not written, so the next build makes it. The stage goes on without it: the
+communities are found over the heterograph as it stands (the next build, with the attribute, finds them again and
+keeps the unchanged ones with their reports), and a community without its report has no high-level element yet.
+
 Resumable: attributes are written in batches and skipped once stored from the same material (a hash in `data`); communities keep their rows and reports
 while their members are unchanged; high-level and overview nodes are synced to the reports (new ones added, stale
 ones removed); the edges of the last step are replaced in one transaction.
@@ -138,23 +143,27 @@ def _attributes(ctx: BuildContext, dec: Decomposed, important: list[str]) -> Ite
     workers = ctx.settings.backend.parallel_calls if ctx.backend.name != "offline" else 1
     batch = max(32, workers * 4)
 
-    def summarize(item: tuple[str, str]) -> tuple[str, str, Summary]:
+    def summarize(item: tuple[str, str]) -> tuple[str, str, Summary | None]:
         aid, eid = item
-        return aid, eid, ctx.backend.summarize("attribute", dec.entity[eid][0], dec.material(eid))
+        name = dec.entity[eid][0]
+        return aid, eid, ctx.failures.call(aid, lambda: ctx.backend.summarize("attribute", name, dec.material(eid)),
+                                           f"attribute of {name!r}")
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for off in range(0, total, batch):
             part = todo[off : off + batch]
-            results = list(pool.map(summarize, part)) if workers > 1 else [summarize(t) for t in part]
+            got = list(pool.map(summarize, part)) if workers > 1 else [summarize(t) for t in part]
+            results = [(aid, eid, summ) for aid, eid, summ in got if summ is not None]  # failed: made next build
             nodes = [node_row(ws_id, aid, "attribute", dec.entity[eid][0], summ.summary,
                                {"entity_id": eid, "keywords": list(summ.keywords)[:10], "material": material[aid]})
                      for aid, eid, summ in results]
             edges = [edge_row(ws_id, eid, aid, "has_attribute") for aid, eid, _ in results]
-            with store.session() as s:
-                conn = s.connection()
-                conn.execute(insert(sql_table(Node)), nodes)
-                conn.execute(insert(sql_table(Edge)), edges)
-                s.commit()
+            if nodes:
+                with store.session() as s:
+                    conn = s.connection()
+                    conn.execute(insert(sql_table(Node)), nodes)
+                    conn.execute(insert(sql_table(Edge)), edges)
+                    s.commit()
             yield off + len(part), total
             if ctx.should_stop():
                 return

@@ -1,7 +1,9 @@
 """The extract stage: entities, relationships and statements from every chunk, written as graph nodes and edges.
 
 Each chunk is one unit, written in one transaction with its checkpoint, so an interrupted build neither loses nor
-duplicates a chunk's elements. Entities are keyed by their normalized name, so same-named mentions land on one
+duplicates a chunk's elements. A chunk whose extraction still fails after its retries is a failed unit
+(core/build/failures.py): nothing is written for it and it has no checkpoint, so the next build extracts it and folds
+its mentions in as for an added document (and the lexical stage makes its document's topics again). Entities are keyed by their normalized name, so same-named mentions land on one
 node (the `resolve` stage then settles type and description); relationships are nodes (NodeRAG's R) linked to
 their `subject` and `object` entities and `derived_from` the chunk.
 """
@@ -55,14 +57,17 @@ def extract_stage(ctx: BuildContext) -> Iterator[Progress]:
     todo_docs = {d: docs[d] for d in dict.fromkeys(r[2] for r in todo) if d in docs}
     subjects = document_subjects(ctx.backend, todo_docs) if ctx.settings.extract.title_subject else {}
 
-    def run_one(row) -> Extraction:
-        _, text, doc_id = row
+    def run_one(row) -> Extraction | None:
+        """The chunk's extraction; None when the model failed it after its retries: recorded as a failed unit,
+        nothing written and no checkpoint, so the next build extracts it again (core/build/failures.py)."""
+        chunk_id, text, doc_id = row
         doc = docs.get(doc_id)
         # a model reads the title as context; offline extraction only trusts a real title as the subject
         subject = subjects.get(doc_id) if ctx.backend.name == "offline" else (doc.title if doc else None)
-        return ctx.backend.extract(text, types, subject=subject)
+        label = f"chunk of {doc.title!r}" if doc else "chunk"
+        return ctx.failures.call(chunk_id, lambda: ctx.backend.extract(text, types, subject=subject), label)
 
-    def run_part(part) -> list[Extraction]:
+    def run_part(part) -> list[Extraction | None]:
         many = getattr(ctx.backend, "extract_many", None)
         if many is not None:  # the offline backend parses a batch at once
             return many([t for _, t, _ in part], types, [subjects.get(d) for _, _, d in part])
@@ -79,11 +84,16 @@ def extract_stage(ctx: BuildContext) -> Iterator[Progress]:
         for start in range(0, total, batch):
             part = todo[start : start + batch]
             results = run_part(part)
-            counts.update(write_extractions(store, ws_id, [(cid, doc_id, ex) for (cid, _, doc_id), ex
-                                                           in zip(part, results)], redirect, subjects,
-                                            ctx.settings.extract.subject_weight))
+            items = [(cid, doc_id, ex) for (cid, _, doc_id), ex in zip(part, results) if ex is not None]
+            if items:
+                counts.update(write_extractions(store, ws_id, items, redirect, subjects,
+                                                ctx.settings.extract.subject_weight))
             counts["chunks"] = start + len(part)
-            yield Progress(start + len(part), total, f"extracted {start + len(part)}/{total} chunks{by}", dict(counts))
+            if len(items) < len(part):
+                counts["failed_chunks"] += len(part) - len(items)
+            failed = f", {counts['failed_chunks']} failed" if counts["failed_chunks"] else ""
+            yield Progress(start + len(part), total, f"extracted {start + len(part)}/{total} chunks{by}{failed}",
+                           dict(counts))
             if ctx.should_stop():
                 return
     if total == 0:
@@ -242,6 +252,9 @@ def write_extractions(store, ws_id: int, items: list[tuple[str, str | None, Extr
                                                   "VALUES (?, ?, ?, ?, ?, ?)"), edges)
         conn.exec_driver_sql(driver_sql(conn, "INSERT INTO checkpoint (workspace_id, stage, unit) VALUES (?, ?, ?)"),
                              [(ws_id, STAGE, cid) for cid, _, _ in items])
+        # a document whose topics were made without this chunk (its extraction had failed): made again (lexical.py)
+        conn.exec_driver_sql(driver_sql(conn, "DELETE FROM checkpoint WHERE workspace_id = ? AND stage = 'lexical' "
+                                              "AND unit = ?"), [(ws_id, d) for d in sorted({d for _, d, _ in items if d})])
         s.commit()
     return counts
 

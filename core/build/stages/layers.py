@@ -10,7 +10,10 @@ code does; offline, one extractive summary entity per cluster. Each summary enti
 from the members the reply relates to it (a member the reply relates to nothing is linked to every summary entity of
 its cluster, so the layer stays covered), stored one layer up and embedded; the new layer is then clustered in turn.
 A layer too small to cluster, or the safety cap, also ends the build, with that reason. The stage is one unit: it
-replaces the summary layers it built before, so a rerun gives the same layers.
+replaces the summary layers it built before, so a rerun gives the same layers. A cluster whose call still fails after
+its retries is a failed unit (core/build/failures.py): the layer it was making is kept with the summary entities of
+the other clusters, and no layer is built above it (it would cluster an incomplete layer); the next build, whose
+calls that succeeded replay from the call cache, makes the whole hierarchy.
 
 Recorded per layer (StageRun counts "layers", read by the Build page and `core stats`): layer, entities, clusters,
 global_clusters, summary_entities, cluster_sparsity (CS of this layer's clustering), change_rate, n_components
@@ -106,8 +109,12 @@ def layers_stage(ctx: BuildContext) -> Iterator[Progress]:
             reason = f"layer {layer}: every cluster holds a single entity, so there is nothing to summarize"
             break
         yield Progress(layer, layer + 1, f"summarizing {len(multi)} clusters of layer {layer}", {"layers": layers})
-        new_ids = _summary_layer(ctx, cfg, layer, ids, multi, titles, texts, vec_of)
+        new_ids, failed = _summary_layer(ctx, cfg, layer, ids, multi, titles, texts, vec_of)
         row["summary_entities"] = len(new_ids)
+        if failed:  # the layer above would cluster an incomplete layer: kept as made, and the next build goes on
+            reason = (f"layer {layer}: {failed} of {len(multi)} clusters' summary entities failed (recorded as failed "
+                      f"units); the next build makes them and the layers above")
+            break
         previous = c.sparsity
         ids = new_ids
         layer += 1
@@ -130,8 +137,9 @@ def _central_first(member_ids: list[str], vec_of: dict) -> list[str]:
 
 
 def _summary_layer(ctx, cfg: LayerSettings, layer: int, ids: list[str], clusters: list[list[str]],
-                   titles: dict, texts: dict, vec_of: dict) -> list[str]:
-    """Summary entities of layer + 1 from the clusters of `layer` (member ids); stored, linked, embedded."""
+                   titles: dict, texts: dict, vec_of: dict) -> tuple[list[str], int]:
+    """Summary entities of layer + 1 from the clusters of `layer` (member ids); stored, linked, embedded. Returns
+    their ids and how many clusters' calls failed (recorded as failed units)."""
     offline = ctx.backend.name == "offline"
     # X: HiRAG's meta summary concepts for a model; offline, the layer's own most shared terms stand in for them
     concepts = meta_summary_concepts([texts[i] for i in ids]) if offline else list(cfg.meta_summary_concepts)
@@ -152,7 +160,9 @@ def _summary_layer(ctx, cfg: LayerSettings, layer: int, ids: list[str], clusters
 
     def summarize(members: list[str]):
         shown, pairs = material(members)
-        return members, shown, ctx.backend.summary_entities(pairs, concepts)
+        unit = f"layer {layer}: {content_id(*members)}"  # the cluster, by its members
+        label = f"summary entities of {len(members)} layer-{layer} entities ({', '.join(p[0] for p in pairs[:3])})"
+        return members, shown, ctx.failures.call(unit, lambda: ctx.backend.summary_entities(pairs, concepts), label)
 
     workers = max(1, int(ctx.settings.backend.concurrency)) if not offline else 1
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -161,6 +171,8 @@ def _summary_layer(ctx, cfg: LayerSettings, layer: int, ids: list[str], clusters
     nodes: dict[str, dict] = {}
     links: dict[str, dict[str, str]] = {}  # summary id -> member id -> relation description
     for k, (members, shown, rep) in enumerate(replies):
+        if rep is None:  # failed after its retries (a failed unit): this cluster gets no summary entity
+            continue
         by_name = {titles[m].casefold(): m for m in shown}
         sids = {}
         for e in rep.entities:
@@ -208,4 +220,4 @@ def _summary_layer(ctx, cfg: LayerSettings, layer: int, ids: list[str], clusters
         for _ in embed_missing(ctx.index, ctx.embedder, "entity", rows, ctx.settings.embed.batch_size):
             pass
         vec_of.update(ctx.index.vectors("entity", new_ids))
-    return new_ids
+    return new_ids, sum(1 for *_, rep in replies if rep is None)

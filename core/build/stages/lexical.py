@@ -12,7 +12,9 @@ and to its document by `derived_from`, and embedded into the "topic" collection 
 (§3.2, 2: "topic embeddings incorporate associated statements"): HLG's intra-document connectivity.
 
 Units. Fact linking inserts only the edges that are missing, so it is idempotent. Topics are written per document
-together with the document's checkpoint in one transaction; checkpointed documents are skipped. Documents with
+together with the document's checkpoint in one transaction; checkpointed documents are skipped. A topic whose
+summary still fails after its retries is a failed unit (core/build/failures.py): its document is written neither
+topics nor checkpoint, so the next build makes its topics again (those that succeeded replay from the call cache). Documents with
 more than `WINDOW` statements are clustered in consecutive windows (core/algorithms/topics.py, the clustering),
 which bounds the quadratic distance matrix.
 """
@@ -125,9 +127,9 @@ def _statement_vectors(ctx: BuildContext, lx: _Lexicon, ids: list[str]) -> dict[
     return vecs
 
 
-def _write_documents(store, ws_id: int, doc_ids: list[str], topics: list[dict]) -> None:
+def _write_documents(store, ws_id: int, doc_ids: list[str], topics: list[dict]) -> list[str]:
     """One transaction: replace these documents' topics (a leftover of nothing, normally), write the new ones and
-    their edges, checkpoint the documents."""
+    their edges, checkpoint the documents. Returns the ids of the topics replaced."""
     with store.session() as s:
         old = list(s.exec(select(Node.id).where(Node.workspace_id == ws_id, Node.kind == "topic",
                                                 col(Node.document_id).in_(doc_ids))))
@@ -154,6 +156,7 @@ def _write_documents(store, ws_id: int, doc_ids: list[str], topics: list[dict]) 
         for d in doc_ids:
             s.add(Checkpoint(workspace_id=ws_id, stage=STAGE, unit=d))
         s.commit()
+    return old
 
 
 def _topic_rows(store, ws_id: int, lx: _Lexicon) -> list[tuple[str, str, dict]]:
@@ -193,10 +196,12 @@ def lexical_stage(ctx: BuildContext) -> Iterator[Progress]:
         by_doc[doc].append(sid)
     workers = ctx.settings.backend.parallel_calls if ctx.backend.name != "offline" else 1
 
-    def summarize(job: tuple[str, list[str]]):
-        title, texts = job
-        return ctx.backend.summarize("topic", title, texts)
+    def summarize(job: tuple[str, str, str, list[str]]):
+        """A topic's title and summary; None when the model failed it after its retries (a failed unit)."""
+        unit, label, title, texts = job
+        return ctx.failures.call(unit, lambda: ctx.backend.summarize("topic", title, texts), label)
 
+    replaced: list[str] = []  # topics of documents made again
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         k = 0
         while k < len(todo):
@@ -218,17 +223,23 @@ def lexical_stage(ctx: BuildContext) -> Iterator[Progress]:
                     members = [stmts[i] for i in group]
                     topics.append({"id": content_id(str(ws_id), "topic", doc_id, *sorted(members)), "doc": doc_id,
                                    "doc_title": title or "", "ord": n, "statements": members})
-            jobs = [(t["doc_title"], [lx.stmt_text[i] for i in t["statements"]]) for t in topics]
+            jobs = [(t["id"], f"topic {t['ord'] + 1} of {t['doc_title']!r}", t["doc_title"],
+                     [lx.stmt_text[i] for i in t["statements"]]) for t in topics]
             results = list(pool.map(summarize, jobs)) if workers > 1 else [summarize(j) for j in jobs]
+            failed = {t["doc"] for t, r in zip(topics, results) if r is None}  # left to the next build, whole
             for t, r in zip(topics, results):
-                t.update(title=(r.title or "").strip() or "Untitled topic", summary=r.summary or "",
-                         keywords=list(r.keywords or []))
-            _write_documents(store, ws_id, [d for d, _ in batch], topics)
+                if r is not None:
+                    t.update(title=(r.title or "").strip() or "Untitled topic", summary=r.summary or "",
+                             keywords=list(r.keywords or []))
+            replaced += _write_documents(store, ws_id, [d for d, _ in batch if d not in failed],
+                                         [t for t in topics if t["doc"] not in failed])
             yield Progress(k, len(todo), f"topics for {k}/{len(todo)} documents", counts)
             if ctx.should_stop():
                 return
 
     rows = _topic_rows(store, ws_id, lx)
+    live = {r[0] for r in rows}  # a document's topics made again (core/build/stages/extract.py): old vectors go
+    ctx.index.delete("topic", sorted(set(replaced) - live))
     for d, total in embed_missing(ctx.index, ctx.embedder, "topic", rows, ctx.settings.embed.batch_size,
                                   ctx.should_stop):
         yield Progress(d, total, f"embedded {d}/{total} topics", counts)

@@ -72,24 +72,32 @@ def reports_stage(ctx: BuildContext) -> Iterator[Progress]:
         hashed = set(s.exec(select(Community.id).where(Community.workspace_id == ws_id,
                                                        col(Community.method).in_(HASHED))))
 
-    def build(cid: str) -> tuple[str, Report]:
+    def build(cid: str) -> tuple[str, Report | None]:
+        """The community's report; None when the model failed it after its retries: recorded as a failed unit and
+        left unwritten (absent, or the stale one kept with its mark), so the next build writes it."""
         assert elements is not None  # dropped only after the last report
         hint, material = report_material(*elements.of(cid))
         if cid in hashed:
             fresh[cid]["material"] = content_id(hint, *material)
-        return cid, ctx.backend.report(hint, material)
+        return cid, ctx.failures.call(cid, lambda: ctx.backend.report(hint, material), f"report of {hint!r}")
 
+    n_failed = 0
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for off in range(0, total, batch):
             part = todo[off : off + batch]
             results = list(pool.map(build, part)) if workers > 1 else [build(c) for c in part]
-            with store.session() as s:
-                s.connection().execute(update(table).where(table.c.id == bindparam("_id")), [
-                    {"_id": cid, "title": rep.title[:300], "summary": rep.summary, "report": rep.model_dump(),
-                     "data": fresh[cid]}
-                    for cid, rep in results])
-                s.commit()
-            yield Progress(off + len(part), total, f"{off + len(part)}/{total} reports", {"reports": off + len(part)})
+            made = [(cid, rep) for cid, rep in results if rep is not None]
+            n_failed += len(results) - len(made)
+            if made:
+                with store.session() as s:
+                    s.connection().execute(update(table).where(table.c.id == bindparam("_id")), [
+                        {"_id": cid, "title": rep.title[:300], "summary": rep.summary, "report": rep.model_dump(),
+                         "data": fresh[cid]}
+                        for cid, rep in made])
+                    s.commit()
+            failed = f", {n_failed} failed" if n_failed else ""
+            yield Progress(off + len(part), total, f"{off + len(part)}/{total} reports{failed}",
+                           {"reports": off + len(part) - n_failed, "failed_reports": n_failed})
             if ctx.should_stop():
                 return
     elements = None  # drop the loaded graph before handing memory back
