@@ -198,36 +198,48 @@ def test_a_stalled_worker_that_lost_its_run_writes_nothing_when_it_wakes(db, tin
     ingest_paths(store, ws, [tiny_corpus], db)
     run = create_run(store, ws, db)
     stalled = launch_worker(db, run.id)
-    server = None
+
+    def stages_of():
+        return [(r.stage, r.status, r.done, r.total, r.finished_at) for r in store.stage_runs(run.id)]
+
     try:
         _wait_for(lambda: get_run(store, run.id).stage == "extract", 300, "the extract stage", every=0.02)
         stalled.send_signal(signal.SIGSTOP)
-        first = get_run(store, run.id).worker
-        log = db.storage.home / "serve.log"
-        server = _serve(db, log)
-        _wait_for(lambda: get_run(store, run.id).status in ("done", "failed"), 600, "the taken-over build", every=0.5)
-        done = get_run(store, run.id)
-        assert done.status == "done" and done.worker != first, (done.message, log.read_text())
-        stages = [(r.stage, r.status, r.done, r.total, r.finished_at) for r in store.stage_runs(run.id)]
-        rows, vectors = every_row(store), every_vector(db, ws.name)
-        stalled.send_signal(signal.SIGCONT)
-        code = stalled.wait(timeout=120)
+        code, done, rows, vectors, stages = _take_over_then_wake(db, store, ws.name, run.id, stalled, 0.0, stages_of)
     finally:
         if stalled.poll() is None:
             stalled.send_signal(signal.SIGCONT)
             stalled.kill()
-        if server is not None:
-            _stop(server)
     wlog = (db.storage.home / "logs" / f"run-{run.id}.log").read_text()
     assert code in (1, 4), wlog  # 4: stopped at its next check; 1: its unit's write failed against the new rows
     after = get_run(store, run.id)
     assert (after.status, after.worker, after.message, after.finished_at) == (
         "done", done.worker, done.message, done.finished_at), "the woken worker overwrote its successor's run"
-    assert [(r.stage, r.status, r.done, r.total, r.finished_at) for r in store.stage_runs(run.id)] == stages
+    assert stages_of() == stages
     assert store.require_workspace("w").build_version == 1
     changed = {t for t, digest in every_row(store).items() if rows.get(t) != digest}
     assert not changed, f"the woken worker changed rows of {sorted(changed)}\n{wlog}"
     assert every_vector(db, ws.name) == vectors, "the woken worker wrote vectors"
+
+
+def _take_over_then_wake(db, store: Store, ws_name: str, run_id: int, stalled: subprocess.Popen, settle_s: float,
+                         also=list):
+    """With `stalled` stopped (SIGSTOP): a `worker --serve` takes its run over and finishes it; after `settle_s`,
+    what is stored then (every row, every vector, `also()`) is read and the stalled worker woken (SIGCONT) and
+    waited for. (exit code, the finished run, rows, vectors, also())."""
+    first = get_run(store, run_id).worker
+    log = db.storage.home / "serve.log"
+    server = _serve(db, log)
+    try:
+        _wait_for(lambda: get_run(store, run_id).status in ("done", "failed"), 600, "the taken-over build", every=0.5)
+        done = get_run(store, run_id)
+        assert done.status == "done" and done.worker != first, (done.message, log.read_text())
+        time.sleep(settle_s)
+        seen = (every_row(store), every_vector(db, ws_name), also())
+        stalled.send_signal(signal.SIGCONT)
+        return stalled.wait(timeout=120), done, *seen
+    finally:
+        _stop(server)
 
 
 def every_row(store: Store) -> dict[str, str]:
@@ -433,27 +445,15 @@ def test_a_worker_woken_mid_unit_after_losing_its_run_changes_no_row(db, tiny_co
         ingest_paths(store, ws, [tiny_corpus], db)
         run = create_run(store, ws, db)
         stalled = launch_worker(db, run.id)
-        server = None
         try:
             _wait_for(lambda: fake.count("/api/chat") >= 1, 300, "the first model call", every=0.02)
             stalled.send_signal(signal.SIGSTOP)  # waiting for its reply, mid-unit
-            first = get_run(store, run.id).worker
-            log = db.storage.home / "serve.log"
-            server = _serve(db, log)
-            _wait_for(lambda: get_run(store, run.id).status in ("done", "failed"), 600, "the taken-over build",
-                      every=0.5)
-            done = get_run(store, run.id)
-            assert done.status == "done" and done.worker != first, (done.message, log.read_text())
-            time.sleep(4.5)  # the late reply is in the stopped worker's socket by now
-            rows, vectors = every_row(store), every_vector(db, ws.name)
-            stalled.send_signal(signal.SIGCONT)
-            code = stalled.wait(timeout=120)
+            # after 4.5 s the late reply is in the stopped worker's socket
+            code, _, rows, vectors, _ = _take_over_then_wake(db, store, ws.name, run.id, stalled, 4.5, list)
         finally:
             if stalled.poll() is None:
                 stalled.send_signal(signal.SIGCONT)
                 stalled.kill()
-            if server is not None:
-                _stop(server)
         wlog = (db.storage.home / "logs" / f"run-{run.id}.log").read_text()
         assert code == 4, wlog  # it noticed the loss: "another worker took the run over"
         changed = {t for t, digest in every_row(store).items() if rows.get(t) != digest}
