@@ -39,25 +39,26 @@ run: install
 	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.port $(PORT)
 
 # Lint (ruff.toml) and type checks (mypy.ini) run first: either one failing stops the target before pytest. Then every
-# test on SQLite and embedded chromadb, then the stage and retrieval tests again on PostgreSQL and on a Chroma server
-# (test-stores), which the tests start themselves, then the stage and embedder tests on the MiniLM runtime this
-# machine does not pick by itself (test-runtime: ONNX on a CPU with native bfloat16, torch-bf16 elsewhere).
+# test on SQLite, embedded chromadb and the MiniLM runtime this machine picks; then the stage tests again on
+# PostgreSQL and, on a Chroma server with the MiniLM runtime this machine does NOT pick by itself (ONNX on a CPU with
+# native bfloat16, torch-bf16 elsewhere), the stage, vector and embedder tests once more (test-stores; the servers
+# are started by the tests themselves). So a green run covers both stores of each kind and both runtimes.
 test: install debs
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
 	$(MAKE) --no-print-directory test-stores
-	$(MAKE) --no-print-directory test-runtime
 
 STORE_TESTS := tests/stages tests/unit/test_vectors.py
+OTHER_RUNTIME = $(BIN)/python -c "from core.backends.minilm_runtime import native_bf16; print('onnx' if native_bf16() else 'torch-bf16')"
 test-stores: install debs
 	STRATA_TEST_DATABASE=postgres $(BIN)/python -m pytest -q $(STORE_TESTS)
-	STRATA_TEST_CHROMA=server $(BIN)/python -m pytest -q $(STORE_TESTS)
+	$(MAKE) --no-print-directory test-runtime
 
-RUNTIME_TESTS := tests/stages tests/unit/test_embedders.py tests/unit/test_vectors.py
-OTHER_RUNTIME = $(BIN)/python -c "from core.backends.minilm_runtime import native_bf16; print('onnx' if native_bf16() else 'torch-bf16')"
-test-runtime: install
-	STRATA_MINILM_RUNTIME=$$($(OTHER_RUNTIME)) $(BIN)/python -m pytest -q $(RUNTIME_TESTS)
+# the stage, vector and embedder tests on a Chroma server and the other MiniLM runtime
+test-runtime: install debs
+	STRATA_TEST_CHROMA=server STRATA_MINILM_RUNTIME=$$($(OTHER_RUNTIME)) $(BIN)/python -m pytest -q $(STORE_TESTS) \
+	  tests/unit/test_embedders.py
 
 test-fast: install
 	$(BIN)/python -m pytest -m "not e2e"
