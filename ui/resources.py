@@ -30,18 +30,11 @@ def store() -> Store:
 def embedder(kind: str, runtime: str = "") -> Embedder:
     """The embedder of `kind` ("minilm", a served model's name); MiniLM on `runtime` (a workspace's recorded one,
     core/index/writer.py) when given and loadable here, else on this host's own."""
-    from core.backends.embedders import make_embedder, writer_of
-    from core.protocols import BackendError
+    from core.build.factory import embedder_on
 
     s = settings().model_copy(deep=True)
     s.embed.embedder = embedder_kind(kind)  # type: ignore[assignment]
-    emb = make_embedder(s.embed, s.backend, s.storage.home / "models", runtime=runtime or None)
-    if runtime:
-        try:
-            writer_of(emb)
-        except BackendError:
-            return make_embedder(s.embed, s.backend, s.storage.home / "models")
-    return emb
+    return embedder_on(s, runtime)
 
 
 def workspace_embedder(ws: Workspace) -> Embedder:
@@ -54,14 +47,19 @@ def ws_key(ws: Workspace) -> str:
     """What the page caches key a workspace's views by: its id and creation time (a workspace deleted and created
     again under the same name, or given a freed id, never meets the old one's cached texts, reports or answers) and
     its build version (a new build reloads)."""
-    return f"{ws.id}@{ws.created_at.isoformat()}#{ws.build_version}"
+    return f"{_identity(ws)}#{ws.build_version}"
+
+
+def _identity(ws: Workspace) -> str:
+    """A workspace as distinct from one deleted before it under the same name (or id)."""
+    return f"{ws.id}@{ws.created_at.isoformat()}"
 
 
 def vector_index(ws_name: str, embedder_name: str) -> VectorIndex:
     """The workspace's chromadb collections for one embedder: one handle per workspace (and creation), per process,
     shared by every page."""
     ws = store().require_workspace(ws_name)
-    return _vector_index(ws_name, embedder_name, f"{ws.id}@{ws.created_at.isoformat()}")
+    return _vector_index(ws_name, embedder_name, _identity(ws))
 
 
 def clear_vector_indexes() -> None:

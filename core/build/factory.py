@@ -67,14 +67,28 @@ def workspace_embedder(settings: Settings, ws_name: str, strict: bool = True) ->
     pinned = settings.embed.minilm_runtime
     if strict and pinned != "auto" and pinned != rec.runtime:
         raise mismatch(ws_name, rec, Writer(rec.embedder, pinned, rec.dim))
+    if not strict:
+        return embedder_on(settings, rec.runtime)
     try:
         emb = make_embedder(settings.embed, settings.backend, home, runtime=rec.runtime)
         writer_of(emb)
     except (BackendError, ValueError) as exc:  # a runtime this host cannot load, or does not know
-        if strict:
-            raise mismatch(ws_name, rec, str(exc)) from None
-        return make_embedder(settings.embed, settings.backend, home)
+        raise mismatch(ws_name, rec, str(exc)) from None
     return emb
+
+
+def embedder_on(settings: Settings, runtime: str) -> Embedder:
+    """The configured embedder, MiniLM on `runtime` when that loads here, else on this host's own (for questions:
+    its similarities within ~3e-3 of the recorded runtime's)."""
+    home = settings.storage.home / "models"
+    if not runtime or settings.embed.embedder != "minilm":
+        return make_embedder(settings.embed, settings.backend, home)
+    try:
+        emb = make_embedder(settings.embed, settings.backend, home, runtime=runtime)
+        writer_of(emb)
+        return emb
+    except (BackendError, ValueError):  # a runtime this host cannot load, or does not know
+        return make_embedder(settings.embed, settings.backend, home)
 
 
 def make_context(store: Store, ws: Workspace, settings: Settings, embedder: Embedder | None = None) -> BuildContext:
