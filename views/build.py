@@ -11,7 +11,7 @@ from core.build.failures import count_failed, failed_units, plural
 from core.build.runs import active_run, request_cancel
 from core.config import BACKEND_KINDS
 from core.explore.hierarchy import METHODS, frame_signature, hierarchy_figure, hierarchy_frame
-from core.models import Workspace
+from core.models import UNFINISHED, Workspace, is_active
 from core.protocols import BackendError
 from core.workspace import retry_failed, start_build
 from ui import failed_units as FU
@@ -215,8 +215,8 @@ def live() -> None:
         return
     assert run.id is not None  # a row read from or written to the store has its key
     stages = store.stage_runs(run.id)
-    active = active_run(store, ws)
-    stalled = run.status in ("running", "queued", "cancelling") and (active is None or active.id != run.id)
+    # judged on this one read of the row: a second read (active_run) racing the build's end saw it stalled
+    stalled = run.status in UNFINISHED and not is_active(run, store.now())
     label = {"done": "Build finished", "failed": "Build failed", "cancelled": "Build stopped"}.get(run.status, "")
     n_failed = count_failed(store, ws_id, run.id) if run.status == "done" else 0
     if stalled:
