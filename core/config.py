@@ -227,7 +227,30 @@ class WorkerSettings(BaseModel):
     poll_s: float = Field(2.0, gt=0, description="How often an idle `worker --serve` looks for a run to claim.")
 
 
+AuthMode = Literal["none", "oidc", "proxy"]
+
+
+class AuthSettings(BaseModel):
+    """Who is there (ui/auth.py) and what they may do (core/access.py)."""
+
+    mode: AuthMode = Field("none", description="STRATA_AUTH: none (one laptop: no sign-in, everyone may do "
+                           "everything), oidc (Streamlit's st.login with the provider of .streamlit/secrets.toml), "
+                           "proxy (the user named by a header an authenticating proxy sets).")
+    oidc_provider: str | None = Field(None, description="STRATA_OIDC_PROVIDER: the [auth.NAME] section of "
+                                      "secrets.toml to sign in with; unset: the [auth] section itself.")
+    proxy_header: str = Field("X-Forwarded-Email", description="STRATA_AUTH_HEADER: the header naming the user "
+                              "(oauth2-proxy: X-Forwarded-Email or X-Forwarded-User).")
+    trusted_proxies: list[str] = Field(default_factory=lambda: ["127.0.0.1/32", "::1/128"],
+                                       description="STRATA_TRUSTED_PROXIES (comma-separated addresses or networks): "
+                                                   "the header is believed only on a connection from these.")
+    service_user: str = Field("strata-service", description="STRATA_SERVICE_USER: who the CLI and the workers act "
+                              "as (workspaces they create belong to it).")
+    admins: list[str] = Field(default_factory=list, description="STRATA_ADMINS (comma-separated users): may see and "
+                              "act on every workspace, and read the whole audit log.")
+
+
 class Settings(BaseModel):
+    auth: AuthSettings = AuthSettings()
     storage: StorageSettings = StorageSettings()
     ingest: IngestSettings = IngestSettings()
     chunk: ChunkSettings = ChunkSettings()
@@ -279,6 +302,18 @@ class Settings(BaseModel):
             s.storage.chroma_url = env["STRATA_CHROMA_URL"]
         if env.get("STRATA_SAMPLE", "").strip().lower() in ("0", "false", "no", "off"):
             s.storage.sample_on_start = False
+        if env.get("STRATA_AUTH"):
+            s.auth.mode = env["STRATA_AUTH"].strip().lower()  # type: ignore[assignment]
+        if env.get("STRATA_OIDC_PROVIDER"):
+            s.auth.oidc_provider = env["STRATA_OIDC_PROVIDER"]
+        if env.get("STRATA_AUTH_HEADER"):
+            s.auth.proxy_header = env["STRATA_AUTH_HEADER"]
+        if "STRATA_TRUSTED_PROXIES" in env:
+            s.auth.trusted_proxies = env["STRATA_TRUSTED_PROXIES"].replace(",", " ").split()
+        if env.get("STRATA_SERVICE_USER"):
+            s.auth.service_user = env["STRATA_SERVICE_USER"]
+        if env.get("STRATA_ADMINS"):
+            s.auth.admins = env["STRATA_ADMINS"].replace(",", " ").split()
         out = cls.model_validate(s.model_dump())
         key = env.get("STRATA_OPENAI_API_KEY") or env.get("OPENAI_API_KEY")
         out.backend.api_key = SecretStr(key) if key else None  # excluded from model_dump, so set after it
