@@ -6,14 +6,19 @@ from pathlib import Path
 
 import streamlit as st
 
+from ui import guard
 from ui import resources as R
+from ui.auth import gate
 from ui.sidebar import sidebar
 
 st.set_page_config(page_title="Strata", page_icon=str(Path(__file__).parent / "ui" / "icon.png"), layout="wide")
 
 R.bootstrap()
+gate()  # signed out, or no identity: every page shows only the sign-in
+guard.follow_link()  # ?workspace=NAME
 
 sidebar()
+guard.show_refused_link()
 
 if problem := R.vector_store_problem(R.settings().storage.chroma_url):  # every page needs the vectors
     st.error(problem, icon=":material/cloud_off:")

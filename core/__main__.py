@@ -1,4 +1,4 @@
-"""The command line: `python -m core build|ask|eval|stats|history|export|workspaces|worker`, driving the same engine as
+"""The command line: `python -m core build|ask|eval|stats|history|export|workspaces|share|audit|worker`, driving the same engine as
 the app.
 
 Exit status: 0 on success, 1 when the work failed (build error, unreachable model server), 2 on bad arguments or a
@@ -15,8 +15,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from core import access
 from core.backends.servers import backend_kind, embedder_kind, require_servers
 from core.build.failures import EXIT_FAILED_UNITS, print_failed
+from core.cli_access import add_parsers as add_access_parsers
 from core.config import Settings
 from core.protocols import BackendError
 from core.store import Store, StoreError, check_workspace_name
@@ -117,8 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     x.add_argument("out", help="file to write ('-' for standard output)")
     x.set_defaults(func=cmd_export)
 
-    w = sub.add_parser("workspaces", help="list workspaces")
-    w.set_defaults(func=cmd_workspaces)
+    add_access_parsers(sub)  # workspaces, share, audit
 
     k = sub.add_parser("worker", help="run queued builds and jobs: one (--run ID) or, long-running, any (--serve)")
     one = k.add_mutually_exclusive_group(required=True)
@@ -151,6 +152,7 @@ def cmd_build(args, settings: Settings, store: Store) -> int:
         connect_server(settings.storage.chroma_url)
     ws = store.create_workspace(args.workspace)
     assert ws.id is not None  # a row read from or written to the store has its key
+    access.adopt(store, ws, access.service_user(settings).name)  # a new one belongs to the service identity
     busy = active_run(store, ws)
     if busy is not None:  # one build or job (core/worker.py) of a workspace at a time
         raise UsageError(busy_message(busy))
@@ -374,15 +376,6 @@ def cmd_export(args, settings: Settings, store: Store) -> int:
     if path is not None:
         what = f"{counts['nodes']:,} nodes, {counts['edges']:,} edges" if counts else fmt
         print(f"wrote {path} ({what}, {path.stat().st_size:,} bytes)", file=sys.stderr)
-    return 0
-
-
-def cmd_workspaces(args, settings: Settings, store: Store) -> int:
-    for ws in store.workspaces():
-        assert ws.id is not None  # a row read from or written to the store has its key
-        c = store.counts(ws.id)
-        print(f"{ws.name}\tbuild {ws.build_version}\t{ws.backend}\t{c.get('document', 0)} documents\t"
-              f"{c.get('entity', 0)} entities\t{c.get('community', 0)} communities")
     return 0
 
 

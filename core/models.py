@@ -256,6 +256,32 @@ class CommunityVariant(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class Member(SQLModel, table=True):
+    """Someone's role in a workspace (core/access.py): viewer, editor or owner; user "*" is everyone signed in."""
+
+    __table_args__ = (UniqueConstraint("workspace_id", "user"),)
+    id: Optional[int] = Field(default=None, primary_key=True)
+    workspace_id: int = Field(index=True, foreign_key="workspace.id")
+    user: str
+    role: str
+    added_by: str = ""
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class AuditEvent(SQLModel, table=True):
+    """Who did (or was refused) what, when, to which workspace (core/access.py). No foreign key: the log outlives a
+    deleted workspace (its name is kept)."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    at: datetime = Field(default_factory=utcnow, index=True)
+    user: str = Field(index=True)
+    action: str
+    workspace_id: Optional[int] = Field(default=None, index=True)
+    workspace: str = ""
+    allowed: bool = False
+    detail: str = ""
+
+
 def sql_table(model: type[SQLModel]) -> Table:
     """The SQLAlchemy table behind a table model, for bulk inserts and updates (`insert(sql_table(Node))`)."""
     t: Table = model.__table__  # type: ignore[attr-defined]  # set by SQLModel's metaclass, absent from its stubs

@@ -30,6 +30,7 @@ from core.models import (
     EntityMerge,
     FailedUnit,
     LLMCall,
+    Member,
     Node,
     QueryLog,
     StageRun,
@@ -245,7 +246,7 @@ class Store:
             if runs:
                 s.exec(delete(StageRun).where(col(StageRun.run_id).in_(runs)))
             for table in (FailedUnit, BuildRun, Checkpoint, Edge, Node, Community, Document, QueryLog, EntityMerge,
-                          CommunityVariant, Artifact):
+                          CommunityVariant, Artifact, Member):
                 s.exec(delete(table).where(col(table.workspace_id) == ws.id))
             s.exec(delete(Workspace).where(col(Workspace.id) == ws.id))
             s.commit()

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core import access
 from core.answer import Answer, answer, context_budget
 from core.build.factory import delete_vectors, open_index
 from core.build.runner import create_run
@@ -111,13 +112,17 @@ def _context_tokens(a: Answer) -> int:
 
 
 def ensure_sample(store: Store, settings: Settings) -> tuple[Workspace | None, BuildRun | None]:
-    """Create the `sample` workspace from data/sample on first start and launch its build in the background.
+    """Create the `sample` workspace from data/sample on first start and launch its build in the background; it
+    belongs to the service identity and everyone signed in may browse and ask it (core/access.py).
     Returns the workspace and the run started (None when the sample already existed). With
     `storage.sample_on_start` off (STRATA_SAMPLE=0) nothing is created: the sample if present, else None."""
     ws = store.get_workspace(SAMPLE_NAME)
     if ws is not None or not settings.storage.sample_on_start:
+        if ws is not None:  # (one from before workspaces had members)
+            access.adopt(store, ws, access.service_user(settings).name, everyone="viewer")
         return ws, None
     ws = store.create_workspace(SAMPLE_NAME)
+    access.adopt(store, ws, access.service_user(settings).name, everyone="viewer")  # everyone may browse and ask it
     ingest_paths(store, ws, [SAMPLE_DIR], settings)
     return ws, start_build(store, ws, settings, backend="offline")
 

@@ -12,6 +12,7 @@ from core.build.failures import failed_units, plural
 from core.build.runs import active_run, request_cancel
 from core.models import BuildRun, Workspace
 from ui import failed_units as FU
+from ui import guard
 from ui import resources as R
 from ui.text import md_escape
 
@@ -72,8 +73,9 @@ def draw(ws: Workspace) -> None:
             a, b = st.columns([5, 1])
             state = "stopping…" if now.status == "cancelling" else now.status
             a.markdown(f"**{md_escape(runs.run_label(now))}** · {state} · run {now.id}")
-            stop = b.button("Stop", key="job_stop", icon=":material/stop:", disabled=now.status == "cancelling")
-            if stop:
+            stop = b.button("Stop", key="job_stop", icon=":material/stop:",
+                            disabled=now.status == "cancelling" or not guard.allowed(ws, "stop"))
+            if stop and guard.check(ws, "stop"):
                 request_cancel(store, run_id)  # now.id: now is run `run_id`
                 st.toast("Stopping after the current unit…")
             _steps(now)

@@ -10,6 +10,7 @@ import math
 
 import streamlit as st
 
+from core import access
 from core.build.factory import job_settings
 from core.build.runs import JobBusy, result, run_label
 from core.models import BuildRun, Workspace
@@ -18,7 +19,7 @@ from core.resolution import review as rv
 from core.resolution.merge import MergeError
 from core.text import truncate
 from core.worker import start_job
-from ui import job_panel
+from ui import guard, job_panel
 from ui import resources as R
 from ui.text import md_escape, md_label
 
@@ -53,9 +54,10 @@ def _start(ws: Workspace, action: str, rows: list[rv.MergeRow], failed: str) -> 
              else f"Undo the merge of “{rows[0].titles[1]}” into “{rows[0].titles[0]}”")
     st.session_state.pop(MSG, None)  # a new decision: the last one's outcome no longer applies
     try:
+        access.require(store, R.me(), ws, "merge")
         job_panel.watch(start_job(store, ws, job_settings(build_settings(store, ws.id, R.settings()), ws), "reembed",
                                   {"action": action, "merge_ids": [r.id for r in rows], "label": label}))
-    except (JobBusy, ValueError) as exc:
+    except (JobBusy, ValueError, access.Refused) as exc:
         _say("error", f"{failed}: {md_escape(str(exc))}")
 
 
@@ -92,6 +94,8 @@ def _accept(ws: Workspace, row: rv.MergeRow) -> None:
 
 def _reject(ws: Workspace, row: rv.MergeRow) -> None:
     assert ws.id is not None  # a row read from or written to the store has its key
+    if not guard.check(ws, "merge"):
+        return
     try:
         rv.decline(R.store(), ws.id, row.id)
     except MergeError as exc:
@@ -102,6 +106,8 @@ def _reject(ws: Workspace, row: rv.MergeRow) -> None:
 
 
 def _revert(ws: Workspace, row: rv.MergeRow) -> None:
+    if not guard.check(ws, "merge"):
+        return
     if row.status == "merged":  # graph rows and vectors: a job
         _start(ws, "undo", [row], "Not undone")
         return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core.access import User
 from core.backends.servers import embedder_kind
 from core.config import Settings
 from core.index.vectors import VectorIndex
@@ -119,6 +120,16 @@ def bootstrap() -> str:
     return ws.name if ws is not None else ""
 
 
+def me() -> User:
+    """The visitor, signed in (app.py's gate stops every page before this for anyone else)."""
+    from ui.auth import user
+
+    u = user()
+    if u is None:
+        st.stop()
+    return u
+
+
 def select_workspace(name: str | None) -> None:
     """Make `name` the current workspace (None: the default one); the sidebar's picker follows on the next run."""
     if name:
@@ -127,12 +138,22 @@ def select_workspace(name: str | None) -> None:
         st.session_state.pop(WS_KEY, None)
 
 
+def visible_workspaces() -> list[Workspace]:
+    """The workspaces the visitor may see (core/access.py), by name."""
+    from core.access import visible
+
+    return visible(store(), me())
+
+
 def current_workspace() -> Workspace | None:
+    """The current workspace: the one chosen, if the visitor may see it, else the sample or the first they may."""
+    mine = visible_workspaces()
     name = st.session_state.get(WS_KEY)
-    ws = store().get_workspace(name) if name else None
+    ws = next((w for w in mine if w.name == name), None)
     if ws is None:
-        all_ws = store().workspaces()
-        ws = next((w for w in all_ws if w.name == "sample"), all_ws[0] if all_ws else None)
+        ws = next((w for w in mine if w.name == "sample"), mine[0] if mine else None)
         if ws is not None:
             st.session_state[WS_KEY] = ws.name
+        else:
+            st.session_state.pop(WS_KEY, None)
     return ws

@@ -9,6 +9,7 @@ from core.build import runs
 from core.build.failures import count_failed, plural
 from core.build.runs import active_run
 from core.index import vectors
+from ui import guard
 from ui import resources as R
 
 STATUS_EVERY_S = 2.0
@@ -74,12 +75,14 @@ def _backend() -> None:
 def sidebar() -> None:
     with st.sidebar:
         st.markdown("### Strata")
-        names = [w.name for w in R.store().workspaces()]
+        names = [w.name for w in R.visible_workspaces()]
         ws = R.current_workspace()
         if names and ws is not None:
             st.session_state[PICKER] = ws.name  # (set before the widget is drawn: it shows the current one)
             st.selectbox("Workspace", names, key=PICKER,
                          on_change=lambda: R.select_workspace(st.session_state.get(PICKER)))
+            if R.settings().auth.mode != "none":
+                st.caption(f"Your role: **{guard.role(ws) or 'none'}**")
         if ws is not None:
             _reopen_vectors(ws)
             st.session_state[_DRAWN] = _state(ws)[1]

@@ -15,6 +15,7 @@ from core.models import UNFINISHED, Workspace, is_active
 from core.protocols import BackendError
 from core.workspace import retry_failed, start_build
 from ui import failed_units as FU
+from ui import guard
 from ui import resources as R
 
 store, settings = R.store(), R.settings()
@@ -34,7 +35,11 @@ c1, c2, c3 = st.columns([1, 1, 3])
 backend = c3.radio("Backend", list(BACKEND_KINDS), horizontal=True,
                    index=BACKEND_KINDS.index(settings.backend.kind), label_visibility="collapsed")
 running = active_run(store, ws)
-if c1.button("Build / resume", type="primary", disabled=running is not None, icon=":material/play_arrow:"):
+can_build = guard.allowed(ws, "build")
+if not can_build:
+    st.caption(guard.why_not(ws, "build"))
+if c1.button("Build / resume", type="primary", disabled=running is not None or not can_build,
+             icon=":material/play_arrow:") and guard.check(ws, "build"):
     try:
         start_build(store, ws, settings, backend)
         st.rerun()
@@ -43,7 +48,7 @@ if c1.button("Build / resume", type="primary", disabled=running is not None, ico
 if running is not None and (running.kind or "build") != "build":  # a job (core/worker.py) holds the workspace
     st.info(f"{runs.run_label(running)} is running (see the Quality page): a build can start once it has finished.",
             icon=":material/hourglass_top:")
-if c2.button("Stop", disabled=running is None, icon=":material/stop:"):
+if c2.button("Stop", disabled=running is None or not can_build, icon=":material/stop:") and guard.check(ws, "stop"):
     assert running is not None and running.id is not None  # the button is enabled only while a run is active
     request_cancel(store, running.id)
     st.toast("Stopping after the current unit… the next build resumes from there.")
@@ -60,7 +65,8 @@ def _failed_units() -> None:
         a.warning(f"**{plural(len(units))}**: their model calls still failed after their retries, so nothing was "
                   "stored for them. The next build retries them (Build / resume), or retry them now.",
                   icon=":material/error:")
-        if b.button("Retry failed units", disabled=running is not None, icon=":material/replay:"):
+        if b.button("Retry failed units", disabled=running is not None or not can_build, icon=":material/replay:") \
+                and guard.check(ws, "build"):
             try:
                 retry_failed(store, ws, settings)
                 st.rerun()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import job_panel, merge_tab, quality_tab, whatif_tab
+from ui import guard, job_panel, merge_tab, quality_tab, whatif_tab
 from ui import resources as R
 
 ws = R.current_workspace()
@@ -25,7 +25,9 @@ with st.container(key="job_slot"):  # always there, empty or not: the tabs below
 tabs = st.tabs(["Metrics", "Entity resolution", "What-if"])
 with tabs[0]:
     quality_tab.draw(ws)
-with tabs[1]:
-    merge_tab.draw(ws)
-with tabs[2]:
-    whatif_tab.draw(ws)
+for tab, action, module in ((tabs[1], "merge", merge_tab), (tabs[2], "whatif", whatif_tab)):
+    with tab:
+        if guard.allowed(ws, action):  # an editor's tools: a viewer is told why they are not there
+            module.draw(ws)
+        else:
+            st.info(guard.why_not(ws, action), icon=":material/lock:")

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core import access
 from core.build.runs import JobBusy, active_run
 from core.config import BACKEND_KINDS
 from core.ingest import SUPPORTED_EXTENSIONS
 from core.protocols import BackendError
 from core.store import StoreError
 from core.workspace import delete_workspace, ingest_uploads, start_build
+from ui import access_panel, guard
 from ui import resources as R
 from ui.documents_panel import delete_documents_panel
 from ui.text import md_escape
@@ -22,7 +24,7 @@ st.title("Workspaces & upload")
 def _create() -> None:
     """"Create": runs before the page is drawn again, so the new workspace can become the sidebar's choice."""
     try:
-        ws_new = store.create_workspace((st.session_state.get("new_ws_name") or "").strip())
+        ws_new = access.create(store, R.me(), (st.session_state.get("new_ws_name") or "").strip())
     except StoreError as exc:
         st.session_state["new_ws_error"] = str(exc)
         return
@@ -34,8 +36,9 @@ def _delete(name: str) -> None:
     ws_old = store.get_workspace(name)
     if ws_old is not None:
         try:
+            access.require(store, R.me(), ws_old, "delete_workspace")
             delete_workspace(store, ws_old, settings)
-        except (JobBusy, BackendError) as exc:  # a run of it is active, or the vector server does not answer
+        except (JobBusy, BackendError, access.Refused) as exc:  # a run of it is active, or the vector server does not answer
             st.session_state["delete_ws_error"] = str(exc)
             return
     R.select_workspace(None)
@@ -53,14 +56,15 @@ with right:
 ws = R.current_workspace()
 with left:
     rows = []
-    for w in store.workspaces():
+    for w in R.visible_workspaces():
         assert w.id is not None  # a row read from or written to the store has its key
         c = store.counts(w.id)
         run = active_run(store, w)
         rows.append({"workspace": w.name, "documents": c.get("document", 0), "chunks": c.get("chunk", 0),
                      "entities": c.get("entity", 0), "communities": c.get("community", 0),
                      "backend": w.backend if w.build_version else "—",
-                     "status": "building" if run else ("built" if w.build_version else "not built")})
+                     "status": "building" if run else ("built" if w.build_version else "not built"),
+                     **({"your role": guard.role(w)} if settings.auth.mode != "none" else {})})
     st.dataframe(rows, hide_index=True, width="stretch")
 
 if ws is None:
@@ -68,17 +72,22 @@ if ws is None:
     st.stop()
 assert ws.id is not None  # a row read from or written to the store has its key
 
+access_panel.draw(ws)
+can_upload = guard.allowed(ws, "upload")
 st.subheader(f"Add documents to “{ws.name}”")
+if not can_upload:
+    st.caption(guard.why_not(ws, "upload"))
 st.caption("txt, md, html, pdf, docx, csv and jsonl (one document per row, a text field and optional title/id), "
            "or zip archives of these. The same content is never added twice.")
-files = st.file_uploader("Documents", type=[e.lstrip(".") for e in SUPPORTED_EXTENSIONS], accept_multiple_files=True,
+files = st.file_uploader("Documents", type=[e.lstrip(".") for e in SUPPORTED_EXTENSIONS], accept_multiple_files=True, disabled=not can_upload,
                          key=f"upload_{ws.name}_{st.session_state.get('upload_round', 0)}")
 backend = st.radio("Build with", list(BACKEND_KINDS), horizontal=True,
                    index=BACKEND_KINDS.index(settings.backend.kind),
                    help="offline: spaCy extraction (heuristics as fallback), no model server. ollama: the configured "
                         "Ollama host(s). openai: the configured OpenAI-compatible server(s) (llama-server, vLLM, "
                         "LM Studio).")
-if st.button("Add and build", type="primary", disabled=not files, icon=":material/upload:"):
+if st.button("Add and build", type="primary", disabled=not files or not can_upload, icon=":material/upload:") \
+        and guard.check(ws, "upload"):
     with st.spinner("Reading files…"):
         report = ingest_uploads(store, ws, [(f.name, f.getvalue()) for f in files], settings)
     st.session_state["last_ingest"] = (ws.name, report)  # shown for this workspace only
@@ -112,11 +121,13 @@ if docs:
                  hide_index=True, width="stretch")
     if len(docs) > 2000:
         st.caption(f"Showing the first 2,000 of {len(docs):,} documents.")
-    delete_documents_panel(store, ws, settings, docs)
+    if guard.allowed(ws, "delete_documents"):
+        delete_documents_panel(store, ws, settings, docs)
 
-with st.expander("Danger zone"):
-    confirm = st.text_input(f"Type “{ws.name}” to delete this workspace and everything built from it")
-    st.button("Delete workspace", disabled=confirm != ws.name, icon=":material/delete:", on_click=_delete,
-              args=(ws.name,))
-    if st.session_state.get("delete_ws_error"):
-        st.error(st.session_state.pop("delete_ws_error"))
+if guard.allowed(ws, "delete_workspace"):
+    with st.expander("Danger zone"):
+        confirm = st.text_input(f"Type “{ws.name}” to delete this workspace and everything built from it")
+        st.button("Delete workspace", disabled=confirm != ws.name, icon=":material/delete:", on_click=_delete,
+                  args=(ws.name,))
+        if st.session_state.get("delete_ws_error"):
+            st.error(st.session_state.pop("delete_ws_error"))

@@ -31,7 +31,7 @@ SPLIT = ("core.build",)
 LAYERS: list[tuple[str, ...]] = [
     ("core.text", "core.query_config", "core.config", "core.liveness", "core.models", "core.protocols"),
     ("core.store",),
-    ("core.index", "core.ingest", "core.algorithms"),
+    ("core.index", "core.ingest", "core.algorithms", "core.access"),
     ("core.extract",),
     ("core.backends",),
     ("core.resolution", "core.graph"),
@@ -39,7 +39,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("core.retrieval",),
     ("core.explore", "core.quality"),
     ("core.workspace", "core.answer", "core.history", "core.export", "core.stats", "core.eval", "core.worker",
-     "core.__main__"),
+     "core.__main__", "core.cli_access"),
     ("ui", "views", "app"),
 ]
 STORE_ACCESS = ("core.store", "core.models", "sqlmodel", "sqlalchemy")
