@@ -27,6 +27,8 @@ ACTIONS = {"browse": "viewer", "ask": "viewer", "export": "viewer",
            "upload": "editor", "build": "editor", "stop": "editor", "merge": "editor", "whatif": "editor",
            "delete_documents": "editor",
            "share": "owner", "delete_workspace": "owner", "audit": "owner"}
+LOGGED = frozenset(a for a, r in ACTIONS.items() if r != "viewer") - {"share", "audit"}  # allowed, logged too
+# (what changes data; `share` logs its own row, with whom and what role)
 WHAT = {"browse": "open", "ask": "ask questions of", "export": "export", "upload": "add documents to",
         "build": "build", "stop": "stop a run of", "merge": "decide merges in", "whatif": "run what-if variants of",
         "delete_documents": "delete documents of", "share": "share", "delete_workspace": "delete",
@@ -79,9 +81,12 @@ def can(store: Store, user: User, ws: Workspace, action: str) -> bool:
 
 
 def require(store: Store, user: User, ws: Workspace, action: str) -> None:
-    """Return when the user may `action` the workspace; else log the refusal and raise Refused (one line)."""
+    """Return when the user may `action` the workspace (logged when it changes something: `LOGGED`); else log the
+    refusal and raise Refused (one line)."""
     role = role_of(store, user, ws)
     if allows(role, action):
+        if action in LOGGED:
+            record(store, user, action, ws, allowed=True)
         return
     record(store, user, action, ws, allowed=False, detail=f"role {role or 'none'}")
     if role is None:
