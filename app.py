@@ -7,9 +7,12 @@ from pathlib import Path
 import streamlit as st
 
 from ui import resources as R
+from ui.auth import gate
 from ui.sidebar import sidebar
 
 st.set_page_config(page_title="Strata", page_icon=str(Path(__file__).parent / "ui" / "icon.png"), layout="wide")
+
+gate()  # signed out (STRATA_AUTH oidc or proxy): only the sign-in, on every page and deep link
 
 R.bootstrap()
 
