@@ -1,0 +1,204 @@
+"""Sign-in as users and attackers meet it, in chromium (ui/auth.py).
+
+* `STRATA_AUTH=oidc`: a real OpenID Connect provider (oidc-provider-mock: Flask and Authlib's server classes) on
+  127.0.0.1; signed out, the root URL and a deep link show only the sign-in; two users sign in through the provider's
+  own authorize form in two browser contexts, each sees themself; signing out returns to the sign-in.
+* `STRATA_AUTH=proxy`: the app behind Debian's nginx, which connects from 127.0.0.2 (the one trusted proxy) and sets
+  the header; through nginx the browser is that user (a header the browser sends itself is replaced), while the same
+  header sent straight to the app is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, EXPECT_TIMEOUT_MS, LOCAL_HOSTS, ROOT
+from tests.net import free_port
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+SIGN_IN = "Sign in"
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def serve_app(home: Path, env_extra: dict[str, str], args: tuple[str, ...] = (), port: int | None = None):
+    """`streamlit run app.py` on 127.0.0.1 and `port` (else a free one) with `env_extra`; yields its URL. No sample
+    (nothing to build), so no worker outlives it: the server's own process group is all there is to stop."""
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = dict(os.environ)
+    env.pop("FORWARDED_ALLOW_IPS", None)
+    env.update(STRATA_HOME=str(home), STRATA_BACKEND="offline", STRATA_SAMPLE="0", HF_HUB_OFFLINE="1",
+               TRANSFORMERS_OFFLINE="1", ANONYMIZED_TELEMETRY="False", STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    env.update(env_extra)
+    log_path = home / "server.log"
+    with open(log_path, "wb") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
+             "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false", *args],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while not _healthy(url):
+            assert server.poll() is None, f"streamlit exited:\n{log_path.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"no health answer in 90 s:\n{log_path.read_text()[-3000:]}"
+            time.sleep(0.3)
+        yield url
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def oidc_provider():
+    """oidc-provider-mock on 127.0.0.1 and a free port, with two users whose subject is not their email (the app
+    must name a user by the email claim)."""
+    import werkzeug.serving
+    from oidc_provider_mock import User, app
+
+    users = [User(sub="alice-sub", claims={"email": "alice@example.org"}),
+             User(sub="bob-sub", claims={"email": "bob@example.org"})]
+    server = werkzeug.serving.make_server("127.0.0.1", free_port(), app(user_claims=users), threaded=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def new_page(browser, headers: dict[str, str] | None = None):
+    """A page in a fresh context (its own cookies): requests off this machine aborted."""
+    def offline(route):
+        parsed = urlparse(route.request.url)
+        if parsed.scheme in ("data", "blob", "about") or parsed.hostname in LOCAL_HOSTS:
+            route.continue_()
+        else:
+            route.abort()
+
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, extra_http_headers=headers or {})
+    ctx.route("**/*", offline)
+    pg = ctx.new_page()
+    pg.set_default_timeout(EXPECT_TIMEOUT_MS)
+    return pg
+
+
+def only_sign_in(pg) -> None:
+    """The page shows the sign-in and nothing of the app: no page navigation, no workspace picker, no page."""
+    from playwright.sync_api import expect
+
+    expect(pg.locator("h1", has_text="Strata")).to_be_visible()
+    pg.wait_for_timeout(1500)  # let a page that would draw more after the gate do so
+    expect(pg.locator("[data-testid='stSidebarNav']")).to_have_count(0)
+    expect(pg.locator("[data-testid='stSelectbox']")).to_have_count(0)
+    for title in ("Workspaces & upload", "Ask", "Build", "Graph"):
+        expect(pg.locator("h1", has_text=re.compile(f"^{re.escape(title)}$"))).to_have_count(0)
+    expect(pg.locator("[data-testid='stException']")).to_have_count(0)
+
+
+def sign_in(pg, url: str, who: str) -> None:
+    """Sign in through the provider's own authorize form, as the predefined user `who` (its subject)."""
+    from playwright.sync_api import expect
+
+    pg.goto(url)
+    pg.get_by_role("button", name=SIGN_IN).click()
+    expect(pg.locator("h1", has_text="Authorize Client")).to_be_visible()
+    pg.get_by_role("button", name=who, exact=True).click()
+
+
+def signed_in_as(pg, name: str):
+    return pg.locator("[data-testid='stSidebar']").get_by_text(f"Signed in as {name}")
+
+
+def test_oidc_sign_in(browser, tmp_path):
+    from playwright.sync_api import expect
+
+    with oidc_provider() as issuer:
+        app_port = free_port()
+        secrets = tmp_path / "secrets.toml"
+        secrets.write_text(
+            "[auth]\n"
+            f'redirect_uri = "http://127.0.0.1:{app_port}/oauth2callback"\n'
+            'cookie_secret = "a-test-cookie-secret-of-enough-length"\n'
+            'client_id = "strata"\n'
+            'client_secret = "strata-secret"\n'
+            f'server_metadata_url = "{issuer}/.well-known/openid-configuration"\n')
+        home = tmp_path / "home"
+        home.mkdir()
+        with serve_app(home, {"STRATA_AUTH": "oidc"}, ("--secrets.files", str(secrets)), port=app_port) as url:
+            a = new_page(browser)
+            for where in ("/", "/ask?graph_focus=chunk:nothing", "/build"):
+                a.goto(url + where)
+                expect(a.get_by_role("button", name=SIGN_IN)).to_be_visible()
+                only_sign_in(a)
+
+            sign_in(a, url, "alice-sub")
+            expect(signed_in_as(a, "alice@example.org")).to_be_visible()
+            expect(a.locator("h1", has_text="Workspaces & upload")).to_be_visible()
+            expect(a.get_by_role("button", name=SIGN_IN)).to_have_count(0)
+
+            b = new_page(browser)
+            sign_in(b, url, "bob-sub")
+            expect(signed_in_as(b, "bob@example.org")).to_be_visible()
+            b.goto(url + "/ask")  # a deep link, signed in: the page itself
+            expect(b.locator("h1", has_text="Ask")).to_be_visible()
+            expect(signed_in_as(b, "bob@example.org")).to_be_visible()
+
+            a.reload()  # each browser keeps its own user
+            expect(signed_in_as(a, "alice@example.org")).to_be_visible()
+            expect(signed_in_as(a, "bob@example.org")).to_have_count(0)
+
+            a.locator("[data-testid='stSidebar']").get_by_role("button", name="Sign out").click()
+            end = a.get_by_role("button", name="End session")  # the provider's RP-initiated logout form
+            with contextlib.suppress(AssertionError):
+                expect(end).to_be_visible(timeout=10_000)
+                end.click()
+            a.goto(url)
+            expect(a.get_by_role("button", name=SIGN_IN)).to_be_visible()
+            only_sign_in(a)
+            expect(signed_in_as(b, "bob@example.org")).to_be_visible()  # B is still signed in
+            b.context.close()
+            a.context.close()
