@@ -202,3 +202,102 @@ def test_oidc_sign_in(browser, tmp_path):
             expect(signed_in_as(b, "bob@example.org")).to_be_visible()  # B is still signed in
             b.context.close()
             a.context.close()
+
+
+NGINX_CONF = """
+worker_processes 1;
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log info;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    map $http_upgrade $connection_upgrade {{ default upgrade; '' close; }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://127.0.0.1:{app_port};
+            proxy_bind 127.0.0.2;
+            proxy_http_version 1.1;
+            proxy_set_header Host $http_host;
+            proxy_set_header Upgrade $http_upgrade;
+            proxy_set_header Connection $connection_upgrade;
+            proxy_set_header X-Forwarded-Email "{user}";
+            proxy_read_timeout 1h;
+        }}
+    }}
+}}
+"""
+
+
+@contextlib.contextmanager
+def nginx(tmp: Path, app_port: int, user: str):
+    """Debian's nginx in the foreground on 127.0.0.1 and a free port, every path of its own in `tmp`: it proxies to
+    the app (websockets too) from 127.0.0.2 and names `user` in X-Forwarded-Email."""
+    if not Path(NGINX).exists():
+        pytest.fail("nginx is missing: `make debs` installs Debian's nginx")
+    port = free_port()
+    conf = tmp / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(tmp=tmp, port=port, app_port=app_port, user=user))
+    log = open(tmp / "nginx.out", "wb")  # noqa: SIM115 (closed below)
+    proc = subprocess.Popen([NGINX, "-p", str(tmp), "-e", str(tmp / "error.log"), "-c", str(conf),
+                             "-g", "daemon off;"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while not _healthy(url):
+            assert proc.poll() is None, f"nginx exited:\n{(tmp / 'error.log').read_text()[-2000:]}"
+            assert time.monotonic() < deadline, "nginx did not answer in 20 s"
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        log.close()
+
+
+def test_proxy_sign_in(browser, tmp_path):
+    from playwright.sync_api import expect
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"STRATA_AUTH": "proxy", "FORWARDED_ALLOW_IPS": "", "STRATA_TRUSTED_PROXIES": "127.0.0.2"}
+    with serve_app(home, env) as app_url, nginx(tmp_path, int(urlparse(app_url).port or 0),
+                                                "carol@example.org") as proxy_url:
+        # through the proxy: the proxy's user; a header the browser sends itself does not get through it
+        pg = new_page(browser, {"X-Forwarded-Email": "mallory@example.org"})
+        pg.goto(proxy_url + "/ask")
+        expect(signed_in_as(pg, "carol@example.org")).to_be_visible()
+        expect(pg.locator("h1", has_text="Ask")).to_be_visible()
+        expect(pg.get_by_text("mallory")).to_have_count(0)
+        pg.context.close()
+
+        # straight at the app with the header: refused, one line, no identity
+        direct = new_page(browser, {"X-Forwarded-Email": "carol@example.org"})
+        for where in ("/", "/ask?graph_focus=chunk:nothing"):
+            direct.goto(app_url + where)
+            refusal = direct.locator("[data-testid='stAlert']")
+            expect(refusal).to_have_count(1)
+            expect(refusal).to_contain_text("Refused: the X-Forwarded-Email header came from")
+            only_sign_in(direct)
+            expect(direct.get_by_text("Signed in as")).to_have_count(0)
+        direct.context.close()
+
+    # the same app without FORWARDED_ALLOW_IPS= refuses to work at all, even through the proxy
+    env.pop("FORWARDED_ALLOW_IPS")
+    with serve_app(home, env) as app_url, nginx(tmp_path, int(urlparse(app_url).port or 0),
+                                                "carol@example.org") as proxy_url:
+        pg = new_page(browser)
+        pg.goto(proxy_url)
+        expect(pg.locator("[data-testid='stAlert']")).to_contain_text("FORWARDED_ALLOW_IPS=")
+        only_sign_in(pg)
+        expect(pg.get_by_text("Signed in as")).to_have_count(0)
+        pg.context.close()
