@@ -110,7 +110,9 @@ def gate() -> User:
             _signed_in(who, auth)
         return who
     st.title("Strata")
-    if auth.mode == "oidc":
+    if auth.mode == "oidc" and (missing := _oidc_unset(auth.oidc_provider)):
+        st.error(missing, icon=":material/lock:")
+    elif auth.mode == "oidc":
         st.write("Strata holds your team's documents: sign in with your organisation's account to see the "
                  "workspaces shared with you.")
         if st.button("Sign in", type="primary", icon=":material/login:"):
@@ -122,6 +124,21 @@ def gate() -> User:
         st.error(problem or "No identity came through the proxy.", icon=":material/lock:")
     st.stop()
     raise AssertionError("st.stop() returned")  # (it raises; this line only tells the type checker)
+
+
+def _oidc_unset(provider: str | None) -> str | None:
+    """The one line saying the sign-in's provider is not configured, or None."""
+    try:
+        section = st.secrets.get("auth")
+    except FileNotFoundError:  # no secrets file at all
+        section = None
+    if provider and isinstance(section, Mapping):
+        section = section.get(provider)
+    if isinstance(section, Mapping):
+        return None
+    name = f"[auth.{provider}]" if provider else "[auth]"
+    return (f"Sign-in is not set up: .streamlit/secrets.toml has no {name} section (STRATA_AUTH=oidc; see the "
+            "README's Sign-in section).")
 
 
 def _signed_in(who: User, auth: AuthSettings) -> None:

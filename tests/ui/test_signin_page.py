@@ -32,12 +32,26 @@ def _only_sign_in(at: AppTest) -> None:
     assert not at.tabs and not at.text_input and not at.subheader
 
 
+AUTH = {"redirect_uri": "http://127.0.0.1:8501/oauth2callback", "cookie_secret": "x" * 32, "client_id": "strata",
+        "client_secret": "s", "server_metadata_url": "http://127.0.0.1:9/.well-known/openid-configuration"}
+
+
 def test_oidc_signed_out_shows_only_the_sign_in(home, monkeypatch):
     at = _app(monkeypatch, "oidc")
     at.user = {"is_logged_in": False}
+    at.secrets = {"auth": AUTH}
     run(at)
     _only_sign_in(at)
     assert [b.label for b in at.button] == ["Sign in"]
+
+
+def test_oidc_without_a_provider_says_so(home, monkeypatch):
+    at = _app(monkeypatch, "oidc", STRATA_OIDC_PROVIDER="corp")
+    at.user = {"is_logged_in": False}
+    at.secrets = {"auth": AUTH}  # no [auth.corp]
+    run(at)
+    _only_sign_in(at)
+    assert len(at.error) == 1 and "[auth.corp]" in at.error[0].value and not at.button
 
 
 def test_oidc_signed_in_says_who(home, monkeypatch):
