@@ -13,8 +13,9 @@ from ui.sidebar import sidebar
 
 st.set_page_config(page_title="Strata", page_icon=str(Path(__file__).parent / "ui" / "icon.png"), layout="wide")
 
+gate()  # signed out (STRATA_AUTH oidc or proxy): only the sign-in, on every page and deep link
+
 R.bootstrap()
-gate()  # signed out, or no identity: every page shows only the sign-in
 guard.follow_link()  # ?workspace=NAME
 
 sidebar()

@@ -9,7 +9,7 @@ from core import access
 from core.models import Workspace
 from ui import guard
 from ui import resources as R
-from ui.text import md_escape
+from ui.text import md_name
 
 
 def _share(ws: Workspace) -> None:
@@ -21,8 +21,8 @@ def _share(ws: Workspace) -> None:
         st.session_state["share_error"] = str(exc)
         return
     st.session_state["share_user"] = ""
-    st.session_state["share_done"] = (f"{name} is now {choice} of “{ws.name}”" if choice != "remove access"
-                                      else f"{name} no longer has access to “{ws.name}”")
+    st.session_state["share_done"] = (f"{md_name(name)} is now {choice} of “{ws.name}”" if choice != "remove access"
+                                      else f"{md_name(name)} no longer has access to “{ws.name}”")
 
 
 def draw(ws: Workspace) -> None:
@@ -31,7 +31,7 @@ def draw(ws: Workspace) -> None:
     with st.expander(f"Access · your role: {guard.role(ws) or 'none'}", icon=":material/group:"):
         st.dataframe([{"member": "everyone signed in" if m.user == access.EVERYONE else m.user, "role": m.role,
                        "added by": m.added_by, "since": m.created_at.strftime("%Y-%m-%d %H:%M")}
-                      for m in access.members(R.store(), ws)], hide_index=True, width="stretch", key="members")
+                      for m in access.members(R.store(), ws)], hide_index=True, width="stretch")
         if not guard.allowed(ws, "share"):
             st.caption(guard.why_not(ws, "share"))
             return
@@ -45,9 +45,10 @@ def draw(ws: Workspace) -> None:
         if err := st.session_state.pop("share_error", None):
             st.error(err, icon=":material/block:")
         if done := st.session_state.pop("share_done", None):
-            st.success(md_escape(done))
+            st.success(done)
         events = access.audit_log(R.store(), ws, 200)
         st.markdown("**Audit log** (newest first)")
-        st.dataframe([{"when": e.at.strftime("%Y-%m-%d %H:%M:%S"), "who": e.user, "what": e.action,
-                       "outcome": "allowed" if e.allowed else "refused", "detail": e.detail} for e in events],
-                     hide_index=True, width="stretch", key="audit_log")
+        with st.container(key="audit_log"):
+            st.dataframe([{"when": e.at.strftime("%Y-%m-%d %H:%M:%S"), "who": e.user, "what": e.action,
+                           "outcome": "allowed" if e.allowed else "refused", "detail": e.detail} for e in events],
+                         hide_index=True, width="stretch")

@@ -27,3 +27,9 @@ def md_answer(text: str) -> str:
     """An answer as Markdown: its text escaped, its lines kept, and the level that opens a line (the offline
     backend's answers give one line per level) in bold."""
     return "  \n".join(_LEVEL.sub(r"**\1**", md_escape(line)) for line in text.splitlines())
+
+
+def md_name(text: str) -> str:
+    """A person's name (an email from a sign-in, a proxy's header) as Markdown: a code span, which Markdown neither
+    interprets nor turns into a mailto link (its backticks become quotes)."""
+    return "`" + text.replace("`", "'").replace("\n", " ") + "`"

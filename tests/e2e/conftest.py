@@ -33,7 +33,7 @@ EXPECT_TIMEOUT_MS = 30_000
 
 # -- the server ---------------------------------------------------------------------------------------------------
 
-def _healthy(url: str) -> bool:
+def healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
             return r.status == 200 and r.read().decode().strip() == "ok"
@@ -131,13 +131,48 @@ def app_server(tmp_path_factory):
         )
     try:
         deadline = time.monotonic() + 90
-        while not _healthy(url):
+        while not healthy(url):
             assert server.poll() is None, f"streamlit exited ({server.returncode}):\n{log_path.read_text()[-3000:]}"
             assert time.monotonic() < deadline, f"no health answer in 90 s:\n{log_path.read_text()[-3000:]}"
             time.sleep(0.3)
         yield url, home, log_path
     finally:
         _stop(server, home)
+
+
+@contextlib.contextmanager
+def serve_app(home: Path, env_extra: dict[str, str], args: tuple[str, ...] = (), port: int | None = None):
+    """`streamlit run app.py` on 127.0.0.1 and `port` (else a free one) with `env_extra`; yields its URL. No sample
+    (nothing to build), so no worker outlives it: the server's own process group is all there is to stop."""
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = dict(os.environ)
+    env.pop("FORWARDED_ALLOW_IPS", None)
+    env.update(STRATA_HOME=str(home), STRATA_BACKEND="offline", STRATA_SAMPLE="0", HF_HUB_OFFLINE="1",
+               TRANSFORMERS_OFFLINE="1", ANONYMIZED_TELEMETRY="False", STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    env.update(env_extra)
+    log_path = home / "server.log"
+    with open(log_path, "wb") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
+             "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false", *args],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while not healthy(url):
+            assert server.poll() is None, f"streamlit exited:\n{log_path.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"no health answer in 90 s:\n{log_path.read_text()[-3000:]}"
+            time.sleep(0.3)
+        yield url
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=10)
 
 
 # -- the browser --------------------------------------------------------------------------------------------------
@@ -181,6 +216,22 @@ def page(browser):
     if blocked:
         print("requests aborted (not local):", *sorted(set(blocked))[:20], sep="\n  ")
     ctx.close()
+
+
+def new_page(browser, headers: dict[str, str] | None = None):
+    """A page in a fresh context (its own cookies): requests off this machine aborted."""
+    def offline(route):
+        parsed = urlparse(route.request.url)
+        if parsed.scheme in ("data", "blob", "about") or parsed.hostname in LOCAL_HOSTS:
+            route.continue_()
+        else:
+            route.abort()
+
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, extra_http_headers=headers or {})
+    ctx.route("**/*", offline)
+    pg = ctx.new_page()
+    pg.set_default_timeout(EXPECT_TIMEOUT_MS)
+    return pg
 
 
 def open_page(pg, title: str, attempts: int = 3) -> None:
