@@ -45,7 +45,11 @@ class _Child:
             [sys.executable, "-m", "core.ingest.isolate", settings.model_dump_json()],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=str(_ROOT), env=env,
         )
-        self._read(time.monotonic() + START_TIMEOUT_S)  # "ready": imports done
+        try:
+            self._read(time.monotonic() + START_TIMEOUT_S)  # "ready": imports done
+        except (TimeoutError, _ChildGone, ValueError):
+            self.close(kill=True)
+            raise _ChildGone from None
 
     def parse(self, name: str, data: bytes, timeout_s: float) -> dict:
         assert self.proc.stdin is not None
@@ -98,7 +102,7 @@ class _Child:
 
 
 def _crashed(status: int | None, settings: IngestSettings) -> str:
-    how = f"signal {-status}" if status is not None and status < 0 else f"exit status {status}"
+    how = ("it did not start" if status is None else f"signal {-status}" if status < 0 else f"exit status {status}")
     return (f"the parser crashed ({how}); the file may need more memory than allowed: "
             f"{fmt_bytes(settings.parse_memory_bytes)} limit (ingest.parse_memory_bytes; raise STRATA_PARSE_MEMORY_MB)")
 
@@ -129,18 +133,19 @@ def load_uploads(files: list[tuple[str, bytes]], settings: IngestSettings) -> li
     child: _Child | None = None
     try:
         for i, name, data in todo:
-            if child is None:
-                child = _Child(settings)
             try:
+                if child is None:
+                    child = _Child(settings)
                 results[i] = _from_json(child.parse(name, data, settings.parse_timeout_s))
             except TimeoutError:
-                child.close(kill=True)
+                if child is not None:
+                    child.close(kill=True)
                 child = None
                 results[i] = ([], [Refusal(safe_filename(name), over_limit(
                     "parsing took too long", f"over {settings.parse_timeout_s:g} s",
                     f"{settings.parse_timeout_s:g} s", "parse_timeout_s"))])
             except (_ChildGone, ValueError, KeyError, TypeError):  # died, or a reply that is not ours
-                status = child.close(kill=True)
+                status = child.close(kill=True) if child is not None else None
                 child = None
                 results[i] = ([], [Refusal(safe_filename(name), _crashed(status, settings))])
     finally:
