@@ -40,10 +40,41 @@ class StorageSettings(BaseModel):
 
 
 class IngestSettings(BaseModel):
-    max_file_bytes: int = Field(50 * 1024 * 1024, description="Files larger than this are refused.")
-    max_zip_members: int = Field(2000, description="Zip archives with more members are refused.")
-    max_zip_total_bytes: int = Field(500 * 1024 * 1024, description="Uncompressed size limit of one zip archive.")
+    """Limits of what an upload may hold (each refusal names the limit and its variable, core/ingest/limits.py)."""
+
+    max_file_bytes: int = Field(50 * 1024 * 1024, description="Files larger than this are refused (STRATA_MAX_FILE_MB).")
+    max_zip_members: int = Field(2000, description="Zip archives with more members are refused "
+                                                   "(STRATA_MAX_ZIP_MEMBERS).")
+    max_zip_total_bytes: int = Field(500 * 1024 * 1024, description="Uncompressed size limit of one zip archive "
+                                                                    "(STRATA_MAX_ZIP_MB).")
     min_chars: int = Field(1, description="Documents with fewer non-space characters are refused as empty.")
+    upload_budget_bytes: int = Field(200 * 1024 * 1024, description="Total bytes of the files of one upload; files "
+                                     "past it are refused (STRATA_UPLOAD_BUDGET_MB; .streamlit/config.toml's "
+                                     "server.maxUploadSize says the same).")
+    max_docx_xml_bytes: int = Field(100 * 1024 * 1024, description="Decompressed size of a DOCX's parts "
+                                    "(STRATA_MAX_DOCX_XML_MB).")
+    max_table_rows: int = Field(200_000, description="Rows of one CSV/TSV/JSONL/JSON file (STRATA_MAX_TABLE_ROWS).")
+    max_pdf_pages: int = Field(2000, description="Pages of one PDF (STRATA_MAX_PDF_PAGES).")
+    parse_timeout_s: float = Field(60.0, gt=0, description="Time one file's parsing may take in the parsing process "
+                                   "(STRATA_PARSE_TIMEOUT_S).")
+    parse_memory_bytes: int = Field(2048 * 1024 * 1024, description="Address space of the parsing process "
+                                    "(STRATA_PARSE_MEMORY_MB); a file that needs more is refused.")
+    isolate: bool = Field(True, description="Parse uploads in a child process (STRATA_PARSE_ISOLATE=0: in the "
+                          "app's own process, no time or memory limit).")
+
+
+# environment variable -> (IngestSettings field, factor from the variable's unit)
+INGEST_ENV: dict[str, tuple[str, float]] = {
+    "STRATA_MAX_FILE_MB": ("max_file_bytes", 1024 * 1024),
+    "STRATA_MAX_ZIP_MEMBERS": ("max_zip_members", 1),
+    "STRATA_MAX_ZIP_MB": ("max_zip_total_bytes", 1024 * 1024),
+    "STRATA_UPLOAD_BUDGET_MB": ("upload_budget_bytes", 1024 * 1024),
+    "STRATA_MAX_DOCX_XML_MB": ("max_docx_xml_bytes", 1024 * 1024),
+    "STRATA_MAX_TABLE_ROWS": ("max_table_rows", 1),
+    "STRATA_MAX_PDF_PAGES": ("max_pdf_pages", 1),
+    "STRATA_PARSE_TIMEOUT_S": ("parse_timeout_s", 1),
+    "STRATA_PARSE_MEMORY_MB": ("parse_memory_bytes", 1024 * 1024),
+}
 
 
 class ChunkSettings(BaseModel):
@@ -302,6 +333,12 @@ class Settings(BaseModel):
             s.storage.chroma_url = env["STRATA_CHROMA_URL"]
         if env.get("STRATA_SAMPLE", "").strip().lower() in ("0", "false", "no", "off"):
             s.storage.sample_on_start = False
+        for var, (name, unit) in INGEST_ENV.items():
+            if env.get(var):
+                value = float(env[var]) * unit
+                setattr(s.ingest, name, value if name == "parse_timeout_s" else int(value))
+        if env.get("STRATA_PARSE_ISOLATE", "").strip().lower() in ("0", "false", "no", "off"):
+            s.ingest.isolate = False
         if env.get("STRATA_AUTH"):
             s.auth.mode = env["STRATA_AUTH"].strip().lower()  # type: ignore[assignment]
         if env.get("STRATA_OIDC_PROVIDER"):

@@ -13,8 +13,9 @@ from core.build.factory import delete_vectors, open_index
 from core.build.runner import create_run
 from core.build.runs import active_run, check_idle, launch_worker
 from core.config import Settings
-from core.ingest import LoadedDoc, Refusal, count_tokens, load_bytes, load_path
+from core.ingest import LoadedDoc, Refusal, count_tokens, load_path
 from core.ingest.add import add_documents
+from core.ingest.isolate import load_uploads
 from core.models import BuildRun, QueryLog, Workspace
 from core.protocols import Embedder, LanguageBackend, RetrievalLLM
 from core.retrieval.base import Resources, Retrieval, get_strategy
@@ -48,8 +49,7 @@ def ingest_uploads(store: Store, ws: Workspace, files: list[tuple[str, bytes]], 
     """Uploaded (name, bytes) pairs: each accepted or refused on its own; nothing stored is touched on refusal."""
     docs: list[LoadedDoc] = []
     refusals: list[Refusal] = []
-    for name, data in files:
-        d, r = load_bytes(name, data, settings.ingest)
+    for d, r in load_uploads(files, settings.ingest):  # in a child process, within the upload's limits
         docs += d
         refusals += r
     return _store_loaded(store, ws, docs, refusals)

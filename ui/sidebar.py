@@ -11,6 +11,7 @@ from core.build.runs import active_run
 from core.index import vectors
 from ui import guard
 from ui import resources as R
+from ui.text import md_escape
 
 STATUS_EVERY_S = 2.0
 PICKER = "workspace_picker"  # the picker widget's own key; the current workspace lives in R.WS_KEY
@@ -37,7 +38,7 @@ def _status(ws_name: str) -> None:
         st.rerun()
     if run is not None:
         what = "Building" if (run.kind or "build") == "build" else runs.run_label(run)
-        st.info(f"{what}… {run.stage or 'queued'}", icon=":material/construction:")
+        st.info(md_escape(f"{what}… {run.stage or 'queued'}"), icon=":material/construction:")
     elif ws.build_version:
         n_failed = count_failed(R.store(), ws.id or 0)  # (core/build/failures.py: a run "done" may leave some)
         st.caption(f"Built with the **{ws.backend}** backend ({ws.chat_model or 'heuristic'}), "
@@ -66,7 +67,7 @@ def _backend() -> None:
             where = ", ".join(s["host"] for s in statuses)
             st.success(f"Backend: {label} at {where} ({b.chat_model})", icon=":material/bolt:")
         for s in bad:
-            st.warning(s["message"], icon=":material/warning:")
+            st.warning(md_escape(s["message"]), icon=":material/warning:")  # a server's own words in it
     else:
         how = {"spacy": "spaCy extraction"}.get(R.settings().extract.offline_extractor, "heuristic extraction")
         st.success(f"Backend: offline ({how}, extractive answers)", icon=":material/offline_bolt:")

@@ -17,6 +17,7 @@ from core.workspace import retry_failed, start_build
 from ui import failed_units as FU
 from ui import guard
 from ui import resources as R
+from ui.text import md_escape
 
 store, settings = R.store(), R.settings()
 current = R.current_workspace()
@@ -44,7 +45,7 @@ if c1.button("Build / resume", type="primary", disabled=running is not None or n
         start_build(store, ws, settings, backend)
         st.rerun()
     except BackendError as exc:
-        st.error(str(exc))
+        st.error(md_escape(str(exc)))
 if running is not None and (running.kind or "build") != "build":  # a job (core/worker.py) holds the workspace
     st.info(f"{runs.run_label(running)} is running (see the Quality page): a build can start once it has finished.",
             icon=":material/hourglass_top:")
@@ -71,7 +72,7 @@ def _failed_units() -> None:
                 retry_failed(store, ws, settings)
                 st.rerun()
             except BackendError as exc:
-                st.error(str(exc))
+                st.error(md_escape(str(exc)))
         FU.table(units, "failed_units_table")
 
 
@@ -229,7 +230,7 @@ def live() -> None:
         st.warning("The last build stopped without finishing (its worker is gone). Press **Build / resume** "
                    "to continue from the first unfinished unit.")
     elif run.status == "failed":
-        st.error(f"Build failed in stage **{run.stage}**: {run.message}")
+        st.error(f"Build failed in stage **{md_escape(run.stage or '?')}**: {md_escape(run.message or run.status)}")
     elif n_failed:
         st.warning(f"{label} with {plural(n_failed)} · run {run.id} · backend {run.backend} (listed below)")
     elif label:
@@ -239,7 +240,7 @@ def live() -> None:
     frac = finished / max(1, len(stages))
     if cur is not None and cur.total:
         frac += (cur.done / cur.total) / max(1, len(stages))
-    st.progress(min(1.0, frac), text=(f"Stage {finished + 1}/{len(stages)}: {cur.message}" if cur
+    st.progress(min(1.0, frac), text=(f"Stage {finished + 1}/{len(stages)}: {md_escape(cur.message or '')}" if cur
                                       else f"{finished}/{len(stages)} stages done"))
     counts = store.counts(ws_id)
     cols = st.columns(7)

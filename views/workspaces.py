@@ -111,7 +111,7 @@ if shown is not None:
                    "are updated in place.")
         st.page_link("views/build.py", label="Watch the build", icon=":material/construction:")
 if st.session_state.get("build_error"):
-    st.error(st.session_state.pop("build_error"))
+    st.error(md_escape(st.session_state.pop("build_error")))
 
 docs = store.documents(ws.id)
 st.subheader(f"Documents ({len(docs)})")
@@ -130,4 +130,4 @@ if guard.allowed(ws, "delete_workspace"):
         st.button("Delete workspace", disabled=confirm != ws.name, icon=":material/delete:", on_click=_delete,
                   args=(ws.name,))
         if st.session_state.get("delete_ws_error"):
-            st.error(st.session_state.pop("delete_ws_error"))
+            st.error(md_escape(st.session_state.pop("delete_ws_error")))

@@ -70,12 +70,12 @@ class MiniLMEmbedder:
         self._run_lock = threading.Lock()
 
     def _resolved_cache_dir(self) -> Path:
-        """Where the ONNX export is kept: the folder the caller gave (STRATA_HOME/models), else a temp folder."""
+        """Where the ONNX export is kept: the folder the caller gave (STRATA_HOME/models), else the user's own cache
+        (XDG_CACHE_HOME or ~/.cache, /strata/models): never a shared temp folder another local user could plant a
+        model in."""
         if self.cache_dir is not None:
             return self.cache_dir
-        import tempfile
-
-        return Path(tempfile.gettempdir()) / "strata-models"
+        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "strata" / "models"
 
     def _candidates(self) -> list[str]:
         if self.requested != "auto":

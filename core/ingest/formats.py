@@ -13,6 +13,7 @@ import warnings
 import zipfile
 from dataclasses import dataclass, field
 
+from core.ingest.limits import over_limit
 from core.ingest.markup import html_to_text, markdown_to_text
 
 # C0 control bytes other than \t \n \f \r, plus DEL: their share tells binary from text.
@@ -154,7 +155,7 @@ def parse_html(data: bytes, stem: str) -> ParseResult:
 
 
 # ------------------------------------------------------------------------------------------------------------ PDF
-def parse_pdf(data: bytes, stem: str) -> ParseResult:
+def parse_pdf(data: bytes, stem: str, max_pages: int | None = None) -> ParseResult:
     import logging
 
     from pypdf import PdfReader
@@ -182,6 +183,8 @@ def parse_pdf(data: bytes, stem: str) -> ParseResult:
                 raise
             except Exception as exc:  # noqa: BLE001 - pypdf raises many types on damaged files
                 raise RefusedError(f"corrupt PDF: {one_line(exc, 100)}") from None
+            if max_pages is not None and n_pages > max_pages:
+                raise RefusedError(over_limit("too many PDF pages", f"{n_pages:,}", f"{max_pages:,}", "max_pdf_pages"))
             texts: list[str] = []
             failures = 0
             for page in pages:
@@ -207,6 +210,8 @@ def parse_pdf(data: bytes, stem: str) -> ParseResult:
 
 # ----------------------------------------------------------------------------------------------------------- DOCX
 def parse_docx(data: bytes, stem: str, max_total_bytes: int) -> ParseResult:
+    """`max_total_bytes` bounds what its parts unpack to: zipfile stops a member at its declared size (a member
+    that lies fails its CRC check), so the declared sizes are what python-docx can read."""
     import docx
     from docx.table import Table
 
@@ -216,7 +221,8 @@ def parse_docx(data: bytes, stem: str, max_total_bytes: int) -> ParseResult:
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
         raise RefusedError(f"corrupt DOCX: {one_line(exc, 100)}") from None
     if declared > max_total_bytes:
-        raise RefusedError(f"corrupt DOCX: uncompressed size {fmt_bytes(declared)} over the archive limit")
+        raise RefusedError(over_limit("DOCX too large when unpacked", fmt_bytes(declared), fmt_bytes(max_total_bytes),
+                                      "max_docx_xml_bytes"))
     try:
         document = docx.Document(io.BytesIO(data))
     except Exception as exc:  # noqa: BLE001 - PackageNotFoundError, KeyError, lxml errors...

@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 from core.config import IngestSettings
 from core.ingest import formats, records
 from core.ingest.formats import RefusedError, fmt_bytes, nonspace_count, one_line
+from core.ingest.limits import over_limit
 
 SUPPORTED_EXTENSIONS: tuple[str, ...] = (
     ".txt", ".text", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx",
@@ -84,7 +85,12 @@ def _unsupported(ext: str) -> str:
 
 def load_bytes(filename: str, data: bytes, settings: IngestSettings) -> tuple[list[LoadedDoc], list[Refusal]]:
     """Parse one uploaded file (any supported type, zip included) into documents and refusals."""
-    return _load(safe_filename(filename), bytes(data), settings, depth=0, budget=None)
+    name = safe_filename(filename)
+    try:
+        return _load(name, bytes(data), settings, depth=0, budget=None)
+    except MemoryError:
+        return [], [Refusal(name, f"out of memory while parsing: over the {fmt_bytes(settings.parse_memory_bytes)} "
+                                  "limit (ingest.parse_memory_bytes; raise STRATA_PARSE_MEMORY_MB)")]
 
 
 def _load(
@@ -103,6 +109,8 @@ def _load(
         result = _parse(ext, data, _stem(name), settings)
     except RefusedError as exc:
         return [], [Refusal(name, str(exc))]
+    except MemoryError:
+        raise
     except Exception as exc:  # noqa: BLE001 - one bad file must never break an upload
         return [], [Refusal(name, f"could not read file: {type(exc).__name__}: {one_line(exc, 100)}")]
     docs: list[LoadedDoc] = []
@@ -127,20 +135,21 @@ def _parse(ext: str, data: bytes, stem: str, settings: IngestSettings) -> format
     if ext in (".html", ".htm"):
         return formats.parse_html(data, stem)
     if ext == ".pdf":
-        return formats.parse_pdf(data, stem)
+        return formats.parse_pdf(data, stem, settings.max_pdf_pages)
     if ext == ".docx":
-        return formats.parse_docx(data, stem, settings.max_zip_total_bytes)
+        return formats.parse_docx(data, stem, settings.max_docx_xml_bytes)
     if ext in (".csv", ".tsv"):
-        return records.parse_csv(data, stem, settings.min_chars, "\t" if ext == ".tsv" else None)
+        return records.parse_csv(data, stem, settings.min_chars, "\t" if ext == ".tsv" else None,
+                                 settings.max_table_rows)
     if ext in (".jsonl", ".ndjson"):
-        return records.parse_jsonl(data, stem, settings.min_chars)
+        return records.parse_jsonl(data, stem, settings.min_chars, settings.max_table_rows)
     if ext == ".json":
-        return records.parse_json(data, stem, settings.min_chars)
+        return records.parse_json(data, stem, settings.min_chars, settings.max_table_rows)
     raise RefusedError(_unsupported(ext))
 
 
 def _too_large(size: int, limit: int) -> str:
-    return f"too large: {fmt_bytes(size)} > {fmt_bytes(limit)} limit"
+    return over_limit("too large", fmt_bytes(size), fmt_bytes(limit), "max_file_bytes")
 
 
 def _skip_member(path: str) -> bool:
@@ -160,12 +169,13 @@ def _load_zip(
         return [], [Refusal(name, f"corrupt zip: {one_line(exc, 100)}")]
     files = [i for i in infos if not i.is_dir()]
     if len(files) > settings.max_zip_members:
-        return [], [Refusal(name, f"too many members: {len(files)} > {settings.max_zip_members} limit")]
+        return [], [Refusal(name, over_limit("too many members", f"{len(files):,}", f"{settings.max_zip_members:,}",
+                                             "max_zip_members"))]
     declared = sum(i.file_size for i in files)
     if declared > settings.max_zip_total_bytes:
         return [], [
-            Refusal(name, f"archive too large when unpacked: {fmt_bytes(declared)} > "
-                          f"{fmt_bytes(settings.max_zip_total_bytes)} limit")
+            Refusal(name, over_limit("archive too large when unpacked", fmt_bytes(declared),
+                                     fmt_bytes(settings.max_zip_total_bytes), "max_zip_total_bytes"))
         ]  # fmt: skip
     if budget is None:
         budget = [settings.max_zip_total_bytes]
@@ -184,7 +194,8 @@ def _load_zip(
                 refusals.append(Refusal(member, _too_large(info.file_size, settings.max_file_bytes)))
                 continue
             if budget[0] <= 0:
-                refusals.append(Refusal(member, "skipped: archive exceeds its uncompressed size limit"))
+                refusals.append(Refusal(member, "skipped: archive exceeds its uncompressed size limit "
+                                                "(ingest.max_zip_total_bytes; raise STRATA_MAX_ZIP_MB)"))
                 continue
             limit = min(settings.max_file_bytes, budget[0])
             try:
@@ -192,10 +203,14 @@ def _load_zip(
             except _Overflow:
                 if limit == budget[0]:
                     budget[0] = 0
-                    refusals.append(Refusal(member, "archive exceeds its uncompressed size limit (sizes misdeclared)"))
+                    refusals.append(Refusal(member, "archive exceeds its uncompressed size limit, sizes misdeclared "
+                                                    "(ingest.max_zip_total_bytes; raise STRATA_MAX_ZIP_MB)"))
                 else:
-                    refusals.append(Refusal(member, f"too large: over the {fmt_bytes(limit)} limit (size misdeclared)"))
+                    refusals.append(Refusal(member, over_limit("too large, size misdeclared", f"over {fmt_bytes(limit)}",
+                                                               fmt_bytes(limit), "max_file_bytes")))
                 continue
+            except MemoryError:
+                raise
             except RuntimeError as exc:  # encrypted member
                 refusals.append(Refusal(member, f"cannot read zip member: {one_line(exc, 80)}"))
                 continue

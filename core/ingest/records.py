@@ -8,10 +8,16 @@ import json
 import sys
 
 from core.ingest.formats import Parsed, ParseResult, RefusedError, clean_text, decode_text, nonspace_count, one_line
+from core.ingest.limits import over_limit
 
 TEXT_FIELDS = ("text", "content", "body", "passage", "document")
 TITLE_FIELDS = ("title", "name", "heading")
 ID_FIELDS = ("id", "doc_id", "_id")
+
+
+def _check_rows(count: int, max_rows: int | None, unit: str = "rows") -> None:
+    if max_rows is not None and count > max_rows:
+        raise RefusedError(over_limit(f"too many {unit}", f"{count:,}", f"{max_rows:,}", "max_table_rows"))
 
 
 def _raise_csv_field_limit() -> None:
@@ -52,15 +58,21 @@ def _skipped(numbers: list[int], what: str, unit: str) -> str:
     return f"{count} {what} skipped ({unit}{plural} {shown})"
 
 
-def parse_csv(data: bytes, stem: str, min_chars: int, delimiter: str | None = None) -> ParseResult:
+def parse_csv(data: bytes, stem: str, min_chars: int, delimiter: str | None = None,
+              max_rows: int | None = None) -> ParseResult:
     text, _ = decode_text(data)
     _raise_csv_field_limit()
     if delimiter is None:
         header_line = next((line for line in text.split("\n", 20) if line.strip()), "")
         counts = {d: header_line.count(d) for d in (",", ";", "\t", "|")}
         delimiter = max(counts, key=lambda d: counts[d]) if max(counts.values()) else ","
+    rows: list[list[str]] = []
     try:
-        rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter))
+        for row in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter):
+            rows.append(row)
+            if max_rows is not None and len(rows) > max_rows + 1:  # the header, then more rows than allowed
+                raise RefusedError(over_limit("too many rows", f"more than {max_rows:,}", f"{max_rows:,}",
+                                              "max_table_rows"))
     except csv.Error as exc:
         raise RefusedError(f"malformed CSV: {one_line(exc, 100)}") from None
 
@@ -127,8 +139,11 @@ def _record(obj: dict, stem: str, number: int, min_chars: int) -> Parsed | None:
                   {"row": number, **_title_from(title)})
 
 
-def parse_jsonl(data: bytes, stem: str, min_chars: int) -> ParseResult:
+def parse_jsonl(data: bytes, stem: str, min_chars: int, max_rows: int | None = None) -> ParseResult:
     text, _ = decode_text(data)
+    if max_rows is not None:
+        lines = sum(1 for line in text.split("\n") if line.strip())
+        _check_rows(lines, max_rows, "lines")
     records, bad, empty = [], [], []
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
@@ -156,13 +171,14 @@ def parse_jsonl(data: bytes, stem: str, min_chars: int) -> ParseResult:
     return ParseResult(records, problems)
 
 
-def parse_json(data: bytes, stem: str, min_chars: int) -> ParseResult:
+def parse_json(data: bytes, stem: str, min_chars: int, max_rows: int | None = None) -> ParseResult:
     text, _ = decode_text(data)
     try:
         obj = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise RefusedError(f"malformed JSON: {one_line(exc, 100)}") from None
     items = obj if isinstance(obj, list) else [obj]
+    _check_rows(len(items), max_rows, "items")
     records, empty = [], []
     for number, item in enumerate(items, start=1):
         rec = _record(item, stem, number, min_chars) if isinstance(item, dict) else None

@@ -185,7 +185,7 @@ def test_min_chars_applies(settings):
 def test_oversized_file_refused_before_parsing(settings, tmp_path):
     small = settings.model_copy(update={"max_file_bytes": 100})
     r = refused(*load_bytes("big.txt", b"x" * 101, small))
-    assert r.reason == "too large: 101 bytes > 100 bytes limit"
+    assert r.reason == "too large: 101 bytes > 100 bytes limit (ingest.max_file_bytes; raise STRATA_MAX_FILE_MB)"
     # A corrupt PDF over the limit is refused for its size, i.e. it is never parsed.
     assert refused(*load_bytes("big.pdf", b"junk" * 100, small)).reason.startswith("too large")
     path = tmp_path / "big.md"
@@ -197,7 +197,7 @@ def test_oversized_file_refused_before_parsing(settings, tmp_path):
 def test_size_message_in_megabytes(settings):
     s = settings.model_copy(update={"max_file_bytes": 50 * 1024 * 1024})
     r = refused(*load_bytes("huge.txt", b"a" * (50 * 1024 * 1024 + 600_000), s))
-    assert r.reason == "too large: 50.6 MB > 50 MB limit"
+    assert r.reason == "too large: 50.6 MB > 50 MB limit (ingest.max_file_bytes; raise STRATA_MAX_FILE_MB)"
 
 
 def test_unsupported_extension(settings):
@@ -621,7 +621,8 @@ def test_zip_bomb_declared_size(settings):
     assert len(bomb) < 10_000  # compresses ~1000:1
     s = settings.model_copy(update={"max_zip_total_bytes": 500_000})
     r = refused(*load_bytes("bomb.zip", bomb, s))
-    assert r.reason == "archive too large when unpacked: 976.6 KB > 488.3 KB limit"
+    assert r.reason == ("archive too large when unpacked: 976.6 KB > 488.3 KB limit"
+                        " (ingest.max_zip_total_bytes; raise STRATA_MAX_ZIP_MB)")
     assert len(load_bytes("bomb.zip", bomb, settings)[0]) == 5
 
 
@@ -638,7 +639,8 @@ def test_zip_budget_is_shared_with_nested_archives(settings):
 def test_zip_member_count_limit(settings):
     data = make_zip({f"f{i}.txt": b"text" for i in range(12)})
     s = settings.model_copy(update={"max_zip_members": 10})
-    assert refused(*load_bytes("many.zip", data, s)).reason == "too many members: 12 > 10 limit"
+    assert refused(*load_bytes("many.zip", data, s)).reason == ("too many members: 12 > 10 limit"
+                                                                       " (ingest.max_zip_members; raise STRATA_MAX_ZIP_MEMBERS)")
 
 
 def test_zip_member_over_file_limit(settings):
@@ -646,7 +648,8 @@ def test_zip_member_over_file_limit(settings):
     s = settings.model_copy(update={"max_file_bytes": 4000})
     docs, refusals = load_bytes("a.zip", data, s)
     assert [d.filename for d in docs] == ["a.zip/small.txt"]
-    assert refusals == [Refusal("a.zip/big.txt", "too large: 4.9 KB > 3.9 KB limit")]
+    assert refusals == [Refusal("a.zip/big.txt", "too large: 4.9 KB > 3.9 KB limit"
+                                                 " (ingest.max_file_bytes; raise STRATA_MAX_FILE_MB)")]
 
 
 def test_zip_hostile_member_names(settings):
