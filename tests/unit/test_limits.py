@@ -159,13 +159,15 @@ def test_a_zip_bomb_past_the_memory_limit_is_refused_and_the_rest_stored(tmp_pat
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf, zf.open("huge.txt", "w") as fh:
         for _ in range(400):
             fh.write(b"a" * MB)
+    before = psutil.Process().memory_info().rss
     report = ingest_uploads(store, ws, [("bomb.zip", buf.getvalue()), ("after.txt", b"Stored after the bomb.")],
                             settings)
+    grown = psutil.Process().memory_info().rss - before
     assert len(report.refusals) == 1, report.refusals
     reason = report.refusals[0].reason
     assert "300 MB limit (ingest.parse_memory_bytes; raise STRATA_PARSE_MEMORY_MB)" in reason, reason
     assert _titles(store, ws) == {"kept", "after"}
-    assert psutil.Process().memory_info().rss < 1000 * MB  # the app's own process never unpacked it
+    assert grown < 200 * MB, grown  # the app's own process never unpacked it (the pytest process may be large)
 
 
 def test_a_parser_that_dies_loses_only_its_file(tmp_path, make_settings):
