@@ -28,7 +28,7 @@ $(STAMP): requirements.txt
 
 # Debian packages the tests need: chromium for the browser tests, postgresql for the tests on PostgreSQL
 # (tests/pg.py starts its own server on 127.0.0.1; nothing is started by the package itself here).
-DEBS := $(if $(shell command -v chromium),,chromium) $(if $(wildcard /usr/lib/postgresql/*/bin/initdb),,postgresql) $(if $(shell command -v nginx),,nginx)
+DEBS := $(if $(shell command -v chromium),,chromium) $(if $(wildcard /usr/lib/postgresql/*/bin/initdb),,postgresql) $(if $(wildcard /usr/sbin/nginx),,nginx)
 debs:
 	@test -z "$(strip $(DEBS))" || { echo "Installing Debian's $(strip $(DEBS)) (log: $(VENV)/apt.log)…"; mkdir -p $(VENV); \
 	  { $(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $(DEBS); } \
