@@ -149,7 +149,7 @@ def proxy() -> dict[str, str]:
     with _LOCK:
         if "url" not in _SERVER:
             backend = _start_chroma()
-            token = secrets.token_urlsafe(24)
+            token = "strata-test-" + secrets.token_urlsafe(24)  # recognisable: tests/stages/test_no_secrets.py
             url, ca = _start_proxy(backend, token)
             _SERVER.update(backend=backend, url=url, token=token, ca=ca)
             os.environ["STRATA_CHROMA_TOKEN"] = token  # read by connect_server and inherited by the workers
