@@ -102,10 +102,12 @@ http {{
         ssl_certificate {tmp}/cert.pem;
         ssl_certificate_key {tmp}/key.pem;
         client_max_body_size 0;
+        client_body_buffer_size 1m;
         location / {{
             if ($http_authorization != "Bearer {token}") {{ return 401; }}
             proxy_pass {backend};
             proxy_http_version 1.1;
+            proxy_request_buffering off;
             proxy_set_header Host $host;
             proxy_read_timeout 600s;
         }}
@@ -119,6 +121,7 @@ def _start_proxy(backend: str, token: str) -> tuple[str, str]:
     if not Path(NGINX).exists():
         raise RuntimeError(f"no {NGINX}: apt-get install nginx (make debs)")
     tmp = Path(tempfile.mkdtemp(prefix="strata_chroma_proxy_"))
+    tmp.chmod(0o755)  # under root nginx's workers run as nobody: they must reach their temp directories
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
                     "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(tmp / "key.pem"),
                     "-out", str(tmp / "cert.pem")], check=True, capture_output=True)
