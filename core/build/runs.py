@@ -176,12 +176,13 @@ def launch_worker(settings: Settings, run_id: int) -> subprocess.Popen:
     env["STRATA_HOME"] = str(Path(settings.storage.home).resolve())
     # the caller's stores, also when they were set in code (tests) rather than in this process's environment
     for var, value in (("STRATA_DATABASE_URL", settings.storage.database_url),
-                       ("STRATA_CHROMA_URL", settings.storage.chroma_url),
-                       ("STRATA_CHROMA_CA", settings.storage.chroma_ca)):
+                       ("STRATA_CHROMA_URL", settings.storage.chroma_url)):
         if value:
             env[var] = value
         else:
             env.pop(var, None)
+    if settings.storage.chroma_ca:  # else the caller's environment's, if any
+        env["STRATA_CHROMA_CA"] = settings.storage.chroma_ca
     for var, secret in (("STRATA_CHROMA_TOKEN", settings.storage.chroma_token),
                         ("STRATA_OPENAI_API_KEY", settings.backend.api_key)):
         if secret is not None and secret.get_secret_value():  # else the caller's environment's, if any
