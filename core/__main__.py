@@ -1,5 +1,5 @@
-"""The command line: `python -m core build|ask|eval|stats|history|export|workspaces|share|audit|worker`, driving the same engine as
-the app.
+"""The command line: `python -m core build|ask|eval|stats|history|export|workspaces|share|audit|worker`, the
+app's engine.
 
 Exit status: 0 on success, 1 when the work failed (build error, unreachable model server), 2 on bad arguments or a
 missing workspace (the reason on one line to stderr), 5 when a run finished with failed units (README.md).
@@ -21,6 +21,7 @@ from core.build.failures import EXIT_FAILED_UNITS, print_failed
 from core.cli_access import add_parsers as add_access_parsers
 from core.config import Settings
 from core.protocols import BackendError
+from core.secrets import redacted_output
 from core.store import Store, StoreError, check_workspace_name
 
 
@@ -43,17 +44,18 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "backend", None):
         settings.backend.kind = args.backend
     store = Store(settings.storage.db_url)
-    try:
-        return args.func(args, settings, store)
-    except (UsageError, StoreError, ValueError, KeyError, FileNotFoundError) as exc:
-        print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
-        return 2
-    except BackendError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted; the next build resumes where this one stopped", file=sys.stderr)
-        return 130
+    with redacted_output(settings):  # no secret of the settings reaches the output (core/secrets.py)
+        try:
+            return args.func(args, settings, store)
+        except (UsageError, StoreError, ValueError, KeyError, FileNotFoundError) as exc:
+            print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+            return 2
+        except BackendError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("interrupted; the next build resumes where this one stopped", file=sys.stderr)
+            return 130
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -147,9 +149,9 @@ def cmd_build(args, settings: Settings, store: Store) -> int:
     check_workspace_name(args.workspace)
     require_servers(settings)  # fail fast (exit 1) when a model server is down, before anything is created
     if settings.storage.chroma_url:  # likewise for a Chroma server (VectorStoreUnavailable: exit 1, one line)
-        from core.index.chroma import connect_server
+        from core.index.chroma import connect_server, settings_auth
 
-        connect_server(settings.storage.chroma_url)
+        connect_server(settings.storage.chroma_url, *settings_auth(settings.storage).pair)
     ws = store.create_workspace(args.workspace)
     assert ws.id is not None  # a row read from or written to the store has its key
     access.adopt(store, ws, access.service_user(settings).name)  # a new one belongs to the service identity

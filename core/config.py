@@ -25,6 +25,11 @@ class StorageSettings(BaseModel):
     chroma_url: str | None = Field(None, description="A Chroma server (STRATA_CHROMA_URL), e.g. http://127.0.0.1:8000, "
                                                      "started with `chroma run`; unset: the embedded store under "
                                                      "STRATA_HOME/vectors.")
+    chroma_token: SecretStr | None = Field(None, exclude=True, description="STRATA_CHROMA_TOKEN: sent to the Chroma "
+                                           "server as `Authorization: Bearer TOKEN` (its proxy checks it); never "
+                                           "dumped: a build's worker reads the same environment.")
+    chroma_ca: str | None = Field(None, description="STRATA_CHROMA_CA: a CA bundle (PEM) trusted for an https "
+                                                    "STRATA_CHROMA_URL, e.g. a proxy's self-signed certificate.")
 
     @property
     def db_path(self) -> Path:
@@ -303,6 +308,7 @@ class Settings(BaseModel):
     def from_env(cls, env: dict[str, str] | None = None) -> "Settings":
         """Defaults, overridden by STRATA_HOME, STRATA_DATABASE_URL, STRATA_CHROMA_URL, STRATA_BACKEND, OLLAMA_HOST, STRATA_CHAT_MODEL, STRATA_EMBEDDER,
         STRATA_SAMPLE, STRATA_OPENAI_BASE_URL (or OPENAI_BASE_URL), STRATA_OPENAI_API_KEY (or OPENAI_API_KEY),
+        STRATA_CHROMA_TOKEN, STRATA_CHROMA_CA,
         STRATA_HOSTS."""
         env = dict(os.environ if env is None else env)
         s = cls()
@@ -331,6 +337,8 @@ class Settings(BaseModel):
             s.storage.database_url = env["STRATA_DATABASE_URL"]
         if env.get("STRATA_CHROMA_URL"):
             s.storage.chroma_url = env["STRATA_CHROMA_URL"]
+        if env.get("STRATA_CHROMA_CA"):
+            s.storage.chroma_ca = env["STRATA_CHROMA_CA"]
         if env.get("STRATA_SAMPLE", "").strip().lower() in ("0", "false", "no", "off"):
             s.storage.sample_on_start = False
         for var, (name, unit) in INGEST_ENV.items():
@@ -354,4 +362,6 @@ class Settings(BaseModel):
         out = cls.model_validate(s.model_dump())
         key = env.get("STRATA_OPENAI_API_KEY") or env.get("OPENAI_API_KEY")
         out.backend.api_key = SecretStr(key) if key else None  # excluded from model_dump, so set after it
+        token = env.get("STRATA_CHROMA_TOKEN")
+        out.storage.chroma_token = SecretStr(token) if token else None
         return out

@@ -31,6 +31,7 @@ from core.quality.data import build_settings
 from core.quality.merge_job import merge_plan
 from core.quality.promote import promote_plan, promote_settings
 from core.quality.variants import VariantSettings, check_name, get_variant, variant_plan
+from core.secrets import with_secrets
 from core.store import Store
 
 PLANNERS: dict[str, Callable[[dict], JobPlan]] = {"promote": promote_plan, "whatif": variant_plan,
@@ -89,7 +90,9 @@ def run_claimed(store: Store, lease: Lease) -> int:
             run = s.get(BuildRun, run_id)
             assert run is not None  # claimed just now; runs are deleted only with their workspace
             ws = s.get(Workspace, run.workspace_id)
-            settings = Settings.model_validate(run.settings)
+            # the stored settings hold no secret (core/secrets.py): the database and server URLs' passwords, the
+            # API key and the Chroma token come from this worker's environment (launch_worker sets it)
+            settings = with_secrets(Settings.model_validate(run.settings), Settings.from_env())
             kind, params = run.kind or "build", dict(run.params or {})
         try:
             assert ws is not None, f"workspace {run.workspace_id} is gone"  # deleted with its runs: recorded

@@ -2,6 +2,13 @@
 started on first use on 127.0.0.1 and a free port, with its data in a temporary directory; stopped and removed
 when the process ends.
 
+In front of it, like a deployment (docs/DEPLOY.md), Debian's nginx (`nginx -p PREFIX -c CONF -g 'daemon off;'`, every
+path in the same temporary directory) answers on another free port with TLS (a self-signed certificate made with
+`openssl`) and returns 401 unless `Authorization: Bearer TOKEN` carries the session's random token; the URL the
+tests get is the proxy's (https), and STRATA_CHROMA_TOKEN / STRATA_CHROMA_CA are set in this process's environment
+(the workers it starts inherit them), so every server test goes through the token check. `proxy()` gives the
+backend, the proxy URL, the token and the CA file to the tests of the check itself (tests/unit/test_chroma_auth.py).
+
 Tests of different homes share the server but not their vectors: `server_url(home)` names one Chroma database per
 test home (`?database=...`, created by the first VectorIndex that uses it), so the many tests that call their
 workspace "w" or "sample" never see each other's collections, exactly as with one embedded directory per home.
@@ -12,7 +19,9 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
+import secrets
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -28,9 +37,10 @@ _SERVER: dict[str, object] = {}
 START_TIMEOUT_S = 90.0
 
 
-def _answers(base: str) -> bool:
+def _answers(base: str, headers: dict | None = None, ca: str | None = None) -> bool:
+    req = urllib.request.Request(f"{base}/api/v2/heartbeat", headers=headers or {})
     try:
-        with urllib.request.urlopen(f"{base}/api/v2/heartbeat", timeout=2) as r:
+        with urllib.request.urlopen(req, timeout=2, context=ssl.create_default_context(cafile=ca) if ca else None) as r:
             return r.status == 200
     except OSError:
         return False
@@ -47,7 +57,7 @@ def _stop(proc: subprocess.Popen, data: str) -> None:
     shutil.rmtree(data, ignore_errors=True)
 
 
-def _start() -> str:
+def _start_chroma() -> str:
     chroma = Path(sys.executable).parent / "chroma"
     if not chroma.exists():
         raise RuntimeError(f"no `chroma` command next to {sys.executable}: pip install chromadb")
@@ -74,12 +84,86 @@ def _start() -> str:
     raise RuntimeError(f"the test Chroma server did not start:\n{tail}")
 
 
-def server_url(home: str | Path | None = None) -> str:
-    """The session's Chroma server (started on first call); with `home`, the URL of that home's own database."""
+NGINX = "/usr/sbin/nginx"
+NGINX_CONF = """\
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log warn;
+worker_processes 1;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    server {{
+        listen 127.0.0.1:{port} ssl;
+        ssl_certificate {tmp}/cert.pem;
+        ssl_certificate_key {tmp}/key.pem;
+        client_max_body_size 0;
+        client_body_buffer_size 1m;
+        location / {{
+            if ($http_authorization != "Bearer {token}") {{ return 401; }}
+            proxy_pass {backend};
+            proxy_http_version 1.1;
+            proxy_request_buffering off;
+            proxy_set_header Host $host;
+            proxy_read_timeout 600s;
+        }}
+    }}
+}}
+"""
+
+
+def _start_proxy(backend: str, token: str) -> tuple[str, str]:
+    """nginx with TLS and the token check in front of `backend`: (its https URL, the CA file that trusts it)."""
+    if not Path(NGINX).exists():
+        raise RuntimeError(f"no {NGINX}: apt-get install nginx (make debs)")
+    tmp = Path(tempfile.mkdtemp(prefix="strata_chroma_proxy_"))
+    tmp.chmod(0o755)  # under root nginx's workers run as nobody: they must reach their temp directories
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(tmp / "key.pem"),
+                    "-out", str(tmp / "cert.pem")], check=True, capture_output=True)
+    for _ in range(3):  # the free port may be taken before nginx binds it
+        port = free_port()
+        (tmp / "nginx.conf").write_text(NGINX_CONF.format(tmp=tmp, port=port, token=token, backend=backend))
+        log = open(tmp / "nginx.out", "ab")  # noqa: SIM115 - handed to nginx
+        proc = subprocess.Popen([NGINX, "-p", str(tmp), "-c", str(tmp / "nginx.conf"), "-g", "daemon off;"],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+        atexit.register(_stop, proc, str(tmp))
+        url = f"https://127.0.0.1:{port}"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and proc.poll() is None:
+            if _answers(url, {"Authorization": f"Bearer {token}"}, str(tmp / "cert.pem")):
+                return url, str(tmp / "cert.pem")
+            time.sleep(0.1)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=15)
+    tail = "".join(p.read_text(errors="replace")[-1000:] for p in (tmp / "nginx.out", tmp / "error.log") if p.exists())
+    raise RuntimeError(f"the test nginx proxy did not start:\n{tail}")
+
+
+def proxy() -> dict[str, str]:
+    """The session's server and its proxy (both started on first call): backend (chroma run's own http URL),
+    url (nginx's https URL), token, ca (the proxy certificate's file)."""
     with _LOCK:
-        if "base" not in _SERVER:
-            _SERVER["base"] = _start()
-        base = str(_SERVER["base"])
+        if "url" not in _SERVER:
+            backend = _start_chroma()
+            token = "strata-test-" + secrets.token_urlsafe(24)  # recognisable: tests/stages/test_no_secrets.py
+            url, ca = _start_proxy(backend, token)
+            _SERVER.update(backend=backend, url=url, token=token, ca=ca)
+            os.environ["STRATA_CHROMA_TOKEN"] = token  # read by connect_server and inherited by the workers
+            os.environ["STRATA_CHROMA_CA"] = ca
+        return {k: str(_SERVER[k]) for k in ("backend", "url", "token", "ca")}
+
+
+def server_url(home: str | Path | None = None) -> str:
+    """The session's Chroma server, through its proxy (started on first call); with `home`, the URL of that home's
+    own database."""
+    base = proxy()["url"]
     if home is None:
         return base
     return f"{base}?database={database_name(home)}"

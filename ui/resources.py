@@ -92,11 +92,12 @@ def resources(ws_name: str, version: str) -> Resources:
 def server_status(kind: str, hosts: tuple[str, ...], chat_model: str, embed_model: str, need_embed: bool) -> list[dict]:
     """Every host of the model server `kind` ("ollama", "openai"): reachable, its models, what it lacks, a message."""
     from core.backends.servers import check
+    from core.secrets import redact_text, redact_url  # what the sidebar shows holds no password, key or token
 
     cfg = settings().backend.model_copy(update={"kind": kind, "hosts": list(hosts), "chat_model": chat_model,
                                                 "embed_model": embed_model, "timeout_s": 3.0})
-    return [{"reachable": s.reachable, "host": s.host, "models": s.models, "missing": s.missing, "message": s.message}
-            for s in check(cfg, kind, need_embed=need_embed)]
+    return [{"reachable": s.reachable, "host": redact_url(s.host), "models": s.models, "missing": s.missing,
+             "message": redact_text(s.message)} for s in check(cfg, kind, need_embed=need_embed)]
 
 
 @st.cache_data(ttl=20, show_spinner=False)

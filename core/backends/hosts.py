@@ -40,6 +40,7 @@ from typing import Any, Generic, TypeVar
 
 from core.backends.replies import MalformedReply
 from core.protocols import BackendError
+from core.secrets import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -228,12 +229,13 @@ class HostPool(Generic[C]):
                     raise BackendError(message) from None
                 reason = d.describe(exc, self.timeout_s)
                 if not retry:
-                    raise BackendError(f"{d.label} at {host.url} refused to {what} with model {model!r}: {reason}") \
+                    raise BackendError(f"{d.label} at {redact_url(host.url)} refused to {what} with model {model!r}: "
+                                       f"{reason}") \
                         from None
                 problem, after_malformed, asked = reason, False, d.retry_after(exc)
                 if moves and self._fail_over(host):
                     moves -= 1
-                    log.warning("%s at %s failed to %s (%s): %s; going on on another host", d.label, host.url, what,
+                    log.warning("%s at %s failed to %s (%s): %s; going on on another host", d.label, redact_url(host.url), what,
                                 model, problem)
                     continue
             finally:
@@ -246,7 +248,7 @@ class HostPool(Generic[C]):
                         problem, wait)
             if wait:
                 time.sleep(wait)
-        raise BackendError(f"{d.label} at {url} failed to {what} with model {model!r} after {tries} attempt"
+        raise BackendError(f"{d.label} at {redact_url(url)} failed to {what} with model {model!r} after {tries} attempt"
                            f"{'s' if tries > 1 else ''}: {problem}")
 
 

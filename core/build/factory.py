@@ -33,8 +33,10 @@ def make_backend(settings: Settings, store: Store | None) -> LanguageBackend:
 
 def open_index(settings: Settings, ws_name: str, embedder_name: str) -> VectorIndex:
     """The workspace's vectors: on the Chroma server of `storage.chroma_url` when set, else embedded on disk."""
+    from core.index.chroma import settings_auth
+
     return VectorIndex(settings.storage.vector_dir(ws_name), embedder_name, url=settings.storage.chroma_url,
-                       workspace=ws_name)
+                       workspace=ws_name, auth=settings_auth(settings.storage))
 
 
 def delete_vectors(settings: Settings, ws_name: str) -> None:
@@ -43,9 +45,10 @@ def delete_vectors(settings: Settings, ws_name: str) -> None:
     import shutil
 
     if settings.storage.chroma_url:
-        from core.index.chroma import drop_server_workspace
+        from core.index.chroma import drop_server_workspace, settings_auth
 
-        drop_server_workspace(settings.storage.chroma_url, ws_name)
+        auth = settings_auth(settings.storage)
+        drop_server_workspace(settings.storage.chroma_url, ws_name, auth.token, auth.ca)
     shutil.rmtree(settings.storage.vector_dir(ws_name), ignore_errors=True)
     # chromadb keeps one client per directory per process: a workspace made again under this name must not be
     # handed the deleted directory's (it writes into a database that is gone: "attempt to write a readonly database")

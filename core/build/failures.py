@@ -27,6 +27,7 @@ from sqlmodel import select as sm_select
 
 from core.models import FailedUnit, sql_table, utcnow
 from core.protocols import BackendError
+from core.secrets import redact_text
 from core.store import Store
 
 T = TypeVar("T")
@@ -91,7 +92,7 @@ class UnitFailures:
 
     def record(self, unit: str, exc: BaseException, label: str = "") -> None:
         """Record `unit` of the current stage as failed in this run (replacing an older record of it)."""
-        reason = (str(exc) or type(exc).__name__)[:1000]
+        reason = redact_text(str(exc) or type(exc).__name__)[:1000]  # a host's URL may hold a password
         row = {"workspace_id": self.ws_id, "run_id": self.run_id, "stage": self.stage, "unit": unit,
                "label": label[:300], "reason": reason, "attempts": attempts_of(exc, self.default_attempts),
                "failed_at": utcnow()}

@@ -42,6 +42,7 @@ from core.build.context import Cancelled
 from core.build.runs import lock_workspace
 from core.liveness import holder_gone, holder_token
 from core.models import LEASE_S, UNFINISHED, BuildRun, StageRun
+from core.secrets import redact_text
 from core.store import Store, db_now, is_sqlite
 
 RUNS = BuildRun.__table__  # type: ignore[attr-defined]  # SQLModel tables: Core statements, no ORM session sync
@@ -134,7 +135,8 @@ class Lease:
     def write(self, **fields) -> bool:
         """Update the run's row while holding it; False (and the lease marked lost) when it is held no more."""
         with self._own() as conn:
-            values = {k: (db_now(conn) if v is NOW else v) for k, v in fields.items()}
+            values = {k: (db_now(conn) if v is NOW else redact_text(v) if isinstance(v, str) else v)
+                      for k, v in fields.items()}  # a message or error never holds a secret (core/secrets.py)
             ok = conn.execute(update(RUNS).where(self._owned()).values(**values)).rowcount == 1
         if not ok:
             self.lost.set()
@@ -147,12 +149,14 @@ class Lease:
         """Update the run's StageRun row `stage`, only while holding the run."""
         held = exists().where(self._owned())
         with self._own() as conn:
+            values = {k: redact_text(v) if isinstance(v, str) else v for k, v in fields.items()}
             return conn.execute(update(STAGES).where(STAGES.c.run_id == self.run_id, STAGES.c.stage == stage, held)
-                                .values(**fields)).rowcount == 1
+                                .values(**values)).rowcount == 1
 
     def finish(self, status: str, message: str, **fields) -> bool:
         """The final status, while holding the run. A "done" written after a stop request came in keeps the work (it
         finished) and says so in the message instead of dropping the request silently."""
+        message = redact_text(message)
         late = message + " (the stop request came after the last step)" if status == "done" else message
         msg = case((RUNS.c.status == "cancelling", literal(late)), else_=literal(message))
         return self.write(status=status, message=msg, finished_at=NOW, heartbeat=NOW, **fields)

@@ -27,6 +27,7 @@ from sqlmodel import col, select
 
 from core.config import Settings
 from core.models import UNFINISHED, BuildRun, StageRun, Workspace, is_active, utcnow
+from core.secrets import public_settings, redact, redact_text
 from core.store import Store
 
 FINISHED = ("done", "failed", "cancelled")
@@ -58,8 +59,8 @@ def insert_run(store: Store, ws: Workspace, settings: Settings, steps: list[tupl
         if prev is not None and is_active(prev, store.now()) and not (prev.status == "cancelling" and
                                                                        prev.worker is None):
             raise JobBusy(busy_message(prev))
-        run = BuildRun(workspace_id=ws.id, status="queued", kind=kind, params=params or {},
-                       backend=settings.backend.kind, settings=settings.model_dump(mode="json"), message=message,
+        run = BuildRun(workspace_id=ws.id, status="queued", kind=kind, params=redact(params or {}),
+                       backend=settings.backend.kind, settings=public_settings(settings), message=redact_text(message),
                        lease_s=settings.worker.lease_s, created_at=store.now())
         s.add(run)
         s.flush()
@@ -167,7 +168,8 @@ def finished_since_seen(store: Store, ws_id: int) -> bool:
 
 def launch_worker(settings: Settings, run_id: int) -> subprocess.Popen:
     """Start `python -m core worker --run ID` detached from the caller, logging to STRATA_HOME/logs, on the caller's
-    database and vector store (STRATA_DATABASE_URL / STRATA_CHROMA_URL from `settings`)."""
+    database and vector store (STRATA_DATABASE_URL / STRATA_CHROMA_URL from `settings`) with their secrets (the
+    run's stored settings hold none: core/secrets.py), through the environment only."""
     logs = Path(settings.storage.home) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
@@ -179,6 +181,12 @@ def launch_worker(settings: Settings, run_id: int) -> subprocess.Popen:
             env[var] = value
         else:
             env.pop(var, None)
+    if settings.storage.chroma_ca:  # else the caller's environment's, if any
+        env["STRATA_CHROMA_CA"] = settings.storage.chroma_ca
+    for var, secret in (("STRATA_CHROMA_TOKEN", settings.storage.chroma_token),
+                        ("STRATA_OPENAI_API_KEY", settings.backend.api_key)):
+        if secret is not None and secret.get_secret_value():  # else the caller's environment's, if any
+            env[var] = secret.get_secret_value()
     env["STRATA_WORKER_LEASE_S"] = str(settings.worker.lease_s)
     root = Path(__file__).resolve().parents[2]  # the checkout: core/build/runs.py -> ../../..
     env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")

@@ -78,13 +78,15 @@ class VectorIndex:
     """The vectors of one workspace and embedder: in the chromadb directory `path`, or, with `url`, on that Chroma
     server in collections named after `workspace`."""
 
-    def __init__(self, path: Path | None, embedder_name: str, url: str | None = None, workspace: str | None = None):
+    def __init__(self, path: Path | None, embedder_name: str, url: str | None = None, workspace: str | None = None,
+                 auth: chroma.ServerAuth | None = None):
         self.embedder_name = embedder_name
         self.server = chroma.parse_url(url) if url else None
         if url:
             if not workspace:
                 raise ValueError("a VectorIndex on a server needs its workspace's name")
-            self.client = chroma.connect_server(url)
+            auth = auth or chroma.ServerAuth.of()  # the server's token and CA, else the environment's
+            self.client = chroma.connect_server(url, auth.token, auth.ca)
         else:
             if path is None:
                 raise ValueError("an embedded VectorIndex needs its directory")

@@ -37,6 +37,7 @@ from core.graph.entity_graph import load_entity_graph
 from core.graph.hetero import HeteroGraph
 from core.models import BuildRun, Community, Edge, Node
 from core.quality.metrics import LevelData, adjacency, level_labels
+from core.secrets import with_secrets
 
 METHODS = {"leiden": "Leiden (GraphRAG)", "hirag": "HiRAG communities", "noderag": "NodeRAG communities",
            "attributed": "Attributed (ArchRAG)", "hirag_layers": "HiRAG layers"}
@@ -59,7 +60,7 @@ def build_settings(store, ws_id: int, current: Settings | None = None) -> Settin
     out.storage = current.storage.model_copy(deep=True)
     out.quality = current.quality.model_copy(deep=True)
     out.backend.ollama_host = current.backend.ollama_host
-    return out
+    return with_secrets(out, current)  # a stored run holds no secret (core/secrets.py): the caller's own
 
 
 @dataclass

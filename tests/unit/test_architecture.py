@@ -29,7 +29,8 @@ MAX_LINES = 400
 # lived there (the runner imports every stage, so no stage may import the runner).
 SPLIT = ("core.build",)
 LAYERS: list[tuple[str, ...]] = [
-    ("core.text", "core.query_config", "core.config", "core.liveness", "core.models", "core.protocols"),
+    ("core.text", "core.query_config", "core.config", "core.liveness", "core.models", "core.protocols",
+     "core.secrets"),
     ("core.store",),
     ("core.index", "core.ingest", "core.algorithms", "core.access"),
     ("core.extract",),
