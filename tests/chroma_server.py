@@ -30,7 +30,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tests.net import free_port
+from tests import nginx
+from tests.net import free_port, stop
 
 _LOCK = threading.Lock()
 _SERVER: dict[str, object] = {}
@@ -47,13 +48,7 @@ def _answers(base: str, headers: dict | None = None, ca: str | None = None) -> b
 
 
 def _stop(proc: subprocess.Popen, data: str) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
+    stop(proc)
     shutil.rmtree(data, ignore_errors=True)
 
 
@@ -84,19 +79,7 @@ def _start_chroma() -> str:
     raise RuntimeError(f"the test Chroma server did not start:\n{tail}")
 
 
-NGINX = "/usr/sbin/nginx"
-NGINX_CONF = """\
-pid {tmp}/nginx.pid;
-error_log {tmp}/error.log warn;
-worker_processes 1;
-events {{ worker_connections 256; }}
-http {{
-    access_log off;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
+PROXY = """\
     server {{
         listen 127.0.0.1:{port} ssl;
         ssl_certificate {tmp}/cert.pem;
@@ -111,15 +94,11 @@ http {{
             proxy_set_header Host $host;
             proxy_read_timeout 600s;
         }}
-    }}
-}}
-"""
+    }}"""
 
 
 def _start_proxy(backend: str, token: str) -> tuple[str, str]:
     """nginx with TLS and the token check in front of `backend`: (its https URL, the CA file that trusts it)."""
-    if not Path(NGINX).exists():
-        raise RuntimeError(f"no {NGINX}: apt-get install nginx (make debs)")
     tmp = Path(tempfile.mkdtemp(prefix="strata_chroma_proxy_"))
     tmp.chmod(0o755)  # under root nginx's workers run as nobody: they must reach their temp directories
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
@@ -127,23 +106,17 @@ def _start_proxy(backend: str, token: str) -> tuple[str, str]:
                     "-out", str(tmp / "cert.pem")], check=True, capture_output=True)
     for _ in range(3):  # the free port may be taken before nginx binds it
         port = free_port()
-        (tmp / "nginx.conf").write_text(NGINX_CONF.format(tmp=tmp, port=port, token=token, backend=backend))
-        log = open(tmp / "nginx.out", "ab")  # noqa: SIM115 - handed to nginx
-        proc = subprocess.Popen([NGINX, "-p", str(tmp), "-c", str(tmp / "nginx.conf"), "-g", "daemon off;"],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        log.close()
-        atexit.register(_stop, proc, str(tmp))
+        proc = nginx.start(tmp, nginx.config(tmp, PROXY.format(tmp=tmp, port=port, token=token, backend=backend)))
+        atexit.register(nginx.stop, proc)
+        atexit.register(shutil.rmtree, str(tmp), True)
         url = f"https://127.0.0.1:{port}"
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and proc.poll() is None:
             if _answers(url, {"Authorization": f"Bearer {token}"}, str(tmp / "cert.pem")):
                 return url, str(tmp / "cert.pem")
             time.sleep(0.1)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=15)
-    tail = "".join(p.read_text(errors="replace")[-1000:] for p in (tmp / "nginx.out", tmp / "error.log") if p.exists())
-    raise RuntimeError(f"the test nginx proxy did not start:\n{tail}")
+        nginx.stop(proc)
+    raise RuntimeError(f"the test nginx proxy did not start:\n{nginx.output(tmp)}")
 
 
 def proxy() -> dict[str, str]:

@@ -123,14 +123,18 @@ def sample_resources(sample_built):
     return open_resources(store, ws, settings, embedder)
 
 
-@pytest.fixture
-def tiny_corpus(tmp_path) -> Path:
-    """A folder of four short documents with shared names."""
-    d = tmp_path / "tiny_corpus"
-    d.mkdir()
+def write_tiny_docs(d: Path) -> Path:
+    """The four short documents of TINY_DOCS written into folder `d` (made if missing)."""
+    d.mkdir(parents=True, exist_ok=True)
     for name, text in TINY_DOCS.items():
         (d / name).write_text(text, encoding="utf-8")
     return d
+
+
+@pytest.fixture
+def tiny_corpus(tmp_path) -> Path:
+    """A folder of four short documents with shared names."""
+    return write_tiny_docs(tmp_path / "tiny_corpus")
 
 
 @pytest.fixture

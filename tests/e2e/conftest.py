@@ -112,44 +112,16 @@ def _stop(server: subprocess.Popen, home: Path) -> None:
     assert not left, f"processes survived the teardown: {[(p.pid, _cmdline(p)) for p in left]}"
 
 
-@pytest.fixture(scope="module")
-def app_server(tmp_path_factory):
-    """`streamlit run app.py` on a free port with a fresh STRATA_HOME; yields (base url, home, log path)."""
-    home = tmp_path_factory.mktemp("strata_e2e")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = dict(os.environ)
-    env.update(STRATA_HOME=str(home), STRATA_BACKEND="offline", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               ANONYMIZED_TELEMETRY="False", STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
-    log_path = home / "server.log"
-    with open(log_path, "wb") as log:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
-             "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + 90
-        while not healthy(url):
-            assert server.poll() is None, f"streamlit exited ({server.returncode}):\n{log_path.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"no health answer in 90 s:\n{log_path.read_text()[-3000:]}"
-            time.sleep(0.3)
-        yield url, home, log_path
-    finally:
-        _stop(server, home)
-
-
-@contextlib.contextmanager
-def serve_app(home: Path, env_extra: dict[str, str], args: tuple[str, ...] = (), port: int | None = None):
-    """`streamlit run app.py` on 127.0.0.1 and `port` (else a free one) with `env_extra`; yields its URL. No sample
-    (nothing to build), so no worker outlives it: the server's own process group is all there is to stop."""
+def _launch(home: Path, env_extra: dict[str, str], args: tuple[str, ...] = (),
+            port: int | None = None) -> tuple[subprocess.Popen, str, Path]:
+    """`streamlit run app.py` on 127.0.0.1 and `port` (else a free one) with STRATA_HOME `home` and `env_extra`,
+    answering its health check: (the server, its URL, its log)."""
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     env = dict(os.environ)
     env.pop("FORWARDED_ALLOW_IPS", None)
-    env.update(STRATA_HOME=str(home), STRATA_BACKEND="offline", STRATA_SAMPLE="0", HF_HUB_OFFLINE="1",
-               TRANSFORMERS_OFFLINE="1", ANONYMIZED_TELEMETRY="False", STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    env.update(STRATA_HOME=str(home), STRATA_BACKEND="offline", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               ANONYMIZED_TELEMETRY="False", STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
     env.update(env_extra)
     log_path = home / "server.log"
     with open(log_path, "wb") as log:
@@ -157,22 +129,39 @@ def serve_app(home: Path, env_extra: dict[str, str], args: tuple[str, ...] = (),
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
              "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false", *args],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True)
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + 90
+    while not healthy(url):
+        if server.poll() is not None or time.monotonic() > deadline:
+            _stop(server, home)
+            raise AssertionError(f"streamlit did not answer its health check (exit {server.returncode}):\n"
+                                 f"{log_path.read_text()[-3000:]}")
+        time.sleep(0.3)
+    return server, url, log_path
+
+
+@pytest.fixture(scope="module")
+def app_server(tmp_path_factory):
+    """`streamlit run app.py` on a free port with a fresh STRATA_HOME (the sample builds on first start); yields
+    (base url, home, log path)."""
+    home = tmp_path_factory.mktemp("strata_e2e")
+    server, url, log_path = _launch(home, {})
     try:
-        deadline = time.monotonic() + 90
-        while not healthy(url):
-            assert server.poll() is None, f"streamlit exited:\n{log_path.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"no health answer in 90 s:\n{log_path.read_text()[-3000:]}"
-            time.sleep(0.3)
+        yield url, home, log_path
+    finally:
+        _stop(server, home)
+
+
+@contextlib.contextmanager
+def serve_app(home: Path, env_extra: dict[str, str], args: tuple[str, ...] = (), port: int | None = None):
+    """`streamlit run app.py` with `env_extra` and no sample (STRATA_SAMPLE=0) unless it says otherwise; yields its
+    URL; the server and any worker it started are stopped at the end."""
+    server, url, _log = _launch(home, {"STRATA_SAMPLE": "0", **env_extra}, args, port)
+    try:
         yield url
     finally:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(timeout=10)
+        _stop(server, home)
 
 
 # -- the browser --------------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import re
 
 import pytest
 
+from tests.conftest import write_tiny_docs
 from tests.e2e.conftest import new_page, serve_app, shot
 from tests.unit.test_cli import cli
 
@@ -39,12 +40,7 @@ def team_app(tmp_path_factory, tiny_corpus_module):
 
 @pytest.fixture(scope="module")
 def tiny_corpus_module(tmp_path_factory):
-    from tests.conftest import TINY_DOCS
-
-    d = tmp_path_factory.mktemp("tiny_corpus")
-    for name, text in TINY_DOCS.items():
-        (d / name).write_text(text, encoding="utf-8")
-    return d
+    return write_tiny_docs(tmp_path_factory.mktemp("tiny_corpus"))
 
 
 def _main(pg):

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import shutil
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -21,12 +19,12 @@ from urllib.parse import urlparse
 
 import pytest
 
+from tests import nginx
 from tests.e2e.conftest import healthy, new_page, serve_app
 from tests.net import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
-NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 SIGN_IN = "Sign in"
 
 
@@ -128,18 +126,7 @@ def test_oidc_sign_in(browser, tmp_path):
             a.context.close()
 
 
-NGINX_CONF = """
-worker_processes 1;
-pid {tmp}/nginx.pid;
-error_log {tmp}/error.log info;
-events {{ worker_connections 64; }}
-http {{
-    access_log off;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
+PROXY = """
     map $http_upgrade $connection_upgrade {{ default upgrade; '' close; }}
     server {{
         listen 127.0.0.1:{port};
@@ -153,39 +140,25 @@ http {{
             proxy_set_header X-Forwarded-Email "{user}";
             proxy_read_timeout 1h;
         }}
-    }}
-}}
-"""
+    }}"""
 
 
 @contextlib.contextmanager
-def nginx(tmp: Path, app_port: int, user: str):
+def sign_in_proxy(tmp: Path, app_port: int, user: str):
     """Debian's nginx in the foreground on 127.0.0.1 and a free port, every path of its own in `tmp`: it proxies to
     the app (websockets too) from 127.0.0.2 and names `user` in X-Forwarded-Email."""
-    if not Path(NGINX).exists():
-        pytest.fail("nginx is missing: `make debs` installs Debian's nginx")
     port = free_port()
-    conf = tmp / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(tmp=tmp, port=port, app_port=app_port, user=user))
-    log = open(tmp / "nginx.out", "wb")  # noqa: SIM115 (closed below)
-    proc = subprocess.Popen([NGINX, "-p", str(tmp), "-e", str(tmp / "error.log"), "-c", str(conf),
-                             "-g", "daemon off;"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = nginx.start(tmp, nginx.config(tmp, PROXY.format(port=port, app_port=app_port, user=user)))
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 20
         while not healthy(url):
-            assert proc.poll() is None, f"nginx exited:\n{(tmp / 'error.log').read_text()[-2000:]}"
+            assert proc.poll() is None, f"nginx exited:\n{nginx.output(tmp)}"
             assert time.monotonic() < deadline, "nginx did not answer in 20 s"
             time.sleep(0.2)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        log.close()
+        nginx.stop(proc)
 
 
 def test_proxy_sign_in(browser, tmp_path):
@@ -194,7 +167,7 @@ def test_proxy_sign_in(browser, tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     env = {"STRATA_AUTH": "proxy", "FORWARDED_ALLOW_IPS": "", "STRATA_TRUSTED_PROXIES": "127.0.0.2"}
-    with serve_app(home, env) as app_url, nginx(tmp_path, int(urlparse(app_url).port or 0),
+    with serve_app(home, env) as app_url, sign_in_proxy(tmp_path, int(urlparse(app_url).port or 0),
                                                 "carol@example.org") as proxy_url:
         # through the proxy: the proxy's user; a header the browser sends itself does not get through it
         pg = new_page(browser, {"X-Forwarded-Email": "mallory@example.org"})
@@ -217,7 +190,7 @@ def test_proxy_sign_in(browser, tmp_path):
 
     # the same app without FORWARDED_ALLOW_IPS= refuses to work at all, even through the proxy
     env.pop("FORWARDED_ALLOW_IPS")
-    with serve_app(home, env) as app_url, nginx(tmp_path, int(urlparse(app_url).port or 0),
+    with serve_app(home, env) as app_url, sign_in_proxy(tmp_path, int(urlparse(app_url).port or 0),
                                                 "carol@example.org") as proxy_url:
         pg = new_page(browser)
         pg.goto(proxy_url)

@@ -12,6 +12,7 @@ from core.index import chroma
 from core.retrieval.base import get_strategy, strategy_names
 from core.workspace import open_resources
 from tests.chroma_server import server_url
+from tests.conftest import write_tiny_docs
 
 QUESTIONS = [
     "Who designed the Tidewater Bridge?",
@@ -36,12 +37,7 @@ def both(tmp_path_factory, tiny_docs_dir, embedder):
 
 @pytest.fixture(scope="module")
 def tiny_docs_dir(tmp_path_factory):
-    from tests.conftest import TINY_DOCS
-
-    d = tmp_path_factory.mktemp("tiny_docs")
-    for name, text in TINY_DOCS.items():
-        (d / name).write_text(text, encoding="utf-8")
-    return d
+    return write_tiny_docs(tmp_path_factory.mktemp("tiny_docs"))
 
 
 def _kinds(index) -> set[str]:
