@@ -18,7 +18,7 @@ from sqlmodel import col, delete, select
 
 from core.config import Settings
 from core.models import AuditEvent, Member, Workspace
-from core.store import Store
+from core.store import Store, StoreError
 
 ROLES = ("viewer", "editor", "owner")
 EVERYONE = "*"
@@ -116,7 +116,6 @@ def find(store: Store, user: User, name: str, action: str = "browse") -> Workspa
 
 def create(store: Store, user: User, name: str) -> Workspace:
     """A new workspace owned by `user` (StoreError for a bad or taken name)."""
-    from core.store import StoreError
 
     if store.get_workspace(name) is not None:
         raise StoreError(f"a workspace named {name!r} exists already")
