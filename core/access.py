@@ -116,7 +116,6 @@ def find(store: Store, user: User, name: str, action: str = "browse") -> Workspa
 
 def create(store: Store, user: User, name: str) -> Workspace:
     """A new workspace owned by `user` (StoreError for a bad or taken name)."""
-
     if store.get_workspace(name) is not None:
         raise StoreError(f"a workspace named {name!r} exists already")
     ws = store.create_workspace(name)
