@@ -38,7 +38,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("core.build",),
     ("core.retrieval",),
     ("core.explore", "core.quality"),
-    ("core.workspace", "core.answer", "core.history", "core.export", "core.stats", "core.eval", "core.worker",
+    ("core.workspace", "core.answer", "core.history", "core.export", "core.stats", "core.eval", "core.evaluation",
+     "core.worker",
      "core.__main__", "core.cli_access"),
     ("ui", "views", "app"),
 ]
