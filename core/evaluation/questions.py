@@ -109,8 +109,8 @@ def document_index(store: Store, ws_id: int) -> dict[str, dict[str, list[str]]]:
     out: dict[str, dict[str, list[str]]] = {"id": {}, "title": {}, "file": {}}
     with store.session() as s:
         rows = s.exec(select(Document.id, Document.external_id, Document.title, Document.filename)
-                      .add_columns(col(Document.meta)).where(Document.workspace_id == ws_id)
-                      .order_by(col(Document.created_at), col(Document.id)))
+                      .where(Document.workspace_id == ws_id).order_by(col(Document.created_at), col(Document.id))
+                      .add_columns(col(Document.meta))).all()
         for doc, ext, title, fname, meta in rows:
             merged = [str(e) for e in (meta or {}).get("external_ids", [])]
             for x in {doc, *([ext] if ext is not None else []), *merged}:
