@@ -107,17 +107,19 @@ def parse_rows(data: bytes | str, filename: str = "questions.jsonl") -> tuple[li
 def document_index(store: Store, ws_id: int) -> dict[str, dict[str, list[str]]]:
     """{"id"|"title"|"file": {normalized name: [document ids]}} of the workspace's documents."""
     out: dict[str, dict[str, list[str]]] = {"id": {}, "title": {}, "file": {}}
+    where = Document.workspace_id == ws_id
+    order = (col(Document.created_at), col(Document.id))
     with store.session() as s:
-        rows = s.exec(select(Document.id, Document.external_id, Document.title, Document.filename)
-                      .where(Document.workspace_id == ws_id).order_by(col(Document.created_at), col(Document.id))
-                      .add_columns(col(Document.meta))).all()
-        for doc, ext, title, fname, meta in rows:
-            merged = [str(e) for e in (meta or {}).get("external_ids", [])]
-            for x in {doc, *([ext] if ext is not None else []), *merged}:
-                out["id"].setdefault(str(x), []).append(doc)
-            out["title"].setdefault(norm_key(title or ""), []).append(doc)
-            for f in {fname, PurePath(fname or "").name}:
-                out["file"].setdefault((f or "").lower(), []).append(doc)
+        ids = s.exec(select(Document.id, Document.external_id, Document.meta).where(where).order_by(*order)).all()
+        names = s.exec(select(Document.id, Document.title, Document.filename).where(where).order_by(*order)).all()
+    for doc, ext, meta in ids:
+        merged = [str(e) for e in (meta or {}).get("external_ids", [])]
+        for x in {doc, *([ext] if ext is not None else []), *merged}:
+            out["id"].setdefault(str(x), []).append(doc)
+    for doc, title, fname in names:
+        out["title"].setdefault(norm_key(title or ""), []).append(doc)
+        for f in {fname, PurePath(fname or "").name}:
+            out["file"].setdefault((f or "").lower(), []).append(doc)
     return out
 
 
