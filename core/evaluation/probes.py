@@ -36,7 +36,7 @@ def _mentions(store: Store, ws_id: int) -> dict[str, dict[str, str]]:
     src, dst = aliased(Node), aliased(Node)
     out: dict[str, dict[str, str]] = {}
     with store.session() as s:
-        rows = s.exec(select(src.document_id, dst.id, dst.title)
+        rows = s.exec(select(src.document_id, dst.id, dst.title).select_from(Edge)
                       .join(src, src.id == Edge.src).join(dst, dst.id == Edge.dst)  # type: ignore[arg-type]
                       .where(Edge.workspace_id == ws_id, Edge.kind == "mentions", src.kind == "chunk",
                              dst.kind == "entity", dst.layer == 0)
@@ -51,7 +51,7 @@ def _statements(store: Store, ws_id: int) -> list[tuple[str, str, str, str]]:
     """(statement id, text, document id, entity name it mentions), in id order."""
     st, ent = aliased(Node), aliased(Node)
     with store.session() as s:
-        rows = s.exec(select(st.id, st.text, st.document_id, ent.title)
+        rows = s.exec(select(st.id, st.text, st.document_id, ent.title).select_from(Edge)
                       .join(st, st.id == Edge.src).join(ent, ent.id == Edge.dst)  # type: ignore[arg-type]
                       .where(Edge.workspace_id == ws_id, Edge.kind == "mentions", st.kind == "statement",
                              ent.kind == "entity", ent.layer == 0)
