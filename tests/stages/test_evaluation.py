@@ -31,7 +31,7 @@ from core.evaluation import records as R
 from core.evaluation.compare import compare
 from core.evaluation.export import export_csv, export_dict
 from core.evaluation.questions import read_questions
-from core.models import Document, Node
+from core.models import Document
 from core.workspace import open_resources
 from tests.conftest import build_workspace
 
