@@ -83,3 +83,24 @@ def test_the_hash_is_deterministic_and_moved_by_gold_and_the_example_reads_back(
         ex = Q.read_questions(store, ws.id, Q.example_file(store, ws.id, fmt), name)
         assert len(ex.questions) == 2 and not ex.rejected, (fmt, ex.rejected)
         assert ex.questions[0]["gold"][0]["docs"] == [by_ext["d1"]]
+
+
+def test_an_evaluation_is_its_workspaces_and_goes_with_it(docs, tmp_path):
+    from core.evaluation import records as R
+    from core.models import Evaluation, EvaluationResult
+
+    store, ws, by_ext = docs
+    qs = Q.read_questions(store, ws.id, json.dumps({"question": "Who designed it?", "gold_ids": ["d1"]})).questions
+    ev = R.create_evaluation(store, ws, qs, ["hirag"])
+    assert (ev.strategies, ev.baselines, ev.ks) == (["hirag", "naive", "bm25"], ["naive", "bm25"], [2, 5, 10])
+    assert ev.question_hash == Q.question_hash(qs) and ev.partition == "built" and ev.status == "queued"
+    with store.session() as s:
+        s.add(EvaluationResult(workspace_id=ws.id, evaluation_id=ev.id, question=0, strategy="hirag",
+                               ranked=[by_ext["d1"]], found=[1], ms=1.0))
+        s.commit()
+    other = store.create_workspace("other")
+    assert R.get_evaluation(store, other.id, ev.id) is None and R.list_evaluations(store, other.id) == []
+    assert [e.id for e in R.list_evaluations(store, ws.id)] == [ev.id] and R.count_results(store, ev) == 1
+    store.delete_workspace(ws)
+    with store.session() as s:
+        assert s.exec(select(Evaluation)).all() == [] and s.exec(select(EvaluationResult)).all() == []
