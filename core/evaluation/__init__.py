@@ -10,6 +10,7 @@
 * compare.py: two evaluations of one question set: per-strategy change with a paired bootstrap interval, per
   question wins and losses.
 * export.py: a run as CSV and JSON.
+* inspect.py: one question opened: every strategy's retrieval made again, the gold nodes to highlight.
 
 A question is a plain dict (the page edits a list of them before running): "id", "question", "answer" (or None),
 "gold": [{"key": what the file named, "docs": [document ids it resolves to]}], "generated" (True for probes).

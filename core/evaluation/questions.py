@@ -2,7 +2,8 @@
 
 Formats: JSON lines (the one `python -m core eval` reads), CSV, or one JSON list. A row has "question", an optional
 "answer", and its gold documents by external id (`gold_ids`, as `core eval`), by title (`gold_titles`), by file
-name (`gold_files`), or by any of the three (`gold`, or `documents` as data/sample_questions.json has it); in a
+name (`gold_files`), or by any of the three (`gold`, or `documents` as data/sample_questions.json has it), the
+first of these fields the row fills being read (hotpotqa's rows name their gold twice, by id and by title); in a
 CSV cell several are separated by "|". A gold name resolves to the documents answering to it (an external id,
 also one of an identical passage merged into a document; a title, case and spacing aside; a file name, its path
 aside). A row none of whose gold names a known document is left out and listed with the reason, as is a row that
@@ -66,7 +67,9 @@ def _row(d: dict, n: int) -> dict:
     question = str(d.get("question") or "").strip()
     if not question:
         raise ValueError("no question")
-    gold = [(by, name) for key, by in GOLD_FIELDS.items() for name in _names(d.get(key))]
+    # the first gold field the row fills (a row with gold_ids and gold_titles, as hotpotqa's, names each twice)
+    key, by = next(((k, b) for k, b in GOLD_FIELDS.items() if _names(d.get(k))), ("gold", "any"))
+    gold = [(by, name) for name in dict.fromkeys(_names(d.get(key)))]
     answer = d.get("answer")
     answer = str(answer).strip() if answer not in (None, "") else None
     return {"id": str(d.get("id") if d.get("id") not in (None, "") else n), "question": question,

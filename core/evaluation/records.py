@@ -8,7 +8,7 @@ from sqlalchemy import func
 from sqlmodel import col, delete, select
 
 from core.evaluation.questions import check_questions, question_hash
-from core.models import BuildRun, Community, Evaluation, EvaluationResult, Workspace, utcnow
+from core.models import UNFINISHED, BuildRun, Community, Evaluation, EvaluationResult, Workspace, is_active, utcnow
 from core.retrieval.base import get_strategy, strategy_names
 from core.store import Store
 
@@ -75,12 +75,21 @@ def list_evaluations(store: Store, ws_id: int) -> list[Evaluation]:
 
 
 def status(store: Store, ev: Evaluation) -> str:
-    """done, or its job's status (queued, running, cancelling, cancelled, failed), or "queued" before one."""
+    """done, or its job's status (queued, running, cancelling, cancelled, failed; "interrupted" when its worker
+    died and no worker has taken it over yet), or "queued" before one."""
     if ev.status == "done" or ev.run_id is None:
         return ev.status
     with store.session() as s:
         run = s.get(BuildRun, ev.run_id)
-    return run.status if run is not None else ev.status
+    if run is None:
+        return ev.status
+    return "interrupted" if run.status in UNFINISHED and not is_active(run, store.now()) else run.status
+
+
+def outdated(ws: Workspace, ev: Evaluation) -> bool:
+    """The workspace changed since `ev` measured it (a rebuild, a merge decision, a promote: each bumps the build
+    version): the page offers to re-run it (job.rerun_evaluation)."""
+    return ws.build_version != ev.build_version
 
 
 def set_fields(store: Store, eval_id: int, **fields) -> None:

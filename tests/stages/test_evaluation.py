@@ -30,6 +30,8 @@ from core.evaluation import probes as P
 from core.evaluation import records as R
 from core.evaluation.compare import compare
 from core.evaluation.export import export_csv, export_dict
+from core.evaluation.inspect import open_question
+from core.evaluation.metrics import gold_ranks
 from core.evaluation.questions import read_questions
 from core.models import Document
 from core.workspace import open_resources
@@ -106,6 +108,7 @@ def test_the_job_stops_and_resumes_after_a_kill_measuring_each_question_once(hot
     assert first == (2, 8, 2), "resumed at the third question"
     assert get_run(store, run2.id).status == "running" and R.count_results(store, ev) == 4 * len(names)
     time.sleep(1.5)  # silent past its lease: another worker may take it over
+    assert R.status(store, R.get_evaluation(store, ws.id, ev.id)) == "interrupted"
     assert worker.run_worker(store, run2.id, lease_s=0.6) == 0  # 3. the background worker's path finishes it
     assert get_run(store, run2.id).status == "done" and active_run(store, ws) is None
     assert set(calls) == {(q["id"], n) for q in ev.questions for n in names}
@@ -135,6 +138,16 @@ def test_the_figures_equal_core_eval_and_a_rerun_compares_with_zero_change(hotpo
         assert ours[name]["questions"] == theirs[name]["queries"] == 8
         assert ours[name]["answer_in_context"]["n"] == 8  # every hotpotqa question gives its answer
     assert any(ours[n]["recall@10"]["value"] > 0 for n in ev.strategies)
+
+    view = open_question(open_resources(store, ws, settings, built.embedder), ev, 1)  # the page's question view
+    assert set(view.retrievals) == set(ev.strategies) and not view.stale and not R.outdated(ws, ev)
+    assert [g["key"] for g in view.question["gold"]] == ["13", "17"]  # by gold_ids, its gold_titles not twice
+    assert view.gold_documents == [d for g in ev.questions[1]["gold"] for d in g["docs"]]
+    for name, r in view.retrievals.items():  # made again, they rank as the job stored
+        assert gold_ranks(list(dict.fromkeys(x.document_id for x in r.sources)), view.question["gold"]) == \
+            view.found[name], name
+        if any(view.found[name]):
+            assert {c for x in r.sources for c in x.chunk_ids} & view.gold_nodes, name
 
     again, run2 = J.rerun_evaluation(store, user, ws, settings, ev.id, launch=False)
     assert again.id != ev.id and again.question_hash == ev.question_hash

@@ -33,7 +33,7 @@ def test_gold_resolves_by_id_title_file_and_unknown_rows_are_listed_with_their_r
     store, ws, by_ext = docs
     text = "\n".join([
         json.dumps({"id": "a", "question": "Who designed the bridge?", "answer": "Lena Marsh",
-                    "gold_ids": ["d1", "d2"]}),
+                    "gold_ids": ["d1", "d2", "d1"], "gold_titles": ["Lena Marsh"]}),  # ids read, titles not
         json.dumps({"id": "b", "question": "Where is Arden Orchards?", "gold_titles": ["arden  ORCHARDS"]}),
         json.dumps({"id": "c", "question": "Who sings?", "gold_ids": ["d9"]}),  # no such document
         "{not json",
