@@ -19,6 +19,7 @@ from core import access
 from core.backends.servers import backend_kind, embedder_kind, require_servers
 from core.build.failures import EXIT_FAILED_UNITS, print_failed
 from core.cli_access import add_parsers as add_access_parsers
+from core.cli_evaluate import add_parsers as add_evaluate_parsers
 from core.config import Settings
 from core.protocols import BackendError
 from core.secrets import redacted_output
@@ -122,6 +123,7 @@ def _parser() -> argparse.ArgumentParser:
     x.set_defaults(func=cmd_export)
 
     add_access_parsers(sub)  # workspaces, share, audit
+    add_evaluate_parsers(sub)  # evaluate
 
     k = sub.add_parser("worker", help="run queued builds and jobs: one (--run ID) or, long-running, any (--serve)")
     one = k.add_mutually_exclusive_group(required=True)

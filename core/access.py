@@ -25,13 +25,14 @@ EVERYONE = "*"
 # the least role each action needs
 ACTIONS = {"browse": "viewer", "ask": "viewer", "export": "viewer",
            "upload": "editor", "build": "editor", "stop": "editor", "merge": "editor", "whatif": "editor",
-           "delete_documents": "editor",
+           "delete_documents": "editor", "evaluate": "editor",
            "share": "owner", "delete_workspace": "owner", "audit": "owner"}
 LOGGED = frozenset(a for a, r in ACTIONS.items() if r != "viewer") - {"share", "audit"}  # allowed, logged too
 # (what changes data; `share` logs its own row, with whom and what role)
 WHAT = {"browse": "open", "ask": "ask questions of", "export": "export", "upload": "add documents to",
         "build": "build", "stop": "stop a run of", "merge": "decide merges in", "whatif": "run what-if variants of",
         "delete_documents": "delete documents of", "share": "share", "delete_workspace": "delete",
+        "evaluate": "run evaluations of",
         "audit": "read the audit log of"}
 
 

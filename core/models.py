@@ -256,6 +256,46 @@ class CommunityVariant(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class Evaluation(SQLModel, table=True):
+    """A retrieval evaluation of a workspace (core/evaluation): its question set (with the gold documents resolved),
+    what it measured (build version, backend, embedder, partition, strategies, ks) and its job run; one
+    `EvaluationResult` row per question and strategy measured."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    workspace_id: int = Field(index=True, foreign_key="workspace.id")
+    name: str = ""
+    status: str = "queued"  # queued, running, done (a stopped or failed run: its BuildRun says so)
+    run_id: Optional[int] = None  # the job that measures it (the last one, when resumed)
+    questions: list[Any] = Field(default_factory=list, sa_column=Column(JSON))
+    question_hash: str = Field(default="", index=True)  # sha256 of the question set's canonical JSON
+    strategies: list[Any] = Field(default_factory=list, sa_column=Column(JSON))
+    baselines: list[Any] = Field(default_factory=list, sa_column=Column(JSON))
+    ks: list[Any] = Field(default_factory=list, sa_column=Column(JSON))
+    build_version: int = 0
+    backend: str = ""
+    embedder: str = ""
+    partition: str = ""  # the Leiden partition's variant name ("" : the built one)
+    meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    created_at: datetime = Field(default_factory=utcnow)
+    finished_at: Optional[datetime] = None
+
+
+class EvaluationResult(SQLModel, table=True):
+    """One question measured with one strategy: the ranked documents, which gold entries were found, the latency,
+    and whether the given answer appears in the retrieved context (None: no answer given)."""
+
+    __table_args__ = (UniqueConstraint("evaluation_id", "question", "strategy"),)
+    id: Optional[int] = Field(default=None, primary_key=True)
+    workspace_id: int = Field(index=True, foreign_key="workspace.id")
+    evaluation_id: int = Field(index=True)
+    question: int  # its index in the evaluation's question set
+    strategy: str
+    ranked: list[Any] = Field(default_factory=list, sa_column=Column(JSON))  # document ids, best first
+    found: list[Any] = Field(default_factory=list, sa_column=Column(JSON))  # rank (1-based) of each gold entry, or 0
+    ms: float = 0.0
+    answer_in_context: Optional[bool] = None
+
+
 class Member(SQLModel, table=True):
     """Someone's role in a workspace (core/access.py): viewer, editor or owner; user "*" is everyone signed in."""
 

@@ -28,6 +28,8 @@ from core.models import (
     Document,
     Edge,
     EntityMerge,
+    Evaluation,
+    EvaluationResult,
     FailedUnit,
     LLMCall,
     Member,
@@ -246,7 +248,7 @@ class Store:
             if runs:
                 s.exec(delete(StageRun).where(col(StageRun.run_id).in_(runs)))
             for table in (FailedUnit, BuildRun, Checkpoint, Edge, Node, Community, Document, QueryLog, EntityMerge,
-                          CommunityVariant, Artifact, Member):
+                          CommunityVariant, Artifact, Member, EvaluationResult, Evaluation):
                 s.exec(delete(table).where(col(table.workspace_id) == ws.id))
             s.exec(delete(Workspace).where(col(Workspace.id) == ws.id))
             s.commit()

@@ -25,6 +25,7 @@ from core.build.lease import Lease, claim_next
 from core.build.runner import run_build, run_job
 from core.build.runs import FINISHED, KIND_LABELS, check_idle, get_run, insert_run, launch_worker
 from core.config import Settings
+from core.evaluation.job import evaluate_plan
 from core.models import LEASE_S, BuildRun, Workspace
 from core.protocols import BackendError
 from core.quality.data import build_settings
@@ -35,7 +36,8 @@ from core.secrets import with_secrets
 from core.store import Store
 
 PLANNERS: dict[str, Callable[[dict], JobPlan]] = {"promote": promote_plan, "whatif": variant_plan,
-                                                   "reembed": merge_plan, "delete": delete_plan}
+                                                   "reembed": merge_plan, "delete": delete_plan,
+                                                   "evaluate": evaluate_plan}
 
 
 def plan_job(kind: str, params: dict) -> JobPlan:

@@ -116,6 +116,16 @@ class ModelBackend(Generic[C]):
 
         return self._call("answer", answer_prompt(question, context), None, parse, str, str)
 
+    def phrase(self, prompt: str) -> str:
+        """A free-text reply to `prompt` (the wording of evaluation probes, core/evaluation/probes.py)."""
+        def parse(content: str) -> str:
+            text = (content or "").strip()
+            if not text:
+                raise MalformedReply("empty reply")
+            return text
+
+        return self._call("phrase", prompt, None, parse, str, str)
+
     def rate_points(self, question: str, material: str) -> list[RatedPoint]:
         return clean_points(self._structured("rate-points", rate_points_prompt(question, material), RatedPoints))
 

@@ -32,7 +32,7 @@ from core.store import Store
 
 FINISHED = ("done", "failed", "cancelled")
 KIND_LABELS = {"build": "Build", "promote": "Promote", "whatif": "What-if run", "reembed": "Merge decision",
-               "delete": "Delete documents"}
+               "delete": "Delete documents", "evaluate": "Evaluation"}
 
 
 class JobBusy(RuntimeError):

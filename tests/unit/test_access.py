@@ -37,7 +37,7 @@ def test_each_role_allows_what_it_says(store):
     viewer = {a for a in access.ACTIONS if access.can(store, BOB, ws, a)}
     editor = {a for a in access.ACTIONS if access.can(store, CAT, ws, a)}
     assert viewer == {"browse", "ask", "export"}
-    assert editor == viewer | {"upload", "build", "stop", "merge", "whatif", "delete_documents"}
+    assert editor == viewer | {"upload", "build", "stop", "merge", "whatif", "delete_documents", "evaluate"}
     with pytest.raises(Refused, match="viewer of “w”: to build it takes an editor role"):
         access.require(store, BOB, ws, "build")
     with pytest.raises(Refused, match="editor of “w”: to delete it takes an owner role"):

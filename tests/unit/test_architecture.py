@@ -39,8 +39,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("core.build",),
     ("core.retrieval",),
     ("core.explore", "core.quality"),
-    ("core.workspace", "core.answer", "core.history", "core.export", "core.stats", "core.eval", "core.worker",
-     "core.__main__", "core.cli_access"),
+    ("core.workspace", "core.answer", "core.history", "core.export", "core.stats", "core.eval", "core.evaluation",
+     "core.worker",
+     "core.__main__", "core.cli_access", "core.cli_evaluate"),
     ("ui", "views", "app"),
 ]
 STORE_ACCESS = ("core.store", "core.models", "sqlmodel", "sqlalchemy")
