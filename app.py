@@ -32,5 +32,6 @@ pages = [
     st.Page("views/graph.py", title="Graph", icon=":material/hub:"),
     st.Page("views/ask.py", title="Ask", icon=":material/question_answer:"),
     st.Page("views/quality.py", title="Quality", icon=":material/troubleshoot:"),
+    st.Page("views/evaluate.py", title="Evaluate", icon=":material/leaderboard:"),
 ]
 st.navigation(pages).run()

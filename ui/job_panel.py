@@ -1,5 +1,5 @@
-"""The Quality page's job panel: the workspace's running job (a promote, a what-if run or a merge decision, run by
-the background worker: core/worker.py) with its steps' progress and a Stop button, redrawn every second while it
+"""The job panel of the Quality and Evaluate pages: the workspace's running job (a promote, a what-if run, a merge
+decision or an evaluation, run by the background worker: core/worker.py) with its steps' progress and a Stop button, redrawn every second while it
 runs, whoever started it. When the job this session started ends, the whole page is drawn again (its tabs read the
 new rows) and the job's outcome is said once."""
 
@@ -29,10 +29,13 @@ def watching() -> int | None:
     return st.session_state.get(WATCH)
 
 
-def finished_watched(store) -> BuildRun | None:
-    """The job this session started, once it has ended (then no longer followed), else None."""
+def finished_watched(store, kinds: tuple[str, ...] | None = None) -> BuildRun | None:
+    """The job this session started (of one of `kinds`, default any), once it has ended (then no longer
+    followed), else None: the page that says how such a job ended takes it."""
     run_id = watching()
     run = runs.get_run(store, run_id) if run_id is not None else None
+    if run is not None and kinds is not None and (run.kind or "build") not in kinds:
+        return None
     if run_id is not None and (run is None or run.status in runs.FINISHED):
         st.session_state.pop(WATCH, None)
         return run

@@ -13,6 +13,7 @@ import streamlit as st
 
 from core.build.failures import count_failed, plural
 from core.build.runs import JobBusy, result, run_label
+from core.evaluation.partitions import measured_name, recall_effect
 from core.models import BuildRun
 from core.quality.compare import compare
 from core.quality.variants import (
@@ -161,6 +162,37 @@ def _compare(ws, variants) -> None:
     st.plotly_chart(fig, key="wi_chart", width="stretch")
 
 
+def _recall(ws, variants) -> None:
+    """Beside NMI and ARI: each partition's recall on the workspace's newest evaluation set, when one was measured
+    while that partition was promoted (core/evaluation/partitions.py), with its change against the current one."""
+    effect = recall_effect(R.store(), ws)
+    st.markdown("**Recall effect** · what retrieval finds with each partition")
+    if effect is None:
+        st.caption("No evaluation of this workspace yet: run one on the Evaluate page to see each partition's "
+                   "effect on retrieval here.")
+        return
+    measured = effect["partitions"]
+    rows = []
+    for name, as_measured in [(CURRENT, effect["current"])] + [(v.name, measured_name(v.name, v.settings))
+                                                                for v in variants]:
+        got = measured.get(as_measured)
+        if got is None:
+            rows.append({"partition": name, "evaluation": "not measured"})
+            continue
+        row = {"partition": name, "evaluation": f"#{got['evaluation']} (build {got['build']})"}
+        for strat, f in got["strategies"].items():
+            c = f["change"]
+            row[f"{strat} recall@{effect['k']}"] = f"{f['recall']:.3f}" + (
+                f" ({c['delta']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}])" if c else "")
+        rows.append(row)
+    st.dataframe(rows, hide_index=True, width="stretch", key="wi_recall")
+    st.caption(f"On the evaluation set “{md_escape(effect['evaluation'])}”, the newest evaluation measured while "
+               "each partition was promoted; in brackets the change against the current partition with its 95 % "
+               "paired bootstrap interval. GraphRAG local and global read the Leiden partition, so a variant's "
+               "recall is measured by promoting it and re-running the evaluation (Evaluate page); promoting its "
+               "before-… snapshot undoes it.")
+
+
 def _manage(ws, variants) -> None:
     store = R.store()
     with st.expander(f"Saved variants ({len(variants)})"):
@@ -203,5 +235,7 @@ def draw(ws) -> None:
     variants = list_variants(R.store(), ws)
     with st.container(key="wi_compare_box"):
         _compare(ws, variants)
+    with st.container(key="wi_recall_box"):
+        _recall(ws, variants)
     if variants:
         _manage(ws, variants)

@@ -5,22 +5,19 @@ workspace's query history (re-open, JSON export). Logic lives in core/ (workspac
 
 from __future__ import annotations
 
-import json
 import re
-from collections import Counter
 
 import streamlit as st
 
 from core.backends.servers import backend_kind
 from core.build.factory import make_backend
-from core.explore.route import legend_html, route_graph, route_payload
 from core.history import count_queries, export_json, list_queries, open_query
 from core.protocols import BackendError
-from core.retrieval.base import SECTIONS, Retrieval, get_strategy, per_kind, strategy_names
+from core.retrieval.base import SECTIONS, Retrieval, get_strategy, strategy_names
 from core.text import truncate
 from core.workspace import ask
 from ui import resources as R
-from ui.graph_canvas import graph_canvas
+from ui.retrieval_view import panel, path, show_on_graph
 from ui.text import md_answer, md_escape, md_label
 
 store, settings = R.store(), R.settings()
@@ -33,8 +30,6 @@ assert ws.id is not None  # a row read from or written to the store has its key
 ws_id: int = ws.id
 version = R.ws_key(ws)  # cache key: this workspace (id, creation) and build
 
-SECTION_HELP = {"local": "Detail", "bridge": "Connection", "global": "Overview"}
-MAX_ITEMS = 12  # shown per kind of item in a panel (`per_kind`)
 _SECTION_NAME = re.compile(r"(^|; )((?:local|bridge|global)(?: and (?:local|bridge|global))*):")
 RESULTS = "ask_results"  # session state: (workspace name, [(Retrieval, answer text), ...])
 KEPT = "ask_form"  # session state: the question and strategies last asked (widget state is dropped off the page)
@@ -46,39 +41,6 @@ def _about(name: str) -> tuple[str, str]:
         return s.label, s.description
     except KeyError:  # a past result of a strategy this version no longer has
         return name, ""
-
-
-@st.cache_data(show_spinner=False, max_entries=48)
-def _route(ws_id: int, version: str, payload: str, height: int) -> tuple[dict, str, str]:
-    rg = route_graph(Retrieval.from_dict(json.loads(payload)), store, ws_id)
-    return route_payload(rg, height=height), legend_html(rg), rg.note
-
-
-def _show_on_graph(node_id: str, key: str) -> None:
-    if st.button("Show on graph", key=key, icon=":material/hub:", type="tertiary"):
-        st.session_state["graph_focus"] = node_id
-        st.switch_page("views/graph.py")
-
-
-def _panel(i: int, r: Retrieval, section: str, key: str, width: int) -> None:
-    items = r.sections.get(section, [])
-    with st.container(border=True, key=key):
-        st.markdown(f"**{section.capitalize()}** · {SECTION_HELP[section]} ({len(items)})")
-        if not items:
-            st.caption("Nothing at this level for this strategy.")
-            return
-        kinds = Counter(it.kind for it in items)
-        st.caption("From " + ", ".join(f"{n} {k} node{'s' if n > 1 else ''}" for k, n in kinds.most_common())
-                   + "; each names its node.")
-        shown, left_out = per_kind(items, MAX_ITEMS)
-        for j, it in shown:
-            with st.expander(f"{md_label(it.title, width)} · {it.kind} · {it.score:.2f}"):
-                st.markdown(md_escape(it.text[:1500]))
-                level = f" · level {it.level}" if it.level is not None else ""
-                st.caption(f"node {md_escape(it.id)} · {it.kind}{level}")
-                _show_on_graph(it.id, f"go_{i}_{section}_{j}")
-        if left_out:  # (a leading "+ " would render as a list)
-            st.caption("and " + ", ".join(f"{n} more {k} node{'s' if n > 1 else ''}" for k, n in left_out.items()))
 
 
 def _sources(i: int, r: Retrieval, width: int) -> None:
@@ -104,26 +66,7 @@ def _sources(i: int, r: Retrieval, width: int) -> None:
                     st.caption("The document is no longer in the workspace.")
                 else:
                     st.text(d.text[:3000] + ("…" if len(d.text) > 3000 else ""))
-                    _show_on_graph(d.id, f"godoc_{i}_{k}")
-
-
-def _path(i: int, r: Retrieval, height: int) -> None:
-    st.markdown("#### Path on the graph")
-    if not r.path_nodes and not r.sources:
-        st.caption("This strategy visited no graph nodes.")
-        return
-    drawing, legend, note = _route(ws_id, version, json.dumps(r.to_dict()), height)
-    with st.container(key=f"route_{i}"):
-        clicked = graph_canvas(drawing, key=f"route_canvas_{i}")
-    st.markdown(legend, unsafe_allow_html=True)  # Strata's own role / kind names and colours only
-    if note:
-        st.caption(note)
-    node = next((n for n in drawing["nodes"] if clicked and n["id"] == clicked.get("id")), None)
-    if node is not None:  # a click on a node of the path: name it, and offer it on the Graph page
-        a, b = st.columns([4, 1], vertical_alignment="center")
-        a.caption(f"Clicked: {md_escape(node['label'])} · {node['kind']} · {', '.join(node['roles'])}")
-        with b:
-            _show_on_graph(node["id"], f"goroute_{i}")
+                    show_on_graph(d.id, f"godoc_{i}_{k}")
 
 
 def _timings(r: Retrieval) -> None:
@@ -152,18 +95,18 @@ def _answer(i: int, r: Retrieval, text: str, wide: bool) -> None:
     if wide:
         for col, section in zip(st.columns(3), SECTIONS):
             with col:
-                _panel(i, r, section, f"panel_{section}", 70)
+                panel(i, r, section, f"panel_{section}", 70)
         left, right = st.columns([5, 6])
         with left:
             _sources(i, r, 90)
         with right:
-            _path(i, r, 460)
+            path(ws_id, version, i, r, 460)
             _timings(r)
     else:
         tabs = st.tabs([f"{s.capitalize()} ({len(r.sections.get(s, []))})" for s in SECTIONS])
         for tab, section in zip(tabs, SECTIONS):
             with tab:
-                _panel(i, r, section, f"panel_{i}_{section}", 44)
+                panel(i, r, section, f"panel_{i}_{section}", 44)
         _sources(i, r, 50)
         _timings(r)
 
@@ -222,7 +165,7 @@ if shown is not None and shown[0] == ws.name:  # the last answers of this worksp
         for i, (tab, (r, _)) in enumerate(zip(st.tabs([f"Path · {_about(r.strategy)[0]}" for r, _ in results]),
                                               results)):
             with tab, st.container(key=f"path_{i}"):
-                _path(i, r, 520)
+                path(ws_id, version, i, r, 520)
 
 st.divider()
 st.subheader("History")

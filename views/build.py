@@ -14,8 +14,8 @@ from core.explore.hierarchy import METHODS, frame_signature, hierarchy_figure, h
 from core.models import UNFINISHED, Workspace, is_active
 from core.protocols import BackendError
 from core.workspace import retry_failed, start_build
+from ui import eval_results, guard
 from ui import failed_units as FU
-from ui import guard
 from ui import resources as R
 from ui.text import md_escape
 
@@ -273,3 +273,5 @@ def live() -> None:
 
 live()
 _failed_units()
+if running is None:
+    eval_results.offer_rerun(ws)  # after a rebuild: the last evaluation, to re-run

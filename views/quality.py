@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import guard, job_panel, merge_tab, quality_tab, whatif_tab
+from ui import eval_results, guard, job_panel, merge_tab, quality_tab, whatif_tab
 from ui import resources as R
 
 ws = R.current_workspace()
@@ -15,13 +15,15 @@ if ws is None or ws.build_version == 0:
     st.info("Nothing to measure yet: this workspace has not finished a build; watch it on the Build page.")
     st.stop()
 
-ended = job_panel.finished_watched(R.store())  # the job this session started (ui/job_panel.py) has ended
+# the job this session started (ui/job_panel.py) has ended: a what-if run, a promote or a merge decision
+ended = job_panel.finished_watched(R.store(), ("whatif", "promote", "reembed"))
 if ended is not None:
     (merge_tab if ended.kind == "reembed" else whatif_tab).outcome(R.store(), ws, ended)
 with st.container(key="job_slot"):  # always there, empty or not: the tabs below keep their place, and so the tab
     job_panel.draw(ws)               # the user is on, when a job's panel appears or goes
     job_panel.failed(ws)             # the last job's failed units, while outstanding
 
+eval_results.offer_rerun(ws)  # after a promote or a merge decision: the last evaluation, to re-run
 tabs = st.tabs(["Metrics", "Entity resolution", "What-if"])
 with tabs[0]:
     quality_tab.draw(ws)

@@ -57,9 +57,11 @@ ROLES: dict[str, RoleStyle] = {
     "beam": RoleStyle("square", "#E76F51", 15, 3, (12, 3, 3, 3), 2.5, "beam-search paths"),
     "chunk": RoleStyle("ellipse", "#7D8597", 14, 2, (1, 4), 1.5, "chunks"),
     "membership": RoleStyle("dot", "#8D99AE", 10, 1, (4, 4), 1, "memberships"),
+    "missed": RoleStyle("box", "#9D0208", 18, 3, None, 1, "gold documents the route did not reach"),
 }
+GOLD = "#FFB703"  # the halo of a gold node (the Evaluate page's question view)
 DEFAULT_ROLE = RoleStyle("dot", "#B0B0B0", 12, 1, None, 1, "other steps")
-_NAMED = {"entry", "result", "key", "cross", "community"}  # roles whose labels stay readable when zoomed out
+_NAMED = {"entry", "result", "key", "cross", "community", "missed"}  # roles whose labels stay readable when zoomed out
 _LABEL_INSIDE = {"ellipse", "database", "box", "circle", "text"}
 
 
@@ -90,6 +92,7 @@ class RouteGraph:
     edges: list[RouteEdge] = field(default_factory=list)
     total_nodes: int = 0  # before the cap
     note: str = ""
+    gold: set[str] = field(default_factory=set)  # the drawn nodes that are gold (the Evaluate page highlights them)
 
     @property
     def roles(self) -> list[str]:
@@ -111,8 +114,10 @@ def _rank(role: str) -> int:
 
 
 def route_graph(r: Retrieval, store, ws_id: int, limit: int = 300, with_sources: bool = True,
-                max_sources: int = 10) -> RouteGraph:
-    """The path of `r` (plus, with `with_sources`, its sources' documents) as a capped, styled RouteGraph."""
+                max_sources: int = 10, gold: set[str] | None = None, gold_docs: list[str] | None = None) -> RouteGraph:
+    """The path of `r` (plus, with `with_sources`, its sources' documents) as a capped, styled RouteGraph. With
+    `gold` (the gold documents' and their chunks' ids), the drawn gold nodes are marked, and each gold document of
+    `gold_docs` the route did not reach is drawn apart (role "missed"), so a reader sees what the strategy missed."""
     nodes: dict[str, RouteNode] = {}
     for step in r.path_nodes:
         n = nodes.get(step.id)
@@ -125,6 +130,9 @@ def route_graph(r: Retrieval, store, ws_id: int, limit: int = 300, with_sources:
         edges.setdefault((e.src, e.dst, e.role), RouteEdge(e.src, e.dst, e.kind, e.role))
     if with_sources:
         _add_sources(r, store, ws_id, nodes, edges, max_sources)
+    for d in gold_docs or []:
+        if d not in nodes:
+            nodes[d] = RouteNode(d, "document", ["missed"], "")
     for n in nodes.values():
         n.roles.sort(key=_rank)
 
@@ -133,7 +141,7 @@ def route_graph(r: Retrieval, store, ws_id: int, limit: int = 300, with_sources:
     kept = [every[i] for i in order[:limit]]
     kept_ids = {n.id for n in kept}
     kept = [n for n in every if n.id in kept_ids]  # back in path order
-    rg = RouteGraph(nodes=kept, total_nodes=len(every))
+    rg = RouteGraph(nodes=kept, total_nodes=len(every), gold=kept_ids & ((gold or set()) | set(gold_docs or [])))
     rg.edges = [e for e in edges.values() if e.src in kept_ids and e.dst in kept_ids and e.src != e.dst]
     _describe(store, ws_id, rg.nodes)
     if len(every) > len(kept):
@@ -217,13 +225,17 @@ def route_payload(rg: RouteGraph, height: int = 420, physics: bool = True) -> di
     for n, (x, y) in zip(rg.nodes, xy):
         st_, fill = style_of(n.role), ROUTE_KIND_COLORS.get(n.kind, "#999999")
         inside = st_.shape in _LABEL_INSIDE
-        nodes.append({"id": n.id, "label": n.label, "title": n.tooltip, "shape": st_.shape, "size": st_.size,
-                      "borderWidth": st_.border_width, "kind": n.kind, "role": n.role, "roles": n.roles,
-                      "x": round(float(x), 1), "y": round(float(y), 1),
-                      "color": {"background": fill, "border": st_.border,
+        gold = n.id in rg.gold  # a thick gold halo, whatever the role; `gold` tells a test what was highlighted
+        node: dict = {"id": n.id, "label": n.label, "title": n.tooltip, "shape": st_.shape, "size": st_.size,
+                      "borderWidth": 6 if gold else st_.border_width, "kind": n.kind, "role": n.role,
+                      "roles": n.roles, "x": round(float(x), 1), "y": round(float(y), 1),
+                      "color": {"background": fill, "border": GOLD if gold else st_.border,
                                 "highlight": {"background": fill, "border": "#000000"}},
                       "font": {"size": 18 if n.role in _NAMED else 11,
-                               "color": _font_color(fill) if inside else "#222222"}})
+                               "color": _font_color(fill) if inside else "#222222"}}
+        if gold:
+            node |= {"gold": True, "shadow": {"enabled": True, "color": GOLD, "size": 18}}
+        nodes.append(node)
     edges = []
     for e in rg.edges:
         st_ = style_of(e.role)
@@ -278,6 +290,10 @@ def legend_html(rg: RouteGraph) -> str:
              f'<span style="display:inline-block;width:10px;height:10px;border-radius:50%;background:'
              f'{ROUTE_KIND_COLORS.get(k, "#999999")};margin-right:4px"></span>{html.escape(k)}</span>'
              for k in rg.kinds]
+    if rg.gold:
+        items.append(f'<span class="route-role" data-role="gold" style="display:inline-block;margin:0 12px 4px 0;'
+                     f'white-space:nowrap">{_symbol("dot", "#f1f3f5", GOLD, 2.5)} <b>gold</b> '
+                     '<span style="color:#666">gold documents and their chunks (halo)</span></span>')
     return ('<div class="route-legend" style="font-size:12.5px;line-height:1.5;font-family:sans-serif">'
             + "".join(items) + '<br><span style="color:#666;margin-right:6px">colour = kind:</span>'
             + "".join(kinds) + "</div>")

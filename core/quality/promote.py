@@ -73,6 +73,8 @@ def _snapshot(store, ws: Workspace, base: EntityBase, settings: Settings) -> str
                       .add_columns(col(Community.data))).all()
     reports = {cid: [t, x, r or {}] for cid, t, x, r, _ in rows if x}
     made_by = next((d.get("variant_settings") for *_, d in rows if (d or {}).get("variant_settings")), None)
+    # the name evaluations measured this partition under (core/evaluation/records.partition_name)
+    was = next((str(d["variant"]) for *_, d in rows if (d or {}).get("variant")), "built")
     vs = VariantSettings.from_dict(made_by) if made_by else defaults(store, ws_id, settings)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     taken = {v.name for v in list_variants(store, ws)}
@@ -83,7 +85,7 @@ def _snapshot(store, ws: Workspace, base: EntityBase, settings: Settings) -> str
     part = {"entities": base.ids, "clusters": [[g.level, g.parent, g.members.tolist()] for g in cur],
             "reports": reports}
     with store.session() as s:
-        s.add(CommunityVariant(workspace_id=ws_id, name=name, settings=asdict(vs) | {"snapshot": True},
+        s.add(CommunityVariant(workspace_id=ws_id, name=name, settings=asdict(vs) | {"snapshot": True, "was": was},
                                metrics=metrics, partition=part, build_version=ws.build_version))
         s.commit()
     return name

@@ -313,10 +313,10 @@ def canvas_frame(pg, locator: str = CANVAS, timeout_s: float = 60.0):
 
 
 def canvas_nodes(pg, locator: str = CANVAS) -> list[dict]:
-    """What the canvas draws: each node's id, kind, label and role."""
+    """What the canvas draws: each node's id, kind, label, role and whether it is highlighted as gold."""
     return canvas_frame(pg, locator).evaluate(
         "() => window.network.body.data.nodes.get().map(n => ({id: n.id, kind: n.kind, label: n.label, "
-        "role: n.role}))")
+        "role: n.role, gold: !!n.gold}))")
 
 
 def click_node(pg, node_id: str, locator: str = CANVAS) -> None:

@@ -34,6 +34,7 @@ from core.evaluation.inspect import open_question
 from core.evaluation.metrics import gold_ranks
 from core.evaluation.questions import read_questions
 from core.models import Document
+from core.retrieval.base import get_strategy
 from core.workspace import open_resources
 from tests.conftest import build_workspace
 
@@ -207,3 +208,40 @@ def test_a_model_words_the_probes_and_a_reply_that_is_no_question_keeps_the_temp
     # the unscripted replies are plain answers, no question: the template's wording stays
     assert [q["question"] for q in worded[1:]] == [q["question"] for q in template[1:]]
     assert [q["gold"] for q in worded] == [q["gold"] for q in template]
+
+
+def test_the_evaluate_page_shows_the_figures_core_eval_measures(hotpot):
+    """The Evaluate page (AppTest, the app on this home) draws, per strategy, the recall@k `core.eval` measures on
+    the same workspace and questions (what `python -m core eval` prints), each with its interval, the baselines
+    marked."""
+    import re
+
+    from tests.ui.conftest import app_home, open_page
+
+    built, qfile = hotpot
+    store, ws, settings = built.store, built.ws, built.settings
+    ev, run = J.start_evaluation(store, access.service_user(settings), ws, settings, _questions(built, qfile),
+                                 ["hirag", "archrag"], launch=False)
+    ctx = make_context(store, ws, J.evaluation_settings(settings, ws), embedder=built.embedder)
+    assert list(run_job(ctx, run.id, worker.plan_job("evaluate", {"evaluation": ev.id})))[-1].status == "done"
+    cli = settings.model_copy(deep=True)
+    cli.retrieval.max_sources = max(cli.retrieval.max_sources, 10)  # as cmd_eval does
+    theirs = core_eval.evaluate(open_resources(store, ws, cli, built.embedder), core_eval.load_queries(qfile),
+                                ev.strategies, [2, 5, 10])
+
+    with app_home(Path(settings.storage.home)):
+        at = open_page("views/evaluate.py", "Evaluate")
+        at.selectbox(key="ev_pick").set_value(ev.id).run()
+        table = at.dataframe(key="ev_figures").value
+    labels = {get_strategy(n).label: n for n in ev.strategies}
+    shown = {}
+    for _, row in table.iterrows():
+        name = labels[re.sub(r"\s+◆ .*$", "", row["strategy"])]
+        shown[name] = row
+        assert ("◆" in row["strategy"]) == (name in ("naive", "bm25")), row["strategy"]
+    assert set(shown) == set(ev.strategies)
+    for name in ev.strategies:
+        for k in (2, 5, 10):
+            value, low, high = map(float, re.findall(r"\d+\.\d+", shown[name][f"recall@{k}"]))
+            assert value == pytest.approx(theirs[name][f"recall@{k}"], abs=5e-4), (name, k)
+            assert low <= value <= high

@@ -93,7 +93,7 @@ def test_route_merges_roles_adds_sources_and_draws_each_role_distinctly(small):
     assert ("c1", "d1", "derived_from", "result") in pairs
     assert ("c1", "e1", "mentions", "chunk") in pairs
     assert not any(e.dst in ("gone", "e9") for e in rg.edges)  # edges to nodes not drawn are dropped
-    assert rg.roles == list(ROLES) + ["mystery"]  # node and edge roles, known ones in ROLES order
+    assert rg.roles == [r for r in ROLES if r != "missed"] + ["mystery"]  # present ones, known ones in ROLES order
 
     page = route_payload(rg)
     nodes = {n["id"]: n for n in _drawn(page)}
@@ -190,3 +190,26 @@ def test_history_lists_newest_first_reopens_and_exports(small):
     assert {"question", "strategy", "answer", "result", "ms", "created_at"} <= set(first)
     assert Retrieval.from_dict(first["result"]).sources[0].document_id == "d1"
     assert first["created_at"].endswith("+00:00")
+
+
+def test_gold_nodes_are_highlighted_and_a_gold_document_the_route_missed_is_drawn_apart(small):
+    """The Evaluate page's question view: the gold document and its chunks drawn on the route get a gold halo
+    (`gold` in the payload, the legend says it), and a gold document the route never reached is drawn with role
+    "missed"; without gold nothing is marked."""
+    store, ws = small
+    with store.session() as s:
+        s.add(Document(id="d2", workspace_id=ws.id, content_hash="h2", title="Missed <doc>", filename="two.md",
+                       mime="text/markdown", n_chars=5, text="other"))
+        s.commit()
+    r = _retrieval()
+    plain = route_payload(route_graph(r, store, ws.id))
+    assert not any(n.get("gold") for n in plain["nodes"]) and "missed" not in {n["role"] for n in plain["nodes"]}
+    rg = route_graph(r, store, ws.id, gold={"d1", "c1", "c2", "c9"}, gold_docs=["d1", "d2"])  # c9: not reached
+    drawn = {n["id"]: n for n in route_payload(rg)["nodes"]}
+    assert {i for i, n in drawn.items() if n.get("gold")} == {"d1", "c1", "c2", "d2"}
+    assert drawn["d1"]["role"] == "result" and drawn["d2"]["role"] == "missed"
+    assert drawn["d1"]["borderWidth"] > style_of("result").border_width
+    assert drawn["d2"]["label"] == "Missed <doc>"  # a label travels as JSON text; the tooltip is escaped
+    assert "<doc>" not in drawn["d2"]["title"]
+    legend = legend_html(rg)
+    assert 'data-role="gold"' in legend and 'data-role="missed"' in legend
