@@ -67,6 +67,9 @@ def draw(ws: Workspace) -> None:
         st.caption("Every question ties.")
         return
     top = next(iter(rows[0]["a"]))
-    st.dataframe([{"outcome": p["outcome"], "id": p["id"], "question": p["text"], f"A {top}": p["a"][top],
-                   f"B {top}": p["b"][top], "A rr": round(p["a"]["rr"], 3), "B rr": round(p["b"]["rr"], 3)}
-                  for p in rows], hide_index=True, width="stretch", key="ev_cmp_questions")
+    gen = {i for i, q in enumerate(a.questions) if q.get("generated")}
+    st.dataframe([{"outcome": p["outcome"], "id": p["id"],
+                   "question": p["text"] + ("  (generated)" if p["question"] in gen else ""),
+                   f"A {top}": p["a"][top], f"B {top}": p["b"][top], "A rr": round(p["a"]["rr"], 3),
+                   "B rr": round(p["b"]["rr"], 3)} for p in rows], hide_index=True, width="stretch",
+                 key="ev_cmp_questions")

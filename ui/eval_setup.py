@@ -106,12 +106,12 @@ def _editor(d: dict) -> list[dict]:
     qs = d["questions"]
     rows = [{"keep": True, "id": q["id"], "question": q["question"], "answer": q.get("answer") or "",
              "gold": " | ".join(g["key"] for g in q["gold"]), "generated": bool(q.get("generated"))} for q in qs]
-    edited = st.data_editor(rows, key=f"ev_editor_{d['sig']}", hide_index=True, width="stretch",
-                            disabled=["id", "gold", "generated"], num_rows="fixed",
-                            column_config={"keep": st.column_config.CheckboxColumn(width="small"),
-                                           "question": st.column_config.TextColumn(width="large"),
-                                           "generated": st.column_config.CheckboxColumn(
-                                               help="made from the workspace (a probe), not brought")})
+    edited = st.container(key="ev_editor_box").data_editor(
+        rows, key=f"ev_editor_{d['sig']}", hide_index=True, width="stretch", disabled=["id", "gold", "generated"],
+        num_rows="fixed", column_config={
+            "keep": st.column_config.CheckboxColumn(width="small"),
+            "question": st.column_config.TextColumn(width="large"),
+            "generated": st.column_config.CheckboxColumn(help="made from the workspace (a probe), not brought")})
     kept = []
     for q, row in zip(qs, edited):
         if row["keep"] and str(row["question"] or "").strip():

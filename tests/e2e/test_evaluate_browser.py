@@ -43,6 +43,18 @@ def _questions_file(tmp: Path) -> tuple[Path, int]:
     return out, len(rows) + 1
 
 
+def _drop(pg, row: int, n: int) -> None:
+    """Untick question `row` (0-based) in the editor (a canvas grid: select the cell, Space toggles it)."""
+    from playwright.sync_api import expect
+
+    expect(pg.get_by_role("button", name=f"Run on {n} question(s)")).to_be_visible(timeout=30_000)
+    grid = pg.locator(".st-key-ev_editor_box [data-testid='stDataFrame']")
+    box = grid.bounding_box()
+    pg.mouse.click(box["x"] + 30, box["y"] + 35 * (row + 1) + 17)  # the keep column, under the header
+    pg.keyboard.press(" ")
+    expect(pg.get_by_role("button", name=f"Run on {n - 1} question(s)")).to_be_visible(timeout=30_000)
+
+
 def _run(pg, n: int) -> None:
     from playwright.sync_api import expect
 
@@ -84,6 +96,8 @@ def test_upload_run_open_a_question_leave_return_and_compare(app_server, page, t
     rejected = pg.locator("[data-testid='stExpander']", has_text="1 row(s) left out")
     expect(rejected).to_be_visible(timeout=30_000)
     expect(pg.get_by_text(f"{n} question(s) from file my-questions.jsonl")).to_be_visible()
+    _drop(pg, 1, n)  # s2 left out of this run
+    n -= 1
     _run(pg, n)
 
     # 2. the figures: a table (every strategy, baselines marked) and the recall@k plot with intervals
@@ -130,13 +144,15 @@ def test_upload_run_open_a_question_leave_return_and_compare(app_server, page, t
     assert len(rows) == n * len(strategies)
     stored = {(q, s): json.loads(f) for q, s, f in _db(home, "SELECT question, strategy, found FROM "
                                                             "evaluationresult WHERE evaluation_id = ?", ev_id)}
-    ids = [f"s{i}" for i in range(1, n)] + ["evil"]
+    ids = [q["id"] for q in json.loads(_db(home, "SELECT questions FROM evaluation WHERE id = ?", ev_id)[0][0])]
+    assert "s2" not in ids and len(ids) == n
     for r in rows:
         assert [int(x) for x in r["found_ranks"].split("|")] == stored[(ids.index(r["question_id"]), r["strategy"])]
 
     # 6. the same questions again, then the two runs compared
     pg.get_by_role("tab", name="New evaluation").click()
     pg.locator("[data-testid='stFileUploaderDropzoneInput']").set_input_files(str(qfile))
+    _drop(pg, 1, n + 1)  # the same set again: s2 left out
     _run(pg, n)
     assert len(_db(home, "SELECT id FROM evaluation WHERE status = 'done'")) == 2
     pg.get_by_role("tab", name="Compare").click()

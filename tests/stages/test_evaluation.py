@@ -210,7 +210,7 @@ def test_a_model_words_the_probes_and_a_reply_that_is_no_question_keeps_the_temp
     assert [q["gold"] for q in worded] == [q["gold"] for q in template]
 
 
-def test_the_evaluate_page_shows_the_figures_core_eval_measures(hotpot):
+def test_the_evaluate_page_shows_the_figures_core_eval_measures(hotpot, monkeypatch):
     """The Evaluate page (AppTest, the app on this home) draws, per strategy, the recall@k `core.eval` measures on
     the same workspace and questions (what `python -m core eval` prints), each with its interval, the baselines
     marked."""
@@ -229,6 +229,7 @@ def test_the_evaluate_page_shows_the_figures_core_eval_measures(hotpot):
     theirs = core_eval.evaluate(open_resources(store, ws, cli, built.embedder), core_eval.load_queries(qfile),
                                 ev.strategies, [2, 5, 10])
 
+    monkeypatch.setenv("STRATA_SAMPLE", "0")  # the app's only workspace is this one
     with app_home(Path(settings.storage.home)):
         at = open_page("views/evaluate.py", "Evaluate")
         at.selectbox(key="ev_pick").set_value(ev.id).run()

@@ -1,7 +1,9 @@
 """The Evaluate page with AppTest, on a private copy of the built sample: a first visit opens New evaluation; a
-probe set is generated (the seeded set core/evaluation/probes.py makes, labelled generated), the run started as a job of the background worker; the page then shows its figures (baselines marked);
-after a promote the Quality page offers the re-run, whose two runs make the What-if tab's recall effect. Uploading a questions file, dropping a question in the editor, a question's paths and
-Compare are driven in a real browser (tests/e2e/test_evaluate_browser.py)."""
+probe set is generated (the seeded set core/evaluation/probes.py makes, labelled generated), the run started as a
+job of the background worker; the page then shows its figures (baselines marked); after a promote the Quality page
+offers the re-run, whose two runs make the What-if tab's recall effect. Uploading a questions file, dropping a
+question in the editor, a question's paths and Compare are driven in a real browser
+(tests/e2e/test_evaluate_browser.py)."""
 
 from __future__ import annotations
 
