@@ -169,11 +169,12 @@ def main() -> None:
     folder = set_dir(args.set)
     queries = folder / "queries.jsonl"
     home = built_home(args.set, folder, args.results)
-    size0 = sqlite_bytes(home)
+    size0, load0 = sqlite_bytes(home), os.getloadavg()[0]
     run = run_evaluate(args.set, home, queries, args.strategies)
     export = run["export"]
     ev = export["evaluation"]
     db = stored(home, ev["id"])
+    load1 = os.getloadavg()[0]
     timeline = run.pop("timeline")
     n = len(export["questions"])
     result = {
@@ -184,6 +185,7 @@ def main() -> None:
         "evaluate_command": " ".join(["python -m core evaluate --workspace", args.set, "--questions", rel(queries),
                                       "--json"] + (["--strategies", args.strategies] if args.strategies else [])),
         "machine": machine(),
+        "load_average": [round(load0, 2), round(load1, 2)],  # 1-minute, before and after the evaluation
         "date": time.strftime("%Y-%m-%d"),
         "commit": commit(),
         "evaluation_id": ev["id"],
@@ -240,7 +242,10 @@ def report(r: dict) -> list[str]:
            "every question measured with every strategy and stored, then the figures with their 95 % bootstrap "
            "intervals (1,000 seeded resamples of the questions).", "",
            f"* command: `{r['command']}`, which runs `{r['evaluate_command']}` in a child process",
-           f"* machine: {r['machine']}", f"* date: {r['date']}" + (f", commit {r['commit']}" if r.get("commit") else ""),
+           f"* machine: {r['machine']}" + (
+               f"; 1-minute load average {r['load_average'][0]} before the evaluation, {r['load_average'][1]} after "
+               "(the machine is shared)" if r.get("load_average") else ""),
+           f"* date: {r['date']}" + (f", commit {r['commit']}" if r.get("commit") else ""),
            f"* wall time: **{r['wall_s']:.1f} s** (the whole child process); step `measure` {steps.get('measure', 0):.1f} s "
            f"(of which {r['loading_s']} s before the first question was stored: every strategy's untimed loading call, "
            f"then the first question), step "

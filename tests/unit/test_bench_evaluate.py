@@ -53,7 +53,8 @@ def test_the_section_names_the_command_totals_and_every_strategy():
     row = figures(0.5, 0.6, 0.7) | {"mrr": fig(0.55), "latency_ms_p50": fig(12.0), "latency_ms_p95": fig(30.0),
                                     "questions": 200, "baseline": None, "total_s": 2.4}
     r = {"set": "hotpotqa", "questions": 200, "command": "python -m bench.evaluate --set hotpotqa",
-         "evaluate_command": "python -m core evaluate --workspace hotpotqa", "machine": "2 cores", "date": "2026-11-27",
+         "evaluate_command": "python -m core evaluate --workspace hotpotqa", "machine": "2 cores",
+         "load_average": [0.5, 1.75], "date": "2026-11-27",
          "commit": "abc", "wall_s": 61.0, "steps_s": {"measure": 50.0, "figures": 1.5}, "loading_s": 6.2,
          "peak_rss_mib": 1500, "ru_maxrss_mib": 1490, "polled_peak_rss_mib": 1500,
          "rss_mib_at_measure_start": 850.0, "rss_mib_by_questions": {"0": 900.0, "200": 1400.0}, "result_rows": 400, "result_json_bytes": 40960,
@@ -65,6 +66,7 @@ def test_the_section_names_the_command_totals_and_every_strategy():
     text = "\n".join(report(r))
     assert "## Evaluation engine: 200 questions × 2 strategies on `hotpotqa`" in text
     assert "**61.0 s**" in text and "step `measure` 50.0 s" in text and "`figures` 1.5 s" in text
+    assert "* machine: 2 cores; 1-minute load average 0.5 before the evaluation, 1.75 after" in text
     assert "**1,500 MiB**" in text and "start: 850; by questions" in text and "0: 900, 200: 1,400" in text and "400 EvaluationResult rows" in text
     assert "**1 differences**: hirag R@2 0.5 against 0.505" in text
     assert "| hirag | 0.500 [0.400, 0.600] | 0.600 [0.500, 0.700] | 0.700 [0.600, 0.800] | 0.550 [0.450, 0.650] | " \
