@@ -40,23 +40,26 @@ ROOT = Path(__file__).resolve().parent.parent
 
 class Sampler:
     """Samples, from a thread, the summed RSS of a process and all its descendants (`.peak`, bytes) and their CPU
-    time, attributed to the build stage running at that moment (read from the workspace database): `.cpu_s`."""
+    time, attributed to the build stage running at that moment (read from the workspace database): `.cpu_s`. With
+    `timeline`, every sample is also kept in `.timeline` as (seconds since start, stage, units done, RSS bytes)."""
 
-    def __init__(self, pid: int, db: str, workspace: str, every_s: float = 0.1):
+    def __init__(self, pid: int, db: str, workspace: str, every_s: float = 0.1, timeline: bool = False):
         self.pid, self.db, self.workspace, self.every_s, self.peak = pid, db, workspace, every_s, 0
         self.cpu_s: dict[str, float] = {}
         self.peak_of: dict[str, int] = {}  # stage -> peak summed RSS while it ran, bytes
+        self.timeline: list[tuple[float, str, int, int]] | None = [] if timeline else None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._engine = None
 
-    def _stage(self) -> str:
-        sql = ("SELECT s.stage FROM stagerun s JOIN workspace w ON w.id = s.workspace_id WHERE w.name = {mark} "
+    def _stage(self) -> tuple[str, int]:
+        """The running stage of the workspace's latest run and its units done (("", 0) before or between)."""
+        sql = ("SELECT s.stage, s.done FROM stagerun s JOIN workspace w ON w.id = s.workspace_id WHERE w.name = {mark} "
                "AND s.status = 'running' ORDER BY s.id DESC LIMIT 1")
         if self.db.startswith("sqlite:///"):  # read-only and never creating the file before the build does
             path = Path(self.db[len("sqlite:///"):])
             if not path.exists():
-                return ""
+                return "", 0
             try:
                 con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0.5)
                 try:
@@ -64,8 +67,8 @@ class Sampler:
                 finally:
                     con.close()
             except sqlite3.Error:
-                return ""
-            return row[0] if row else ""
+                return "", 0
+            return (row[0], row[1]) if row else ("", 0)
         from sqlalchemy import create_engine, text
         from sqlalchemy.exc import SQLAlchemyError
 
@@ -75,8 +78,8 @@ class Sampler:
             with self._engine.connect() as conn:
                 row = conn.execute(text(sql.format(mark=":ws")), {"ws": self.workspace}).fetchone()
         except SQLAlchemyError:  # tables not made yet, server busy: no stage this sample
-            return ""
-        return row[0] if row else ""
+            return "", 0
+        return (row[0], row[1]) if row else ("", 0)
 
     def _run(self) -> None:
         try:
@@ -84,6 +87,7 @@ class Sampler:
         except psutil.Error:
             return
         cpu: dict[int, float] = {}
+        t0 = time.perf_counter()
         while not self._stop.is_set():
             total = 0
             try:
@@ -100,11 +104,13 @@ class Sampler:
                     continue
                 spent += now - cpu.get(p.pid, 0.0)
                 cpu[p.pid] = now
-            stage = self._stage()
+            stage, done = self._stage()
             key = stage or "(outside stages)"
             self.cpu_s[key] = self.cpu_s.get(key, 0.0) + spent
             self.peak = max(self.peak, total)
             self.peak_of[key] = max(self.peak_of.get(key, 0), total)
+            if self.timeline is not None:
+                self.timeline.append((round(time.perf_counter() - t0, 2), stage, done, total))
             self._stop.wait(self.every_s)
 
     def __enter__(self) -> "Sampler":

