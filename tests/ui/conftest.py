@@ -67,3 +67,20 @@ def wait_for_job(store, ws_name: str, timeout: float = 400):
             return run
         time.sleep(0.5)
     raise AssertionError(f"no job of {ws_name!r} finished within {timeout:.0f} s")
+
+
+def sample_copy(tmp_path_factory, sample_built, name: str):
+    """A private copy of the built sample (its home, database and vectors) for a module's page tests: (home, its
+    Store). The tests' pages and jobs change the copy, never the session's sample."""
+    import shutil
+
+    from core.store import Store
+    from tests.stores import copy_db
+
+    settings, store, _ws, _emb = sample_built
+    if store.is_sqlite:  # the copy reads the file
+        with store.engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    home = tmp_path_factory.mktemp(name) / "home"
+    shutil.copytree(settings.storage.home, home)
+    return home, Store(copy_db(settings.storage.database_url, home) or home / "strata.db")

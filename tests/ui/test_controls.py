@@ -13,7 +13,6 @@ import html
 import json
 import math
 import re
-import shutil
 
 import pytest
 from sqlmodel import select
@@ -26,8 +25,7 @@ from core.quality.data import METHODS as QUALITY_METHODS
 from core.quality.variants import list_variants
 from core.resolution import review as rv
 from core.store import Store
-from tests.stores import copy_db
-from tests.ui.conftest import app_home, open_page, run, wait_for_job
+from tests.ui.conftest import app_home, open_page, run, sample_copy, wait_for_job
 from ui.text import md_label
 
 QUESTION = "Which university trained the engineer who designed the Halden Barrier's sluice gates?"
@@ -38,13 +36,7 @@ def home(tmp_path_factory, sample_built):
     """STRATA_HOME holding a copy of the built sample. When the build proposed no ambiguous merge candidate (one
     the bulk accept leaves for review by default), the copy marks its lowest-scored candidate ambiguous, as
     core/resolution/candidates.py would mark a short name matching several others."""
-    settings, store, _ws, _emb = sample_built
-    if store.is_sqlite:  # the copy reads the file
-        with store.engine.connect() as conn:
-            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-    home = tmp_path_factory.mktemp("strata_controls_ui") / "home"
-    shutil.copytree(settings.storage.home, home)
-    store = Store(copy_db(settings.storage.database_url, home) or home / "strata.db")
+    home, store = sample_copy(tmp_path_factory, sample_built, "strata_controls_ui")
     ws = store.require_workspace("sample")
     cands = rv.filter_rows(rv.merge_table(store, ws.id), "candidate")
     if cands and not any(r.evidence.get("ambiguous") and r.score >= 0.5 for r in cands):

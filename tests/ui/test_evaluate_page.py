@@ -7,7 +7,6 @@ question in the editor, a question's paths and Compare are driven in a real brow
 
 from __future__ import annotations
 
-import shutil
 import time
 
 import pytest
@@ -18,21 +17,14 @@ from core.evaluation import probes, records
 from core.quality.variants import defaults, list_variants
 from core.store import Store
 from core.worker import start_promote, start_variant
-from tests.stores import copy_db
-from tests.ui.conftest import app_home, open_page, run
+from tests.ui.conftest import app_home, open_page, run, sample_copy
 
 
 @pytest.fixture(scope="module")
 def eval_home(tmp_path_factory, sample_built):
-    settings, store, _ws, _emb = sample_built
-    if store.is_sqlite:  # the copy reads the file
-        with store.engine.connect() as conn:
-            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-    home = tmp_path_factory.mktemp("strata_eval_ui") / "home"
-    shutil.copytree(settings.storage.home, home)
-    url = copy_db(settings.storage.database_url, home)
+    home, store = sample_copy(tmp_path_factory, sample_built, "strata_eval_ui")
     with app_home(home):
-        yield Store(url or home / "strata.db")
+        yield store
 
 
 def _done(store: Store, ws_id: int, timeout: float = 400):

@@ -8,29 +8,20 @@ tests/e2e/test_quality_browser.py)."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.quality.variants import list_variants
 from core.resolution import review as rv
 from core.store import Store
-from tests.stores import copy_db
-from tests.ui.conftest import app_home, open_page, run, wait_for_job
+from tests.ui.conftest import app_home, open_page, run, sample_copy, wait_for_job
 
 
 @pytest.fixture(scope="module")
 def quality_home(tmp_path_factory, sample_built):
-    settings, store, _ws, _emb = sample_built
-    if store.is_sqlite:  # the copy reads the file
-        with store.engine.connect() as conn:
-            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-    home = tmp_path_factory.mktemp("strata_quality_ui") / "home"
-    shutil.copytree(settings.storage.home, home)
-    url = copy_db(settings.storage.database_url, home)
+    home, store = sample_copy(tmp_path_factory, sample_built, "strata_quality_ui")
     with app_home(home):
-        yield Store(url or home / "strata.db")
+        yield store
 
 
 @pytest.fixture
