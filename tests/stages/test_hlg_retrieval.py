@@ -251,3 +251,24 @@ def test_keywords_are_entity_names_in_the_question(sample_resources):
     assert "halden barrier" in kws
     assert "the" not in kws and "a" not in kws
     assert all(len(c) and (c < len(lx.eids)).all() for c in kws.values())
+
+
+def test_statements_are_reranked_alone_and_topicgraphrags_beam_by_the_reranker(results, sample_resources):
+    """Eq. 9: a kept statement scores cos(e_Q, e_s), its chunk plays no part; §4.2: TopicGraphRAG's beam is guided by
+    the reranker, StatementGraphRAG's by Eq. 7; the chunk-blended reranker runs only in its named ablation."""
+    lx = lexicon(sample_resources)
+    q = np.asarray(sample_resources.embed_query(HALDEN_Q), dtype=np.float64)
+    q /= np.linalg.norm(q)
+    row = {sid: i for i, sid in enumerate(lx.sids)}
+    for name in ("hlg-statement", "hlg-topic"):
+        r = results[name]
+        assert r.trace["rerank"] == "statement", name
+        for item in r.sections["local"]:
+            assert item.score == pytest.approx(float(lx.E[row[item.id]] @ q), abs=1e-4), (name, item.title)
+    assert results["hlg-topic"].trace["beam"] == "reranker"
+    assert results["hlg-statement"].trace["beam"] == "path (Eq. 7)"
+    blend = get_strategy("hlg-statement-chunkblend").retrieve(sample_resources, HALDEN_Q)
+    assert blend.trace["rerank"] == "chunk-blend"
+    off = [i for i in blend.sections["local"] if abs(i.score - float(lx.E[row[i.id]] @ q)) > 1e-3]
+    assert off  # the blend moves scores away from the statement's own cosine
+    assert get_strategy("hlg-topic-pathbeam").retrieve(sample_resources, HALDEN_Q).trace["beam"] == "path (Eq. 7)"

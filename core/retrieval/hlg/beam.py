@@ -7,6 +7,13 @@ parent's score (stop rule (i)), and the B best children per start are kept (§6.
 or D_max hops are made (§6.3.2: D_max = 3). Left open by the paper, taken from its published code (graphrag-toolkit
 SemanticBeamGraphSearch): the neighbours scored for an expanded statement are its B nearest to the question.
 S_beam = the statements on kept paths (Eq. 8).
+
+TopicGraphRAG's beam (§4.2 (3): "A beam search explores additional context in multiple hops, guided by a reranker at
+each step") is the same search with `guide` = the reranker's Score_rank (Eq. 9) of every statement: a child path is
+ranked by the reranker's score of the statement it adds, the neighbours scored for an expanded statement are its B
+best by that score, and the B best children per start are kept at each depth, up to D_max. As in the published code
+(graphrag-toolkit RerankingBeamGraphSearch, which ranks each expansion's neighbours by the reranker and has no
+improvement rule), no child has to improve its parent: the search stops at D_max or when no path has a new neighbour.
 """
 
 from __future__ import annotations
@@ -44,11 +51,14 @@ class Beam:
 
 
 def beam_search(q: np.ndarray, E: np.ndarray, nbr: sp.csr_matrix, starts: np.ndarray, width: int,
-                depth: int) -> Beam:
+                depth: int, guide: np.ndarray | None = None) -> Beam:
     """Beam search from each start separately (Eq. 8), vectorized over all starts. E has unit rows (cosine = dot
     product). A path's state is u = Σ w_i e_i with w_i = exp(sim_i): Score_beam = q·u / (|q| |u|) (the softmax
     normalizer cancels in the cosine), and a child u' = u + w e only needs u·e, computed per expanded statement
-    as one matrix product over the paths that end there."""
+    as one matrix product over the paths that end there.
+
+    With `guide` (one reranker score per statement, §4.2), children are ranked by guide[child] instead of Eq. 7 and
+    need not improve their parent; a path's score is then the reranker score of its last statement."""
     qn = (q / max(np.linalg.norm(q), 1e-12)).astype(np.float32)
     sims = (E @ qn).astype(np.float64)
     w = np.exp(sims)
@@ -58,7 +68,8 @@ def beam_search(q: np.ndarray, E: np.ndarray, nbr: sp.csr_matrix, starts: np.nda
     U = (w[starts, None] * E[starts]).astype(np.float32)
     a = w[starts] * sims[starts]  # q·u
     nn = w[starts] ** 2  # |u|^2
-    score = a / np.sqrt(nn)
+    score = a / np.sqrt(nn) if guide is None else np.asarray(guide, dtype=np.float64)[starts]
+    rank_by = sims if guide is None else np.asarray(guide, dtype=np.float64)
     beam = Beam([paths], [score], [group])
     width = max(1, int(width))
     for _ in range(max(0, int(depth))):
@@ -73,8 +84,8 @@ def beam_search(q: np.ndarray, E: np.ndarray, nbr: sp.csr_matrix, starts: np.nda
         for b0, b1 in pairwise(bounds):
             last = lasts[b0]
             nb = nbr.indices[nbr.indptr[last]:nbr.indptr[last + 1]]
-            if len(nb) > width:  # the expanded statement's `width` neighbours nearest to the question
-                nb = nb[np.lexsort((nb, -sims[nb]))[:width]]
+            if len(nb) > width:  # the expanded statement's `width` neighbours nearest to the question (or best
+                nb = nb[np.lexsort((nb, -rank_by[nb]))[:width]]  # reranked, with a guide)
             if not len(nb):
                 continue
             idx = order[b0:b1]
@@ -84,7 +95,11 @@ def beam_search(q: np.ndarray, E: np.ndarray, nbr: sp.csr_matrix, starts: np.nda
         c = np.where(valid, cand, 0)
         wc = w[c]
         child = (a[:, None] + wc * sims[c]) / np.sqrt(np.maximum(nn[:, None] + 2 * wc * dots + wc ** 2, 1e-24))
-        p, j = np.nonzero(valid & (child > score[:, None]))  # (i) a child must improve its parent
+        if guide is None:
+            p, j = np.nonzero(valid & (child > score[:, None]))  # (i) a child must improve its parent
+        else:  # §4.2: the reranker ranks the children; no improvement rule
+            p, j = np.nonzero(valid)
+            child = rank_by[c]
         if not len(p):
             break
         n, ch, g = cand[p, j], child[p, j], group[p]
