@@ -54,7 +54,9 @@ def test_sections_hold_what_each_variant_promises(results, sample_resources, sto
     cfg = sample_resources.settings.retrieval.hlg
     for name, r in results.items():
         local, bridge, glob = r.sections["local"], r.sections["bridge"], r.sections["global"]
-        assert local and bridge and glob, name
+        # TopicGraphRAG's reranker-guided beam takes B statements in all (§4.2, the published RerankingBeamGraphSearch),
+        # so a chunk context (each chunk's best statement) may hold none of its few hops: no bridge then
+        assert local and glob and (bridge or name == "hlg-topic-chunk"), name
         kind = "chunk" if name.endswith("-chunk") else "statement"
         if kind == "chunk":  # §6.4: up to 10 unique chunks
             assert 0 < len(local) <= cfg.top_k and len({i.id for i in local}) == len(local), name
@@ -175,12 +177,13 @@ def test_path_nodes_exist_and_path_edges_are_stored_edges(results, stored):
         for n in r.path_nodes:
             assert stored["kinds"].get(n.id) == n.kind, (name, n)
         roles = {n.role for n in r.path_nodes}
-        assert {"entry", "beam"} <= roles, name
+        hops = name != "hlg-topic-chunk"  # its context may hold none of the guided beam's few hops (see above)
+        assert {"entry", "beam"} <= roles or not hops and "entry" in roles, name
         for e in r.path_edges:
             assert e.src in ids and e.dst in ids
             assert e.kind in stored["edges"].get(frozenset((e.src, e.dst)), set()), (name, e)
         beam_edges = [e for e in r.path_edges if e.role == "beam"]
-        assert beam_edges and all(e.kind == "mentions" for e in beam_edges)
+        assert (beam_edges or not hops) and all(e.kind == "mentions" for e in beam_edges)
         assert all(stored["kinds"][e.src] == "statement" and stored["kinds"][e.dst] == "entity" for e in beam_edges)
 
 

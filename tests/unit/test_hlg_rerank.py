@@ -11,7 +11,7 @@ import scipy.sparse as sp
 
 from core.config import Settings
 from core.retrieval.base import get_strategy, strategy_names
-from core.retrieval.hlg.beam import beam_search
+from core.retrieval.hlg.beam import beam_search, reranker_beam
 from core.retrieval.hlg.rank import rerank_scores
 
 
@@ -71,23 +71,26 @@ def test_the_reranker_guides_each_step_of_the_beam():
     guide = np.array([0.2, 0.95, 0.1])  # Score_rank: statement 1 is the one the reranker wants
     plain = beam_search(q, E, nbr, np.array([0]), width=1, depth=1)
     assert plain.paths[1].tolist() == [[0, 2]]  # Eq. 7: the child nearest to the question
-    guided = beam_search(q, E, nbr, np.array([0]), width=1, depth=1, guide=guide)
-    assert guided.paths[1].tolist() == [[0, 1]]  # §4.2: the child the reranker scores best
+    guided = reranker_beam(guide, nbr, np.array([0]), width=2, depth=1)
+    assert guided.paths[0].tolist() == [[0]]
+    assert guided.paths[1].tolist() == [[0, 1]]  # §4.2: the child the reranker scores best, taken first
     assert guided.scores[1].tolist() == [pytest.approx(0.95)]
-    # no improvement rule under the reranker (published RerankingBeamGraphSearch): a child below its parent is kept
-    low = beam_search(q, E, nbr, np.array([0]), width=2, depth=1, guide=np.array([0.9, 0.3, 0.1]))
-    assert sorted(map(tuple, low.paths[1].tolist())) == [(0, 1), (0, 2)]
-    assert low.paths[1].tolist()[0] == [0, 1]  # best first
+    # no improvement rule (the published RerankingBeamGraphSearch): children below their parent are taken too
+    low = reranker_beam(np.array([0.9, 0.3, 0.1]), nbr, np.array([0]), width=3, depth=1)
+    assert low.paths[1].tolist() == [[0, 1], [0, 2]]  # best first
+    assert len(reranker_beam(guide, nbr, np.array([0]), width=3, depth=0).paths) == 1  # D_max = 0: no hop
 
 
-def test_the_guide_also_picks_which_neighbours_of_a_busy_statement_are_scored():
-    q = np.array([1.0, 0.0], dtype=np.float32)
+def test_the_guided_beam_takes_b_statements_best_first_and_keeps_every_start():
     n = 6
-    E = np.tile(np.array([[1.0, 0.0]], dtype=np.float32), (n, 1))
-    E[1:, 1] = np.linspace(0.1, 0.5, n - 1)  # neighbours' cosine to q falls with the row
-    E /= np.linalg.norm(E, axis=1, keepdims=True)
     adj = np.zeros((n, n), dtype=np.float32)
     adj[0, 1:] = adj[1:, 0] = 1
-    guide = np.array([0.0, 0.1, 0.2, 0.3, 0.4, 0.9])  # the reranker prefers the row farthest from q
-    beam = beam_search(q, E, sp.csr_matrix(adj), np.array([0]), width=2, depth=1, guide=guide)
-    assert [p[-1] for p in beam.paths[1].tolist()] == [5, 4]
+    nbr = sp.csr_matrix(adj)
+    guide = np.array([0.0, 0.1, 0.2, 0.3, 0.4, 0.9])
+    beam = reranker_beam(guide, nbr, np.array([0]), width=3, depth=2)
+    assert beam.paths[1].tolist() == [[0, 5], [0, 4]]  # B = 3 taken: the start, then its two best neighbours
+    # every start stays in S_init (paths[0]), but the B taken statements come best first across starts and hops
+    guide = np.array([0.8, 0.1, 0.2, 0.3, 0.4, 0.9])
+    beam = reranker_beam(guide, nbr, np.array([1, 2]), width=2, depth=1)
+    assert sorted(beam.paths[0].ravel().tolist()) == [1, 2]
+    assert [p.tolist() for p in beam.paths[1:]] == [[[2, 0]]]  # 2 (0.2) is taken, then its neighbour 0 (0.8), not 1

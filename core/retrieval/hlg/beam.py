@@ -9,15 +9,16 @@ SemanticBeamGraphSearch): the neighbours scored for an expanded statement are it
 S_beam = the statements on kept paths (Eq. 8).
 
 TopicGraphRAG's beam (§4.2 (3): "A beam search explores additional context in multiple hops, guided by a reranker at
-each step") is the same search with `guide` = the reranker's Score_rank (Eq. 9) of every statement: a child path is
-ranked by the reranker's score of the statement it adds, the neighbours scored for an expanded statement are its B
-best by that score, and the B best children per start are kept at each depth, up to D_max. As in the published code
-(graphrag-toolkit RerankingBeamGraphSearch, which ranks each expansion's neighbours by the reranker and has no
-improvement rule), no child has to improve its parent: the search stops at D_max or when no path has a new neighbour.
+each step") is `reranker_beam`, as the paper's published code runs it (graphrag-toolkit RerankingBeamGraphSearch):
+best first over statements by the reranker's Score_rank (Eq. 9), all of S_init queued at depth 0; the best queued
+statement not yet visited is taken (visited once), and unless it lies D_max hops from its start its neighbours
+(Eq. 5) are scored by the reranker and the B best are queued one hop further; the search ends when B statements have
+been taken. No child has to improve its parent (the published code has no such rule).
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -51,14 +52,11 @@ class Beam:
 
 
 def beam_search(q: np.ndarray, E: np.ndarray, nbr: sp.csr_matrix, starts: np.ndarray, width: int,
-                depth: int, guide: np.ndarray | None = None) -> Beam:
+                depth: int) -> Beam:
     """Beam search from each start separately (Eq. 8), vectorized over all starts. E has unit rows (cosine = dot
     product). A path's state is u = Σ w_i e_i with w_i = exp(sim_i): Score_beam = q·u / (|q| |u|) (the softmax
     normalizer cancels in the cosine), and a child u' = u + w e only needs u·e, computed per expanded statement
-    as one matrix product over the paths that end there.
-
-    With `guide` (one reranker score per statement, §4.2), children are ranked by guide[child] instead of Eq. 7 and
-    need not improve their parent; a path's score is then the reranker score of its last statement."""
+    as one matrix product over the paths that end there."""
     qn = (q / max(np.linalg.norm(q), 1e-12)).astype(np.float32)
     sims = (E @ qn).astype(np.float64)
     w = np.exp(sims)
@@ -68,8 +66,7 @@ def beam_search(q: np.ndarray, E: np.ndarray, nbr: sp.csr_matrix, starts: np.nda
     U = (w[starts, None] * E[starts]).astype(np.float32)
     a = w[starts] * sims[starts]  # q·u
     nn = w[starts] ** 2  # |u|^2
-    score = a / np.sqrt(nn) if guide is None else np.asarray(guide, dtype=np.float64)[starts]
-    rank_by = sims if guide is None else np.asarray(guide, dtype=np.float64)
+    score = a / np.sqrt(nn)
     beam = Beam([paths], [score], [group])
     width = max(1, int(width))
     for _ in range(max(0, int(depth))):
@@ -84,8 +81,8 @@ def beam_search(q: np.ndarray, E: np.ndarray, nbr: sp.csr_matrix, starts: np.nda
         for b0, b1 in pairwise(bounds):
             last = lasts[b0]
             nb = nbr.indices[nbr.indptr[last]:nbr.indptr[last + 1]]
-            if len(nb) > width:  # the expanded statement's `width` neighbours nearest to the question (or best
-                nb = nb[np.lexsort((nb, -rank_by[nb]))[:width]]  # reranked, with a guide)
+            if len(nb) > width:  # the expanded statement's `width` neighbours nearest to the question
+                nb = nb[np.lexsort((nb, -sims[nb]))[:width]]
             if not len(nb):
                 continue
             idx = order[b0:b1]
@@ -95,11 +92,7 @@ def beam_search(q: np.ndarray, E: np.ndarray, nbr: sp.csr_matrix, starts: np.nda
         c = np.where(valid, cand, 0)
         wc = w[c]
         child = (a[:, None] + wc * sims[c]) / np.sqrt(np.maximum(nn[:, None] + 2 * wc * dots + wc ** 2, 1e-24))
-        if guide is None:
-            p, j = np.nonzero(valid & (child > score[:, None]))  # (i) a child must improve its parent
-        else:  # §4.2: the reranker ranks the children; no improvement rule
-            p, j = np.nonzero(valid)
-            child = rank_by[c]
+        p, j = np.nonzero(valid & (child > score[:, None]))  # (i) a child must improve its parent
         if not len(p):
             break
         n, ch, g = cand[p, j], child[p, j], group[p]
@@ -120,4 +113,40 @@ def beam_search(q: np.ndarray, E: np.ndarray, nbr: sp.csr_matrix, starts: np.nda
         beam.paths.append(paths)
         beam.scores.append(score)
         beam.starts.append(group)
+    return beam
+
+
+def reranker_beam(score: np.ndarray, nbr: sp.csr_matrix, starts: np.ndarray, width: int, depth: int) -> Beam:
+    """TopicGraphRAG's beam, guided by the reranker at each step (§4.2 (3); the published RerankingBeamGraphSearch):
+    `score` is Score_rank (Eq. 9) of every statement. paths[0] holds every start (S_init); paths[d] the taken paths of
+    d hops, in the order taken, each scored by its last statement's Score_rank. At most `width` statements are taken
+    (starts included); ties go to the shallower path, then the lower row."""
+    score = np.asarray(score, dtype=np.float64)
+    starts = np.asarray(starts, dtype=np.int64)
+    width = max(1, int(width))
+    beam = Beam([starts[:, None]], [score[starts]], [np.arange(len(starts))])
+    queue: list[tuple[float, int, int, tuple[int, ...], int]] = [
+        (-float(score[s]), 0, int(s), (int(s),), i) for i, s in enumerate(starts.tolist())]
+    heapq.heapify(queue)
+    visited: set[int] = set()
+    taken: dict[int, list[tuple[tuple[int, ...], float, int]]] = {}
+    while queue and len(visited) < width:
+        neg, d, s, path, start = heapq.heappop(queue)
+        if s in visited:
+            continue
+        visited.add(s)
+        if d:
+            taken.setdefault(d, []).append((path, -neg, start))
+        if d >= depth:
+            continue
+        nb = nbr.indices[nbr.indptr[s]:nbr.indptr[s + 1]]
+        nb = nb[np.lexsort((nb, -score[nb]))][:width]  # the B neighbours the reranker scores best
+        for n in nb.tolist():
+            if n not in visited:
+                heapq.heappush(queue, (-float(score[n]), d + 1, n, path + (n,), start))
+    for d in range(1, max(taken, default=0) + 1):
+        rows = taken.get(d, [])
+        beam.paths.append(np.array([p for p, _, _ in rows], dtype=np.int64).reshape(len(rows), d + 1))
+        beam.scores.append(np.array([sc for _, sc, _ in rows], dtype=np.float64))
+        beam.starts.append(np.array([g for _, _, g in rows], dtype=np.int64))
     return beam

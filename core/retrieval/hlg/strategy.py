@@ -6,10 +6,10 @@ statements sharing entities (Eq. 5-8, width B = 50, depth D_max = 3: §6.3.2; co
 S_beam; S_final = S_init ∪ S_beam is reranked (Eq. 9-10) and the diversity filter (§4.3.1, τ = 0.5 %;
 core/retrieval/diversity.py) drops near-duplicates while the context fills (core/retrieval/hlg/rank.py).
 TopicGraphRAG (§4.2): top-down, the statements of the `topic_k` topics nearest to the question (§6.3.2: 50); bottom-up,
-the keyword statements; then a beam search "guided by a reranker at each step" (§4.2 (3): the children ranked by
-Score_rank of Eq. 9, core/retrieval/hlg/beam.py; with Ollama the offline reranker guides the steps and the model
-reranks the final pool, as the paper's C.1.3 found an LLM at every expansion "prohibitively slow"), then the same
-rerank and diversity filter.
+the keyword statements; then a beam search "guided by a reranker at each step" (§4.2 (3): best first by Score_rank of
+Eq. 9 as the published code's RerankingBeamGraphSearch, core/retrieval/hlg/beam.py `reranker_beam`; with Ollama the
+offline reranker guides the steps and the model reranks the final pool, as the paper's C.1.3 found an LLM at every
+expansion "prohibitively slow"), then the same rerank and diversity filter.
 
 The reranker (Eq. 9) scores the statement alone (core/retrieval/hlg/rank.py). Ablations, not the paper's strategies:
 hlg-statement-chunkblend and hlg-topic-chunkblend rerank (and, for the topic one, guide the beam with) the statement
@@ -39,7 +39,7 @@ from threadpoolctl import threadpool_limits
 from core.retrieval.base import Resources, Retrieval, RetrievalLLM, Timer, register
 from core.retrieval.diversity import similarity_cutoff
 from core.retrieval.hlg.assemble import path, sections
-from core.retrieval.hlg.beam import Beam, beam_search, path_embedding, path_score
+from core.retrieval.hlg.beam import Beam, beam_search, path_embedding, path_score, reranker_beam
 from core.retrieval.hlg.entry import entry_points, keyword_statements, keywords
 from core.retrieval.hlg.graph import Lexicon, cosines, lexicon, unit_rows
 from core.retrieval.hlg.rank import (
@@ -88,8 +88,9 @@ class HLGStrategy:
         entry = entry_points(res, lx, question, q, sims, cfg, self.topics, llm)
         t.lap("entry_points")
         score = rerank_scores(lx, sims, cosines(lx.C, q), self.rerank or cfg.rerank)
-        guide = score if self.topics and not self.path_beam else None  # §4.2 (3): the reranker guides the beam
-        beam = beam_search(q, lx.E, lx.nbr, entry.s_init, cfg.beam_width, cfg.depth, guide)
+        guided = self.topics and not self.path_beam  # §4.2 (3): the reranker guides TopicGraphRAG's beam
+        beam = (reranker_beam(score, lx.nbr, entry.s_init, cfg.beam_width, cfg.depth) if guided
+                else beam_search(q, lx.E, lx.nbr, entry.s_init, cfg.beam_width, cfg.depth))
         t.lap("beam_search")
         ranked = ranked_pool(beam, sims, score)
         if llm is not None:
@@ -121,7 +122,7 @@ class HLGStrategy:
         for i, n in res.store.nodes_by_id(res.ws_id, list(by_id)).items():
             by_id[i].label = n.title[:80]
         t.lap("assemble")
-        r.trace["beam"] = "reranker" if guide is not None else "path (Eq. 7)"
+        r.trace["beam"] = "reranker" if guided else "path (Eq. 7)"
         r.trace["rerank"] = self.rerank or cfg.rerank
         r.trace["counts"] = {"keywords": len(entry.keywords), "keyword_statements": len(entry.s_kw),
                              "vector_statements": len(entry.s_vss), "topics": len(entry.topics),
