@@ -225,8 +225,9 @@ class LexicalSettings(BaseModel):
 
     enabled: bool = Field(True, description="Link statements to facts and group them into topics.")
     topic_similarity: float = Field(
-        0.35, description="Average-linkage cosine similarity at which statements of one document join one topic.")
-    max_topic_statements: int = Field(12, description="A topic holds at most this many statements.")
+        0.35, description="Average-linkage cosine similarity at which statements of one document join one topic "
+                          "(the clustering that stands in for the paper's model-made topics, §6.2; no paper value).")
+    max_topic_statements: int = Field(12, description="A topic holds at most this many statements (no paper value).")
 
 
 class QualitySettings(BaseModel):

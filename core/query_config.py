@@ -3,6 +3,8 @@ HLG and HiRAG's caps. Defaults from the papers and their code; docs/BENCHMARKS.m
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 
@@ -106,8 +108,9 @@ class HLGQuerySettings(BaseModel):
                                                   "10 chunks, about 3,000 tokens); with Ollama, what the model reranks.")
     top_k: int = Field(10, description="Chunk variants: unique chunks kept after the diversity filter (§6.4: up to "
                                        "10); also the beam paths, bridge items (2x) and topics shown.")
-    rerank: str = Field("context", description="Offline reranker: 'context' (cosine of the question to the "
-                                               "statement plus its chunk) or 'similarity' (to the statement alone).")
+    rerank: Literal["statement", "chunk-blend"] = Field(
+        "statement", description="Offline reranker, Score_rank of Eq. 9: 'statement' (the paper: the statement "
+        "alone, cosine of the question to it) or 'chunk-blend' (ablation: the statement blended with its chunk).")
     diversity_threshold: float = Field(
         0.005, description="Diversity threshold τ (the paper's 0.5 %): an item whose TF-IDF cosine to a kept, "
                            "better item is >= 1 - τ is dropped as a near-duplicate; 0 keeps all but exact repeats.")

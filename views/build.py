@@ -186,6 +186,12 @@ def _hierarchy_so_far() -> None:
         st.plotly_chart(hierarchy_figure(fr, "sunburst", height=420), width="stretch", key="hierarchy_sunburst")
 
 
+_HELP = {"HLG topics": "Each document's statements grouped by agglomerative clustering of their vectors (similarity "
+                       "cut 0.35, at most 12 per topic). This stands in for the HLG paper's topics, which a model "
+                       "links to the propositions it extracts (§6.2); a model backend only titles and summarizes the "
+                       "groups."}
+
+
 def _graph_extras(by_stage: dict) -> None:
     """Entity resolution, NodeRAG augmentation and HLG topics: their counts once the stages report them."""
     merge, augment, lexical = by_stage.get("merge", {}), by_stage.get("augment", {}), by_stage.get("lexical", {})
@@ -205,7 +211,7 @@ def _graph_extras(by_stage: dict) -> None:
     with a:
         for i in range(0, len(metrics), 3):
             for col, (label, value) in zip(st.columns(3), metrics[i : i + 3]):
-                col.metric(label, f"{value:,}" if isinstance(value, int) else str(value))
+                col.metric(label, f"{value:,}" if isinstance(value, int) else str(value), help=_HELP.get(label))
     nodes = augment.get("nodes") or {}
     if nodes:
         fig = go.Figure(go.Bar(x=list(nodes), y=list(nodes.values()), marker_color="#F4A259",

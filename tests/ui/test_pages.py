@@ -185,6 +185,9 @@ def test_build_page_shows_all_stages_done_and_metrics(app, store):
                        ("Statements", "statement"), ("Communities", "community"), ("Edges", "edge")]:
         assert metrics[label] == f"{counts[key]:,}", label
         assert counts[key] > 0, key
+    # HLG topics say what stands in for the paper's model-made topics (issue 26, §6.2)
+    topics = next(m for m in app.metric if m.label == "HLG topics")
+    assert "stands in" in topics.proto.help and "§6.2" in topics.proto.help
     # idle workspace: Build is enabled, Stop is not
     buttons = {b.label: b for b in app.button}
     assert not buttons["Build / resume"].disabled

@@ -17,8 +17,8 @@ from core.retrieval.diversity import (
 
 def test_preprocess_standardizes_numbers_drops_stop_words_and_lemmatizes():
     out = preprocess("The company reported 1,200 employees and 3.5 billion dollars in 2021; the cities grew.")
-    assert out.split() == ["company", "reported", "NUM_1200", "employee", "FLOAT_3.5", "billion", "dollar",
-                           "NUM_2021", "city", "grew"]
+    assert out.split() == ["company", "report", "NUM_1200", "employee", "FLOAT_3.5", "billion", "dollar",
+                           "NUM_2021", "city", "grow"]
     assert preprocess("1200 Boxes") == preprocess("1,200 boxes")  # same number, same lemma
     assert preprocess("the of and") == ""
 
@@ -62,3 +62,27 @@ def test_edge_cases_and_the_papers_default():
     assert diversity_filter(["", "", "words here"], 0.995) == [0, 1, 2]  # empty texts have no terms to match
     assert similarity_cutoff(0.005) == pytest.approx(0.995)
     assert Settings().retrieval.hlg.diversity_threshold == pytest.approx(0.005)  # the paper's tau = 0.5 %
+
+
+def test_lemmas_come_from_spacys_english_tables():
+    from core.extract.spacy_nlp import lemma_tables
+    from core.retrieval.diversity import lemma
+
+    assert lemma_tables() is not None  # spaCy and en_core_web_sm are installed (requirements.txt)
+    # irregular and past forms the former suffix rules left alone, and -s forms they cut wrongly
+    for word, want in (("children", "child"), ("reported", "report"), ("grew", "grow"), ("went", "go"),
+                       ("written", "write"), ("series", "series"), ("studies", "study"), ("bus", "bus"),
+                       ("mice", "mouse"), ("analyses", "analysis")):
+        assert lemma(word) == want, word
+    assert preprocess("Children wrote it") == preprocess("a child writes") == "child write"
+
+
+def test_without_spacy_the_suffix_rules_stand_in(monkeypatch):
+    import core.retrieval.diversity as div
+
+    monkeypatch.setattr(div, "lemma_tables", lambda: None)
+    div.lemma.cache_clear()
+    try:
+        assert div.lemma("studies") == "study" and div.lemma("children") == "children"
+    finally:
+        div.lemma.cache_clear()

@@ -5,9 +5,14 @@ from a chunk the fact was derived from and mentions both the fact's subject and 
 a `mentions` edge (statement -> relationship). Relationships are keyed by (subject, object) across chunks, so one
 fact links statements of several documents: HLG's inter-document connectivity (§3.2, 1).
 
-Topics. Per document, its statements (their vectors from the embed stage) are grouped by agglomerative clustering
-(average linkage, cosine distance, cut at 1 - topic_similarity); a group bigger than max_topic_statements is split
-along its own tree. Each topic is titled and summarized by the backend, linked from its statements by `in_topic`
+Topics. In the paper a model relates topics to propositions while it extracts them (§6.2: "Steps 2-3 rely on an LLM
+... to relate domain-relevant entities and topics, with fine-grained propositions"; (3) "From each chunk, we extract
+fine-grained propositions, and then link them with topics, entities, and relationships"). Here no model chooses the
+grouping, with any backend: what stands in is a grouping of each document's statements (their vectors from the embed
+stage) by agglomerative clustering (average linkage, cosine distance, cut at 1 - topic_similarity = 0.35 similarity,
+the paper names no value); a group bigger than max_topic_statements (12, no paper value either) is split along its
+own tree. A configured model only titles and summarizes each group (issue 26: a model-made grouping is not done).
+Each topic is titled and summarized by the backend, linked from its statements by `in_topic`
 and to its document by `derived_from`, and embedded into the "topic" collection as title, summary and statements
 (§3.2, 2: "topic embeddings incorporate associated statements"): HLG's intra-document connectivity.
 

@@ -7,10 +7,18 @@ parent's score (stop rule (i)), and the B best children per start are kept (§6.
 or D_max hops are made (§6.3.2: D_max = 3). Left open by the paper, taken from its published code (graphrag-toolkit
 SemanticBeamGraphSearch): the neighbours scored for an expanded statement are its B nearest to the question.
 S_beam = the statements on kept paths (Eq. 8).
+
+TopicGraphRAG's beam (§4.2 (3): "A beam search explores additional context in multiple hops, guided by a reranker at
+each step") is `reranker_beam`, as the paper's published code runs it (graphrag-toolkit RerankingBeamGraphSearch):
+best first over statements by the reranker's Score_rank (Eq. 9), all of S_init queued at depth 0; the best queued
+statement not yet visited is taken (visited once), and unless it lies D_max hops from its start its neighbours
+(Eq. 5) are scored by the reranker and the B best are queued one hop further; the search ends when B statements have
+been taken. No child has to improve its parent (the published code has no such rule).
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -105,4 +113,40 @@ def beam_search(q: np.ndarray, E: np.ndarray, nbr: sp.csr_matrix, starts: np.nda
         beam.paths.append(paths)
         beam.scores.append(score)
         beam.starts.append(group)
+    return beam
+
+
+def reranker_beam(score: np.ndarray, nbr: sp.csr_matrix, starts: np.ndarray, width: int, depth: int) -> Beam:
+    """TopicGraphRAG's beam, guided by the reranker at each step (§4.2 (3); the published RerankingBeamGraphSearch):
+    `score` is Score_rank (Eq. 9) of every statement. paths[0] holds every start (S_init); paths[d] the taken paths of
+    d hops, in the order taken, each scored by its last statement's Score_rank. At most `width` statements are taken
+    (starts included); ties go to the shallower path, then the lower row."""
+    score = np.asarray(score, dtype=np.float64)
+    starts = np.asarray(starts, dtype=np.int64)
+    width = max(1, int(width))
+    beam = Beam([starts[:, None]], [score[starts]], [np.arange(len(starts))])
+    queue: list[tuple[float, int, int, tuple[int, ...], int]] = [
+        (-float(score[s]), 0, int(s), (int(s),), i) for i, s in enumerate(starts.tolist())]
+    heapq.heapify(queue)
+    visited: set[int] = set()
+    taken: dict[int, list[tuple[tuple[int, ...], float, int]]] = {}
+    while queue and len(visited) < width:
+        neg, d, s, path, start = heapq.heappop(queue)
+        if s in visited:
+            continue
+        visited.add(s)
+        if d:
+            taken.setdefault(d, []).append((path, -neg, start))
+        if d >= depth:
+            continue
+        nb = nbr.indices[nbr.indptr[s]:nbr.indptr[s + 1]]
+        nb = nb[np.lexsort((nb, -score[nb]))][:width]  # the B neighbours the reranker scores best
+        for n in nb.tolist():
+            if n not in visited:
+                heapq.heappush(queue, (-float(score[n]), d + 1, n, path + (n,), start))
+    for d in range(1, max(taken, default=0) + 1):
+        rows = taken.get(d, [])
+        beam.paths.append(np.array([p for p, _, _ in rows], dtype=np.int64).reshape(len(rows), d + 1))
+        beam.scores.append(np.array([sc for _, sc, _ in rows], dtype=np.float64))
+        beam.starts.append(np.array([g for _, _, g in rows], dtype=np.int64))
     return beam

@@ -1,12 +1,14 @@
 """HLG reranking, context selection and sources (hierarchical-lexical-graph.txt §4.1 Step 4, §4.3.1, §6.3-6.4).
 
-Rerank (Eq. 9-10): Score_rank(s) = sim(Rerank(Q), Rerank(s)) over S_final = S_init ∪ S_beam. The paper's reranker is
-a cross-encoder (bge-reranker-v2-minicpm-layerwise), not bundled here. Offline, rerank="context" embeds a statement
-together with the chunk it was extracted from (Rerank(s) = e_s + e_chunk, the statement enhancement of §4.3.2:
-offline statements are plain sentences, often without the name they are about: "He was inducted ..."), and
-rerank="similarity" is the plain cosine. Asked with Ollama, the model is the reranker (the backend task `rerank`,
-one listwise call scoring each statement 0-10) over the candidates the offline order would put in the context
-window (statements filling `context_tokens`), so the model's order decides the whole context.
+Rerank (Eq. 9-10): "Each s ∈ S_final is rescored by a cross-encoder reranker: Score_rank(s) = sim(Rerank(Q),
+Rerank(s))" over S_final = S_init ∪ S_beam: the statement is scored, nothing else. The paper's reranker is a
+cross-encoder (bge-reranker-v2-minicpm-layerwise, §6.3), not bundled here; offline, rerank="statement" (the default)
+stands in with the bundled embedder: Score_rank(s) = cos(e_Q, e_s). rerank="chunk-blend" is an ablation, not the
+paper: it scores the statement embedded together with the chunk it was extracted from (cos(e_Q, e_s + e_chunk)),
+the registered strategies hlg-statement-chunkblend and hlg-topic-chunkblend (core/retrieval/hlg/strategy.py). Asked
+with Ollama, the model is the reranker (the backend task `rerank`, one listwise call scoring each statement 0-10) over
+the candidates the offline order would put in the context window (statements filling `context_tokens`), so the
+model's order decides the whole context.
 
 Context (§6.3: "the context window is fixed at 10 chunks, which corresponds to approximately 3,000 tokens"):
 statement variants keep the reranked statements that pass the diversity filter (§4.3.1), best first, while they fit
@@ -29,10 +31,15 @@ from core.retrieval.diversity import iter_diverse
 from core.retrieval.hlg.beam import Beam
 from core.retrieval.hlg.graph import Lexicon
 
+RERANK_MODES = ("statement", "chunk-blend")
+
 
 def rerank_scores(lx: Lexicon, sims: np.ndarray, csims: np.ndarray, mode: str) -> np.ndarray:
-    """Score_rank (Eq. 9) of every statement: "context" = cos(e_Q, e_s + e_chunk), else cos(e_Q, e_s)."""
-    if mode != "context":
+    """Score_rank (Eq. 9) of every statement: "statement" = cos(e_Q, e_s), the statement alone (the paper);
+    "chunk-blend" (ablation) = cos(e_Q, e_s + e_chunk)."""
+    if mode not in RERANK_MODES:
+        raise ValueError(f"unknown HLG rerank mode {mode!r} (one of {', '.join(RERANK_MODES)})")
+    if mode == "statement":
         return sims
     out = sims.copy()
     has = lx.srow_chunk >= 0

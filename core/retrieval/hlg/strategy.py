@@ -6,7 +6,15 @@ statements sharing entities (Eq. 5-8, width B = 50, depth D_max = 3: §6.3.2; co
 S_beam; S_final = S_init ∪ S_beam is reranked (Eq. 9-10) and the diversity filter (§4.3.1, τ = 0.5 %;
 core/retrieval/diversity.py) drops near-duplicates while the context fills (core/retrieval/hlg/rank.py).
 TopicGraphRAG (§4.2): top-down, the statements of the `topic_k` topics nearest to the question (§6.3.2: 50); bottom-up,
-the keyword statements; then the same beam search, rerank and diversity filter.
+the keyword statements; then a beam search "guided by a reranker at each step" (§4.2 (3): best first by Score_rank of
+Eq. 9 as the published code's RerankingBeamGraphSearch, core/retrieval/hlg/beam.py `reranker_beam`; with Ollama the
+offline reranker guides the steps and the model reranks the final pool, as the paper's C.1.3 found an LLM at every
+expansion "prohibitively slow"), then the same rerank and diversity filter.
+
+The reranker (Eq. 9) scores the statement alone (core/retrieval/hlg/rank.py). Ablations, not the paper's strategies:
+hlg-statement-chunkblend and hlg-topic-chunkblend rerank (and, for the topic one, guide the beam with) the statement
+blended with its chunk; hlg-topic-pathbeam runs TopicGraphRAG's beam on Eq. 7 (StatementGraphRAG's) instead of the
+reranker.
 
 What each variant returns (the context, `local`):
 - hlg-statement, hlg-topic: the top statements, reranked and diversity-filtered, while they fit in the paper's
@@ -31,7 +39,7 @@ from threadpoolctl import threadpool_limits
 from core.retrieval.base import Resources, Retrieval, RetrievalLLM, Timer, register
 from core.retrieval.diversity import similarity_cutoff
 from core.retrieval.hlg.assemble import path, sections
-from core.retrieval.hlg.beam import Beam, beam_search, path_embedding, path_score
+from core.retrieval.hlg.beam import Beam, beam_search, path_embedding, path_score, reranker_beam
 from core.retrieval.hlg.entry import entry_points, keyword_statements, keywords
 from core.retrieval.hlg.graph import Lexicon, cosines, lexicon, unit_rows
 from core.retrieval.hlg.rank import (
@@ -46,7 +54,8 @@ from core.retrieval.hlg.rank import (
 )
 
 __all__ = ["Beam", "Lexicon", "beam_search", "keyword_statements", "keywords", "lexicon", "path_embedding",
-           "path_score", "StatementGraphRAG", "TopicGraphRAG", "StatementGraphRAGChunks", "TopicGraphRAGChunks"]
+           "path_score", "StatementGraphRAG", "TopicGraphRAG", "StatementGraphRAGChunks", "TopicGraphRAGChunks",
+           "StatementGraphRAGChunkBlend", "TopicGraphRAGChunkBlend", "TopicGraphRAGPathBeam", "ABLATIONS"]
 
 
 class HLGStrategy:
@@ -57,6 +66,8 @@ class HLGStrategy:
     description = ""
     topics = False  # TopicGraphRAG: topics are the vector entry
     chunks = False  # chunk-based variant: chunks are the context
+    rerank: str | None = None  # None: the setting retrieval.hlg.rerank; an ablation names its own mode
+    path_beam = False  # ablation: TopicGraphRAG's beam on Eq. 7 instead of the reranker (§4.2)
 
     def retrieve(self, res: Resources, question: str, llm: RetrievalLLM | None = None) -> Retrieval:
         # many small matrix products: OpenBLAS threads cost more than they give there (10x on a busy machine)
@@ -76,9 +87,11 @@ class HLGStrategy:
             return r
         entry = entry_points(res, lx, question, q, sims, cfg, self.topics, llm)
         t.lap("entry_points")
-        beam = beam_search(q, lx.E, lx.nbr, entry.s_init, cfg.beam_width, cfg.depth)
+        score = rerank_scores(lx, sims, cosines(lx.C, q), self.rerank or cfg.rerank)
+        guided = self.topics and not self.path_beam  # §4.2 (3): the reranker guides TopicGraphRAG's beam
+        beam = (reranker_beam(score, lx.nbr, entry.s_init, cfg.beam_width, cfg.depth) if guided
+                else beam_search(q, lx.E, lx.nbr, entry.s_init, cfg.beam_width, cfg.depth))
         t.lap("beam_search")
-        score = rerank_scores(lx, sims, cosines(lx.C, q), cfg.rerank)
         ranked = ranked_pool(beam, sims, score)
         if llm is not None:
             head = budget_head(lx, ranked, cfg.context_tokens)
@@ -109,6 +122,8 @@ class HLGStrategy:
         for i, n in res.store.nodes_by_id(res.ws_id, list(by_id)).items():
             by_id[i].label = n.title[:80]
         t.lap("assemble")
+        r.trace["beam"] = "reranker" if guided else "path (Eq. 7)"
+        r.trace["rerank"] = self.rerank or cfg.rerank
         r.trace["counts"] = {"keywords": len(entry.keywords), "keyword_statements": len(entry.s_kw),
                              "vector_statements": len(entry.s_vss), "topics": len(entry.topics),
                              "start_statements": len(entry.s_init),
@@ -158,3 +173,36 @@ class TopicGraphRAGChunks(HLGStrategy):
                                       glob="the topics nearest to the question")
     topics = True
     chunks = True
+
+
+# -- ablations: named for what departs from the paper --------------------------------------------------------------
+_BLEND = (" Ablation, not the paper: the reranker (Eq. 9) scores the statement blended with its chunk, "
+          "cos(e_Q, e_s + e_chunk).")
+
+
+@register
+class StatementGraphRAGChunkBlend(StatementGraphRAG):
+    name = "hlg-statement-chunkblend"
+    label = "HLG StatementGraphRAG (ablation: chunk-blended rerank)"
+    description = StatementGraphRAG.description + _BLEND
+    rerank = "chunk-blend"
+
+
+@register
+class TopicGraphRAGChunkBlend(TopicGraphRAG):
+    name = "hlg-topic-chunkblend"
+    label = "HLG TopicGraphRAG (ablation: chunk-blended rerank)"
+    description = TopicGraphRAG.description + _BLEND
+    rerank = "chunk-blend"
+
+
+@register
+class TopicGraphRAGPathBeam(TopicGraphRAG):
+    name = "hlg-topic-pathbeam"
+    label = "HLG TopicGraphRAG (ablation: Eq. 7 beam, no reranker guidance)"
+    description = TopicGraphRAG.description + (" Ablation, not the paper: the beam ranks paths by Eq. 7 "
+                                                "(StatementGraphRAG's), not by the reranker at each step (§4.2).")
+    path_beam = True
+
+
+ABLATIONS = ("hlg-statement-chunkblend", "hlg-topic-chunkblend", "hlg-topic-pathbeam")

@@ -1,0 +1,96 @@
+"""HLG as published (issue 26): the reranker of Eq. 9 scores the statement alone, the chunk-blended reranker is only a
+named ablation, and TopicGraphRAG's beam is guided by the reranker at each step (hierarchical-lexical-graph.txt §4.2)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from core.config import Settings
+from core.retrieval.base import get_strategy, strategy_names
+from core.retrieval.hlg.beam import beam_search, reranker_beam
+from core.retrieval.hlg.rank import rerank_scores
+
+
+def _lexicon_with_chunks() -> SimpleNamespace:
+    """Three statements, each extracted from a chunk (rows 0, 1, 0 of C); e_s . e_chunk per statement."""
+    return SimpleNamespace(srow_chunk=np.array([0, 1, 0]), esc=np.array([0.2, 0.5, 0.9], dtype=np.float32))
+
+
+def test_the_default_reranker_scores_the_statement_alone():
+    sims = np.array([0.1, 0.6, 0.3])  # cos(e_Q, e_s)
+    csims = np.array([0.9, -0.2])  # cos(e_Q, e_chunk): a chunk close to the question must not lift its statements
+    mode = Settings().retrieval.hlg.rerank
+    assert mode == "statement"
+    out = rerank_scores(_lexicon_with_chunks(), sims, csims, mode)
+    np.testing.assert_array_equal(out, sims)
+    assert list(np.argsort(-out)) == [1, 2, 0]
+
+
+def test_the_chunk_blend_is_an_ablation_that_does_blend():
+    sims = np.array([0.1, 0.6, 0.3])
+    csims = np.array([0.9, -0.2])
+    out = rerank_scores(_lexicon_with_chunks(), sims, csims, "chunk-blend")
+    # cos(e_Q, e_s + e_c) for unit vectors: (cos_s + cos_c) / |e_s + e_c| = (cos_s + cos_c) / sqrt(2 + 2 e_s.e_c)
+    np.testing.assert_allclose(out, [(0.1 + 0.9) / np.sqrt(2.4), (0.6 - 0.2) / np.sqrt(3.0), (0.3 + 0.9) / np.sqrt(3.8)],
+                               rtol=1e-6)
+    assert int(np.argmax(out)) == 0  # the chunk lifted statement 0 above the statement nearest to the question
+    with pytest.raises(ValueError):
+        rerank_scores(_lexicon_with_chunks(), sims, csims, "context")  # the old name is no mode any more
+
+
+def test_chunk_blended_and_path_beam_variants_are_registered_as_named_ablations():
+    names = strategy_names()
+    for name, attr, value in (("hlg-statement-chunkblend", "rerank", "chunk-blend"),
+                              ("hlg-topic-chunkblend", "rerank", "chunk-blend"),
+                              ("hlg-topic-pathbeam", "path_beam", True)):
+        assert name in names
+        s = get_strategy(name)
+        assert "ablation" in s.label.lower() and "Ablation, not the paper" in s.description
+        assert getattr(s, attr) == value
+    for paper in ("hlg-statement", "hlg-topic", "hlg-statement-chunk", "hlg-topic-chunk"):
+        s = get_strategy(paper)
+        assert s.rerank is None and not s.path_beam and "ablation" not in s.label.lower()
+
+
+def _graph():
+    """Statement 0 has neighbours 1 and 2 (Eq. 5); 2 is nearer to the question (Eq. 7 prefers it), while the
+    reranker prefers 1."""
+    q = np.array([1.0, 0.0, 0.0], dtype=np.float32)
+    E = np.array([[0.6, 0.8, 0.0], [0.5, 0.0, 0.866], [0.9, 0.436, 0.0]], dtype=np.float32)
+    E /= np.linalg.norm(E, axis=1, keepdims=True)
+    nbr = sp.csr_matrix(np.array([[0, 1, 1], [1, 0, 0], [1, 0, 0]], dtype=np.float32))
+    return q, E, nbr
+
+
+def test_the_reranker_guides_each_step_of_the_beam():
+    q, E, nbr = _graph()
+    guide = np.array([0.2, 0.95, 0.1])  # Score_rank: statement 1 is the one the reranker wants
+    plain = beam_search(q, E, nbr, np.array([0]), width=1, depth=1)
+    assert plain.paths[1].tolist() == [[0, 2]]  # Eq. 7: the child nearest to the question
+    guided = reranker_beam(guide, nbr, np.array([0]), width=2, depth=1)
+    assert guided.paths[0].tolist() == [[0]]
+    assert guided.paths[1].tolist() == [[0, 1]]  # §4.2: the child the reranker scores best, taken first
+    assert guided.scores[1].tolist() == [pytest.approx(0.95)]
+    # no improvement rule (the published RerankingBeamGraphSearch): children below their parent are taken too
+    low = reranker_beam(np.array([0.9, 0.3, 0.1]), nbr, np.array([0]), width=3, depth=1)
+    assert low.paths[1].tolist() == [[0, 1], [0, 2]]  # best first
+    assert len(reranker_beam(guide, nbr, np.array([0]), width=3, depth=0).paths) == 1  # D_max = 0: no hop
+
+
+def test_the_guided_beam_takes_b_statements_best_first_and_keeps_every_start():
+    n = 6
+    adj = np.zeros((n, n), dtype=np.float32)
+    adj[0, 1:] = adj[1:, 0] = 1
+    nbr = sp.csr_matrix(adj)
+    guide = np.array([0.0, 0.1, 0.2, 0.3, 0.4, 0.9])
+    beam = reranker_beam(guide, nbr, np.array([0]), width=3, depth=2)
+    assert beam.paths[1].tolist() == [[0, 5], [0, 4]]  # B = 3 taken: the start, then its two best neighbours
+    # every start stays in S_init (paths[0]), but the B taken statements come best first across starts and hops
+    guide = np.array([0.8, 0.1, 0.2, 0.3, 0.4, 0.9])
+    beam = reranker_beam(guide, nbr, np.array([1, 2]), width=2, depth=1)
+    assert sorted(beam.paths[0].ravel().tolist()) == [1, 2]
+    assert [p.tolist() for p in beam.paths[1:]] == [[[2, 0]]]  # 2 (0.2) is taken, then its neighbour 0 (0.8), not 1
