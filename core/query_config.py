@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 
 class GraphRAGLocalSettings(BaseModel):
@@ -114,6 +114,13 @@ class HLGQuerySettings(BaseModel):
     diversity_threshold: float = Field(
         0.005, description="Diversity threshold τ (the paper's 0.5 %): an item whose TF-IDF cosine to a kept, "
                            "better item is >= 1 - τ is dropped as a near-duplicate; 0 keeps all but exact repeats.")
+
+    @field_validator("rerank", mode="before")
+    @classmethod
+    def _old_rerank(cls, v):
+        """A run's settings stored before issue 26 say 'context' (the then default, now the chunk-blend ablation):
+        read as today's default, so a worker resuming such a run does not fail on its settings."""
+        return "statement" if v == "context" else v
 
 
 class RetrievalSettings(BaseModel):

@@ -94,3 +94,13 @@ def test_the_guided_beam_takes_b_statements_best_first_and_keeps_every_start():
     beam = reranker_beam(guide, nbr, np.array([1, 2]), width=2, depth=1)
     assert sorted(beam.paths[0].ravel().tolist()) == [1, 2]
     assert [p.tolist() for p in beam.paths[1:]] == [[[2, 0]]]  # 2 (0.2) is taken, then its neighbour 0 (0.8), not 1
+
+
+def test_a_run_s_settings_stored_with_the_old_rerank_name_still_load():
+    """A run stored before the change (rerank "context") is read with today's default: a worker resuming it
+    validates its settings (core/worker.py) and must not fail on them."""
+    from core.config import Settings
+
+    stored = Settings().model_dump()
+    stored["retrieval"]["hlg"]["rerank"] = "context"
+    assert Settings.model_validate(stored).retrieval.hlg.rerank == "statement"
