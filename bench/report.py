@@ -261,12 +261,19 @@ def margin_lines(evals: list[dict]) -> list[str]:
         label = e["set"] + (" (held out)" if e["set"] == HELD_OUT else "")
         out.append(f"| {label} | +{tgt} ({whose}) | {best} | {e['strategies'][best]['recall@5']:.3f} | "
                    f"{_cell(m[best]['naive'])} | {_cell(ref)} | {reached} |")
-    for e, m in sets:
-        out += ["", f"#### {e['set']}" + (" (held out)" if e["set"] == HELD_OUT else ""), "",
-                "| strategy | R@5 | over naive | over dense reference |", "|---|---:|---:|---:|"]
-        out += [f"| {n} | {e['strategies'][n]['recall@5']:.3f} | {_cell(r['naive'])} | {_cell(r['dense'])} |"
-                for n, r in m.items()]
+    for base, what in (("dense", "the dense reference row"), ("naive", "`naive`")):
+        out += ["", f"Every strategy's R@5 margin over {what}, points [95 % interval]:", ""] + margin_matrix(sets, base)
     return out + [""]
+
+
+def margin_matrix(sets: list[tuple[dict, dict]], base: str) -> list[str]:
+    """A strategy-by-set table of the margins over `base` ("naive" or "dense") from (eval, `margins`) pairs."""
+    names = list(dict.fromkeys(n for _, m in sets for n in m))
+    out = ["| strategy | " + " | ".join(e["set"] + (" (held out)" if e["set"] == HELD_OUT else "") for e, _ in sets)
+           + " |", "|---|" + "---:|" * len(sets)]
+    for n in names:
+        out.append(f"| {n} | " + " | ".join(_cell((m.get(n) or {}).get(base)) for _, m in sets) + " |")
+    return out
 
 
 PAPERS = {  # each paper's own strategies (not its ablations)
