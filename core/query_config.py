@@ -83,10 +83,10 @@ class ArchRAGQuerySettings(BaseModel):
     """ArchRAG search (archrag.txt §3.2): C-HNSW hierarchical search, then adaptive filtering per layer."""
 
     k_per_layer: int = Field(5, description="k nearest nodes taken on every C-HNSW layer (the paper's k = 5, §4).")
-    ef: int | None = Field(40, description="SearchLayer candidate list (>= k) on the target C-HNSW layer: the "
-                                           "published code's efSearch 40 (src/hchnsw_index.py); None = k, as "
-                                           "Algorithm 2 line 6 writes SearchLayer(G_l, q, s, k, l) (256 had been "
-                                           "chosen on two sets).")
+    ef: int | None = Field(256, description="SearchLayer candidate list (>= k) on the target C-HNSW layer. None = "
+                                            "k, as Algorithm 2 line 6 writes SearchLayer(G_l, q, s, k, l); 256 is "
+                                            "better than k and than the published code's efSearch 40 on all four "
+                                            "shared sets (docs/BENCHMARKS.md, issue 26).")
     upper_ef: int | None = Field(1, description="SearchLayer candidate list on the layers above the target "
                                                 "(Algorithm 2 line 3: 1); None = enter each layer from the layer "
                                                 "above's own top-k search.")
