@@ -45,12 +45,15 @@ class GraphRAGGlobalSettings(BaseModel):
 class NodeRAGQuerySettings(BaseModel):
     """NodeRAG search (noderag.txt §2.5, Appendix C.4): dual search, shallow PPR, per-kind caps."""
 
-    entry_k: int = Field(5, description="Vector search: nearest T/S/A/H nodes taken as entry points (over the four "
-                         "kinds together, or per kind when joint_entries is off). Published code: 10; 5 measured "
-                         "better on hotpotqa and 2wikimultihopqa.")
+    entry_k: int = Field(10, description="Vector search: nearest T/S/A/H nodes taken as entry points (over the four "
+                         "kinds together, or per kind when joint_entries is off): the published code's 10 (5 had "
+                         "been chosen on two sets).")
     alpha: float = Field(0.5, description="PPR teleport (restart) probability.")
     iterations: int = Field(2, description="PPR power iterations (shallow).")
-    cross_nodes: int = Field(10, description="Top cross nodes (retrievable T/S/A/H) kept from the PPR ranking.")
+    cross_nodes: int = Field(10, description="Top cross nodes kept from the PPR ranking, per retrievable type "
+                             "(T, S, A, H) with cross_per_kind.")
+    cross_per_kind: bool = Field(True, description="Cross nodes are the top cross_nodes of each retrievable type "
+                                 "(§2.5); off = cross_nodes over the four types together (the published code).")
     top_entity: int = Field(10, description="Top entities by PPR (not returned; their attributes are).")
     top_relationship: int = Field(30, description="Top relationships by PPR, returned.")
     top_high_level: int = Field(10, description="Top overview titles by PPR (not returned; their high-level "
@@ -82,10 +85,13 @@ class ArchRAGQuerySettings(BaseModel):
     """ArchRAG search (archrag.txt §3.2): C-HNSW hierarchical search, then adaptive filtering per layer."""
 
     k_per_layer: int = Field(5, description="k nearest nodes taken on every C-HNSW layer (the paper's k = 5, §4).")
-    ef: int | None = Field(256, description="SearchLayer candidate list (>= k) on each C-HNSW layer; None = k, "
-                                            "as Algorithm 2 writes SearchLayer(G_i, q, s, k). 256: the walk with a "
-                                            "list of k stops in the wrong region of layer 0 (recall@5 0.26 vs 0.57 "
-                                            "on 2wikimultihopqa, 0.72 vs 0.83 on multihoprag_small).")
+    ef: int | None = Field(256, description="SearchLayer candidate list (>= k) on the target C-HNSW layer. None = "
+                                            "k, as Algorithm 2 line 6 writes SearchLayer(G_l, q, s, k, l); 256 is "
+                                            "better than k and than the published code's efSearch 40 on all four "
+                                            "shared sets (docs/BENCHMARKS.md, issue 26).")
+    upper_ef: int | None = Field(1, description="SearchLayer candidate list on the layers above the target "
+                                                "(Algorithm 2 line 3: 1); None = enter each layer from the layer "
+                                                "above's own top-k search.")
     max_tokens: int = Field(8000, description="Adaptive filtering's text limit: the best rated points are kept "
                                               "within this many tokens (the paper names no number; 8000 is the "
                                               "reduce budget of GraphRAG's global search, whose map/reduce "
@@ -131,8 +137,12 @@ class RetrievalSettings(BaseModel):
     hlg: HLGQuerySettings = HLGQuerySettings()
     top_n_entities: int = Field(20, description="HiRAG n: entities retrieved for the local level.")
     top_m_key_entities: int = Field(10, description="HiRAG m: key entities taken per retrieved community.")
-    max_communities: int = Field(8, description="Communities kept for the global level, most-hit first.")
+    max_communities: int | None = Field(None, description="HiRAG: None keeps every community that holds a retrieved "
+                                        "entity (Eq. 13); a number keeps that many, most-hit first (an option; "
+                                        "was 8, not in the paper).")
     text_unit_tokens: int = Field(4000, description="HiRAG local text units (its code's local_max_token_for_text_unit).")
     naive_top_k: int = Field(10, description="Chunks returned by naive vector search.")
     max_sources: int = Field(10, description="Ranked sources returned by every strategy.")
-    max_bridge_paths: int = Field(30, description="Cap on shortest paths searched for the bridge level.")
+    max_bridge_paths: int | None = Field(None, description="HiRAG: None searches the shortest path between every "
+                                         "consecutive pair of key entities (Eq. 15); a number caps the paths (an "
+                                         "option; was 30, not in the paper).")

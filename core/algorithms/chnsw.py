@@ -251,15 +251,29 @@ class CHNSW:
         return [(str(self.ids[g]), float(sim)) for sim, g in found]
 
     def search_layers(self, q: np.ndarray, k: int, ef: int | None = None,
-                      visited: list[set[int]] | None = None) -> list[list[tuple[str, float]]]:
+                      visited: list[set[int]] | None = None, upper: int | None = None) -> list[list[tuple[str, float]]]:
         """ArchRAG's hierarchical search: the top k of every layer (index = layer), top layer first searched.
-        `visited`, when given, receives per layer the global indices SearchLayer evaluated there."""
+        `visited`, when given, receives per layer the global indices SearchLayer evaluated there.
+        `upper` given: each layer l is Algorithm 2's target in turn, "c ← SearchLayer(G_i, q, s, 1, i)" on every
+        layer above it from the top entry (candidate list `upper`, the paper's 1), then "K ← SearchLayer(G_l, q,
+        s, k, l)" (candidate list max(k, ef)). None: each layer is entered through the inter-layer link of the
+        best node of the layer above's own search with list max(k, ef)."""
         out: list[list[tuple[str, float]]] = [[] for _ in range(self.top + 1)]
         if visited is not None:
             visited[:] = [set() for _ in range(self.top + 1)]
         if len(self.ids) == 0 or k <= 0:
             return out
         q = unit_rows(np.asarray(q, dtype=np.float32).reshape(1, -1))[0]
+        if upper is not None:
+            for target in range(self.top, -1, -1):
+                s = self.entry
+                for i in range(self.top, target, -1):  # Algorithm 2 lines 2-4
+                    c = self._search(i, q, s, upper)[0][1]  # (`visited` keeps the target searches' V only)
+                    s = int(self.inter[c])
+                found = self._search(target, q, s, max(k, ef or EF_SEARCH),  # line 6
+                                     None if visited is None else visited[target])
+                out[target] = [(str(self.ids[g]), float(sim)) for sim, g in found[:k]]
+            return out
         s = self.entry
         for i in range(self.top, -1, -1):
             found = self._search(i, q, s, max(k, ef or EF_SEARCH), None if visited is None else visited[i])

@@ -33,6 +33,8 @@ class GraphView:
     documents: dict[str, tuple[str | None, str]]  # document -> (external id, title)
     entity_vecs: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
     entity_vec_row: dict[str, int] = field(default_factory=dict)
+    # HiRAG's layer-to-layer relations E_{i-1,i} (hirag.txt §4.1): (member, summary entity) -> stored description
+    summarizes: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @classmethod
     def load(cls, store, ws_id: int, index=None) -> "GraphView":
@@ -61,11 +63,14 @@ class GraphView:
                                                                     Edge.kind == "derived_from")):
                 if src in rels:
                     rel_chunks[src].append(dst)
+            ups = {(src, dst): str((data or {}).get("description") or "")
+                   for src, dst, data in s.exec(select(Edge.src, Edge.dst, Edge.data).where(
+                       Edge.workspace_id == ws_id, Edge.kind == "summarizes"))}
             docs = {d: (x, t) for d, x, t in s.exec(select(Document.id, Document.external_id, Document.title)
                                                      .where(Document.workspace_id == ws_id)).all()}
         view = cls(eg=eg, g=eg.to_igraph(), entities=ents, relationships=rels, communities=comms,
                    members=dict(members), member_of=dict(member_of), entity_chunks=entity_chunks,
-                   rel_chunks=dict(rel_chunks), chunk_doc=chunk_doc, documents=docs)
+                   rel_chunks=dict(rel_chunks), chunk_doc=chunk_doc, documents=docs, summarizes=ups)
         if index is not None:
             ids, vecs = index.all_vectors("entity")
             view.entity_vecs = vecs
@@ -105,3 +110,9 @@ class GraphView:
         if ia is None or ib is None:
             return []
         return self.eg.link_rels.get((min(ia, ib), max(ia, ib)), [])
+
+    def layer_links_between(self, a: str, b: str) -> list[tuple[str, str, str]]:
+        """HiRAG's layer-to-layer relations between a and b, as (member, summary entity, description): the
+        `summarizes` links of either direction (hirag.txt §4.1, "we create the relations between entities in
+        L_{i-1} and entities in L_i")."""
+        return [(m, s, self.summarizes[(m, s)]) for m, s in ((a, b), (b, a)) if (m, s) in self.summarizes]

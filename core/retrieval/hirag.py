@@ -1,11 +1,18 @@
 """HiRAG's HiRetrieval (hirag.txt §4.2, Algorithm 2).
 
 1. Local: V̂ = the top-n entities by similarity to the question (Eq. 12), with their descriptions.
-2. Global: P̂ = the communities that contain an entity of V̂ (Eq. 13), with their reports; ranked by how many of
-   V̂ they hold, then by the best similarity inside them, and capped at `max_communities`.
+2. Global: "P̂ = ∪_{p∈P} {p | p ∩ V̂ ≠ ∅}" (Eq. 13): every `hirag` community that holds an entity of V̂, with its
+   report; ranked by how many of V̂ it holds, then by the best similarity inside it. `max_communities` (None by
+   default) caps them only as an option: the paper keeps them all (the cap of 8 was Strata's own).
 3. Bridge: from each community of P̂, its top-m members by similarity (Eq. 14), kept in that order; the
-   shortest path in the entity graph between each consecutive pair (Eq. 15); every relationship whose two ends
-   lie on those paths (Eq. 16), with its description.
+   shortest path in G_k between each consecutive pair (Eq. 15; `max_bridge_paths`, None by default, caps the
+   pairs only as an option); "R̂ = {(h, r, t) ∈ G_k | h, t ∈ R}" (Eq. 16): every triple of G_k whose two ends
+   lie on those paths. G_k's relations are E_k = E_{k-1} ∪ E_{k-1,k} (Eq. 9): the extracted relationships AND
+   the layer-to-layer relations between an entity and its summary entity (§4.1, "we create the relations
+   between entities in L_{i-1} and entities in L_i"), stored as `summarizes` links. So a path through a summary
+   entity contributes its layer-to-layer triples (kind `summarizes`, the stored description, or offline, where the
+   build writes none, "<member> is summarized by <summary entity>"); they were made by the build, not extracted
+   from a chunk, so they back no source.
 4. Text units: as HiRAG's code (nano-graphrag's `_find_most_related_text_unit_from_entities`) finds them, the
    chunks that mention the local entities, in the rank of the first entity they back, then by how many of that
    entity's graph neighbours they also mention; the leading ones that fit `text_unit_tokens` join the local
@@ -53,6 +60,26 @@ def related_text_units(view, entities: list[str]) -> list[str]:
             if c not in order:
                 order[c] = (rank, -shared.get(c, 0))
     return sorted(order, key=lambda c: (order[c], c))
+
+
+def bridge_triples(view, on_path: set[str]) -> tuple[set[str], list[tuple[str, str, str]]]:
+    """R̂ (Eq. 16): every triple of G_k whose head and tail both lie on a reasoning path, not only the paths' own
+    hops: the extracted relationships (their ids) and the layer-to-layer `summarizes` relations (member, summary
+    entity, description), in a stable order."""
+    rels: set[str] = set()
+    links: dict[tuple[str, str], str] = {}
+    index = view.eg.index
+    for a in sorted(on_path):
+        ia = index.get(a)
+        if ia is None:
+            continue
+        for nb in view.g.neighbors(ia):
+            b = view.eg.ids[nb]
+            if b in on_path and b > a:
+                rels.update(view.relationships_between(a, b))
+                for m, sid, desc in view.layer_links_between(a, b):
+                    links[(m, sid)] = desc
+    return rels, [(m, sid, d) for (m, sid), d in sorted(links.items())]
 
 
 class HiRAGStrategy:
@@ -120,7 +147,8 @@ class HiRAGStrategy:
                     tally.setdefault(cid, []).append(sc)
         ranked_comms = sorted(tally.items(), key=lambda kv: (-len(kv[1]), -max(kv[1]),
                                                              -view.communities[kv[0]].level, kv[0]))
-        comms = [cid for cid, _ in ranked_comms[: cfg.max_communities]]
+        ranked_comms = ranked_comms[: cfg.max_communities] if cfg.max_communities is not None else ranked_comms
+        comms = [cid for cid, _ in ranked_comms]
         t.lap("communities")
 
         # bridge: key entities per community, shortest paths between consecutive ones, triples on the paths
@@ -134,29 +162,14 @@ class HiRAGStrategy:
                     hit_sim.setdefault(eid, sc)
         paths: list[list[str]] = []
         for a, b in zip(key_entities, key_entities[1:]) if self.use_bridge else ():
-            if len(paths) >= cfg.max_bridge_paths:
+            if cfg.max_bridge_paths is not None and len(paths) >= cfg.max_bridge_paths:
                 break
             p = view.shortest_path(a, b)
             if len(p) >= 2:
                 paths.append(p)
         on_path = {e for p in paths for e in p}
-        bridge_rels: set[str] = set()
-        for p in paths:
-            for a, b in zip(p, p[1:]):
-                bridge_rels.update(view.relationships_between(a, b))
         t.lap("bridge_paths")
-
-        # R̂: all triples whose head and tail are on a path (Eq. 16), not only the path's own hops
-        on_path_list = sorted(on_path)
-        index = view.eg.index
-        for a in on_path_list:
-            ia = index.get(a)
-            if ia is None:
-                continue
-            for nb in view.g.neighbors(ia):
-                b = view.eg.ids[nb]
-                if b in on_path and b > a:
-                    bridge_rels.update(view.relationships_between(a, b))
+        bridge_rels, layer_links = bridge_triples(view, on_path)
         t.lap("bridge_triples")
 
         local_units = related_text_units(view, [e for e, _ in local]) if self.use_local else []
@@ -176,10 +189,16 @@ class HiRAGStrategy:
                 sc = sum(hit_sim.get(e, 0.0) for e in ends if e) / 2
                 items.append(ContextItem(rid, "relationship", rel.title, rel.text, round(sc, 4), None,
                                          view.documents_of(view.rel_chunks.get(rid, []))))
-            items.sort(key=lambda i: (-i.score, i.id))
+            for m, sid, desc in layer_links:
+                mn, sn = view.entities[m], view.entities[sid]
+                text = desc or f"{mn.title} is summarized by {sn.title}."
+                sc = (hit_sim.get(m, 0.0) + hit_sim.get(sid, 0.0)) / 2
+                items.append(ContextItem(sid, "summarizes", f"{mn.title} → {sn.title}", text, round(sc, 4),
+                                         sn.layer))
+            items.sort(key=lambda i: (-i.score, i.kind, i.id, i.title))
             r.sections["bridge"] = items
         if self.use_global:
-            for cid, comm_sims in ranked_comms[: cfg.max_communities]:
+            for cid, comm_sims in ranked_comms:
                 comm = view.communities[cid]
                 r.sections["global"].append(ContextItem(cid, "community", comm.title or cid, comm.summary,
                                                         round(max(comm_sims), 4), comm.level))
@@ -208,10 +227,13 @@ class HiRAGStrategy:
                     seen.add(e)
                     r.path_nodes.append(PathStep(e, "entity", "bridge", view.entities[e].title))
             for a, b in zip(p, p[1:]):
-                r.path_edges.append(PathEdge(a, b, "relationship", "bridge"))
+                hop = "summarizes" if view.layer_links_between(a, b) and not view.relationships_between(a, b) \
+                    else "relationship"
+                r.path_edges.append(PathEdge(a, b, hop, "bridge"))
         r.trace["counts"] = {
             "local_entities": len(local), "text_units": len(unit_items), "communities": len(comms),
-            "key_entities": len(key_entities), "bridge_paths": len(paths), "bridge_relationships": len(bridge_rels), "sources": len(r.sources),
+            "key_entities": len(key_entities), "bridge_paths": len(paths), "bridge_relationships": len(bridge_rels),
+            "bridge_layer_links": len(layer_links), "sources": len(r.sources),
         }
         return r
 

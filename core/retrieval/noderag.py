@@ -25,11 +25,13 @@ R is a connector, retrievable but never an entry point.
    `statement_relationship_links` (the HLG lexical stage's statement -> relationship `mentions`).
    `degree_cap` applies the published code's `unbalance_adjust` (each link weight capped at 1/degree of both
    ends); off by default since the paper does not describe it.
-3. Cross nodes and filtering, as the published code's `post_process_top_k` reads the paper: going down the PPR
-   ranking (vector entries excluded, zero scores never taken), the top `cross_nodes` retrievable nodes (T, S, A,
-   H together) are cross nodes; the top `top_entity` entities are not returned but their attributes are; the
-   top `top_high_level` overviews are not returned but their high-level elements are; the top
-   `top_relationship` relationships are returned. The retrieval is the vector entries plus all of these.
+3. Cross nodes and filtering (§2.5, Appendix C.4: "the top-k nodes with the highest PPR scores for each type are
+   selected as cross nodes"): going down the PPR ranking (vector entries excluded, zero scores never taken), the
+   top `cross_nodes` of EACH retrievable type (T, S, A and H, each its own top k) are cross nodes
+   (`cross_per_kind`; off = the published code's `post_process_top_k`, which takes `cross_nodes` over T, S, A, H
+   together); the top `top_entity` entities are not returned but their attributes are; the top
+   `top_high_level` overviews are not returned but their high-level elements are; the top `top_relationship`
+   relationships are returned. The retrieval is the vector entries plus all of these.
 
 Sections: local = detail, the chunks, statements and attributes found by vector search and the attributes of
 the top entities; bridge = connection, the relationships and the T / S / A cross nodes the walk reached;
@@ -242,8 +244,13 @@ class NodeRAGStrategy:
         # 3. cross nodes, per-kind tops, filtering to retrievable nodes
         is_vec_entry = np.zeros(n, dtype=bool)
         is_vec_entry[[h.index[i] for i in vec_entries]] = True
-        retrievable = np.isin(h.kinds, [w.code[k] for k in RETRIEVABLE if k in w.code]).astype(np.int8)
-        cross = top_by_kind(p, retrievable, 1, cfg.cross_nodes, exclude=is_vec_entry)  # T, S, A, H together
+        if cfg.cross_per_kind:  # §2.5: the top k of each type
+            ranked = [self._top(p, w, kind, cfg.cross_nodes, is_vec_entry) for kind in RETRIEVABLE]
+            cross = np.concatenate(ranked) if ranked else np.zeros(0, dtype=np.int64)
+            cross = cross[np.lexsort((cross, -p[cross]))]  # best first, as one ranking
+        else:  # the published code: T, S, A, H together
+            retrievable = np.isin(h.kinds, [w.code[k] for k in RETRIEVABLE if k in w.code]).astype(np.int8)
+            cross = top_by_kind(p, retrievable, 1, cfg.cross_nodes, exclude=is_vec_entry)
         top_ent = self._top(p, w, "entity", cfg.top_entity, is_vec_entry)
         top_rel = self._top(p, w, "relationship", cfg.top_relationship, is_vec_entry)
         top_ov = self._top(p, w, "overview", cfg.top_high_level, is_vec_entry)

@@ -88,10 +88,10 @@ def test_each_layer_contributes_at_most_k_items(sample_resources, halden, tables
     assert len([e for e in halden.path_edges if e.kind == "chnsw"]) == index.top
 
 
-@pytest.mark.parametrize("ef", [None, 3, 64])
-def test_each_layer_result_is_the_brute_force_nearest_of_the_region_searchlayer_entered(sample_resources, ef):
-    """Algorithm 2: SearchLayer from the entry s returns the k nearest of the nodes it visited (V), and s of a
-    layer is the inter-layer link of the nearest node found on the layer above."""
+@pytest.mark.parametrize("ef,upper", [(None, 1), (None, None), (3, None), (64, None)])
+def test_each_layer_result_is_the_brute_force_nearest_of_the_region_searchlayer_entered(sample_resources, ef, upper):
+    """Algorithm 2: SearchLayer from the entry s returns the k nearest of the nodes it visited (V); without the
+    per-target descent (`upper` None), s of a layer is the inter-layer link of the nearest node found above."""
     res = sample_resources
     cache = chnsw_cache(res)
     index = cache.index
@@ -100,7 +100,7 @@ def test_each_layer_result_is_the_brute_force_nearest_of_the_region_searchlayer_
     for question in QUESTIONS:
         q = res.embed_query(question)
         visited: list[set[int]] = []
-        found, descents = hierarchical_search(cache, q, k, ef, visited)
+        found, descents = hierarchical_search(cache, q, k, ef, visited, upper)
         assert len(visited) == index.top + 1
         for layer in range(index.top + 1):
             region = sorted(visited[layer])
@@ -113,7 +113,7 @@ def test_each_layer_result_is_the_brute_force_nearest_of_the_region_searchlayer_
             sims = mat @ (q / np.linalg.norm(q))
             brute = [ids[j] for j in np.argsort(-sims, kind="stable")[:k]]
             assert [e for e, _ in found[layer]] == brute, (question, layer)
-            if layer < index.top:  # entered through the link of the best node above
+            if layer < index.top and upper is None:  # entered through the link of the best node above
                 entry = int(index.inter[cache.row[found[layer + 1][0][0]]])
                 assert entry in visited[layer]
         for layer, a, b in descents:

@@ -44,7 +44,7 @@ def tables(sample_built):
             G.add_edge(a, b)
     G.add_edges_from((a, b) for a, b in ups if a != b)  # HiRAG: an entity and its summary entity are linked
     return {"kinds": kinds, "communities": comms, "documents": docs, "G": G, "in_community": in_comm,
-            "mentions": mentions}
+            "mentions": mentions, "summarizes": set(ups)}
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +64,7 @@ def test_hirag_fills_local_bridge_and_global(halden, sample_resources, tables):
     assert local and bridge and glob
     entities = [i for i in local if i.kind == "entity"]
     units = local[len(entities):]  # the text units follow the entities, as HiRAG's Sources table does
-    assert 0 < len(entities) <= cfg.top_n_entities and len(glob) <= cfg.max_communities
+    assert 0 < len(entities) <= cfg.top_n_entities and cfg.max_communities is None
     assert all(tables["kinds"][i.id] == "entity" for i in entities)
     assert units and all(i.kind == "chunk" and tables["kinds"][i.id] == "chunk" for i in units)
     assert sum(item_tokens(i) for i in units) <= cfg.text_unit_tokens
@@ -73,10 +73,11 @@ def test_hirag_fills_local_bridge_and_global(halden, sample_resources, tables):
     mentions = {(e, c) for (c, e) in tables["mentions"]}
     first = [min(n for n, e in enumerate(entity_ids) if (e, u.id) in mentions) for u in units]
     assert first == sorted(first)
-    assert all(i.kind == "relationship" and tables["kinds"][i.id] == "relationship" for i in bridge)
+    assert all(i.kind == "relationship" and tables["kinds"][i.id] == "relationship"
+               or i.kind == "summarizes" and tables["kinds"][i.id] == "entity" for i in bridge)
     assert all(i.kind == "community" and i.id in tables["communities"] for i in glob)
     assert all(tables["communities"][i.id].method == "hirag" for i in glob)  # HiRAG's own communities
-    for section in (entities, units, bridge):
+    for section in (entities, units, bridge):  # (bridge: relationships and layer-to-layer relations together)
         scores = [i.score for i in section]
         assert scores == sorted(scores, reverse=True)
     # the local entities are the question's nearest entities: the engineer and the barrier are among them
@@ -91,9 +92,10 @@ def test_hirag_fills_local_bridge_and_global(halden, sample_resources, tables):
     # level >= 1, are made from other entities, not mentioned in a document)
     for i in local + bridge:
         assert all(d in tables["documents"] for d in i.documents)
-        assert i.documents or (i.kind == "entity" and i.level and i.level >= 1), i
+        assert i.documents or (i.kind in ("entity", "summarizes") and i.level and i.level >= 1), i
     assert halden.trace["counts"]["local_entities"] == len(entities)
-    assert halden.trace["counts"]["bridge_relationships"] == len(bridge)
+    counts = halden.trace["counts"]
+    assert counts["bridge_relationships"] + counts["bridge_layer_links"] == len(bridge)
     assert set(halden.trace["timings_ms"]) >= {"embed_query", "entity_search", "bridge_paths", "rank_sources"}
 
 
@@ -133,7 +135,7 @@ def test_path_nodes_and_edges_exist(halden, tables):
         if e.kind == "in_community":
             assert (e.src, e.dst) in tables["in_community"]
         else:
-            assert e.kind == "relationship" and G.has_edge(e.src, e.dst), e
+            assert e.kind in ("relationship", "summarizes") and G.has_edge(e.src, e.dst), e
     roles = {n.role for n in halden.path_nodes}
     assert {"entry", "community"} <= roles
 
@@ -155,7 +157,7 @@ def test_bridge_paths_are_shortest_paths(halden, sample_resources, tables):
     walk = [e for e in halden.path_edges if e.role == "bridge"]
     pos, n_paths = 0, 0
     for a, b in zip(keys, keys[1:]):
-        if n_paths >= cfg.max_bridge_paths:
+        if cfg.max_bridge_paths is not None and n_paths >= cfg.max_bridge_paths:
             break
         if not nx.has_path(G, a, b):
             continue
@@ -177,8 +179,35 @@ def test_bridge_relationships_join_path_entities(halden, sample_resources, table
         e.dst for e in halden.path_edges if e.role == "bridge"}
     rels = sample_resources.view.relationships
     for item in halden.sections["bridge"]:
+        if item.kind == "summarizes":
+            continue  # test_bridge_holds_the_layer_to_layer_relations_on_the_paths
         r = rels[item.id]
         assert r.data["source"] in on_path and r.data["target"] in on_path
+
+
+def test_hirag_global_keeps_every_community_of_a_local_entity(halden, tables):
+    """Eq. 13: P̂ = every community (HiRAG's own) that holds a retrieved entity, none left out by a cap (the old
+    code kept the 8 most hit)."""
+    local = {i.id for i in halden.sections["local"] if i.kind == "entity"}
+    expected = {cid for (e, cid) in tables["in_community"]
+                if e in local and cid in tables["communities"] and tables["communities"][cid].method == "hirag"}
+    assert len(expected) > 8
+    assert {i.id for i in halden.sections["global"]} == expected
+    assert halden.trace["counts"]["communities"] == len(expected)
+
+
+def test_bridge_holds_the_layer_to_layer_relations_on_the_paths(halden, tables):
+    """Eq. 16 over G_k, whose relations include the layer-to-layer ones (Eq. 9): every `summarizes` link whose two
+    ends lie on a bridge path is a bridge triple (kind `summarizes`, id the summary entity), and nothing else is."""
+    bridge_edges = [e for e in halden.path_edges if e.role == "bridge"]
+    on_path = {e.src for e in bridge_edges} | {e.dst for e in bridge_edges}
+    expected = {(m, s) for (m, s) in tables["summarizes"] if m in on_path and s in on_path}
+    assert expected, "no bridge path goes through a summary entity on the sample"
+    titles = {x.id: x.label for x in halden.path_nodes}
+    got = {(i.title, i.id) for i in halden.sections["bridge"] if i.kind == "summarizes"}
+    assert got == {(f"{titles[m]} → {titles[s]}", s) for m, s in expected}
+    assert any(e.kind == "summarizes" for e in bridge_edges)  # a hop through a summary entity is drawn as such
+    assert halden.trace["counts"]["bridge_layer_links"] == len(expected)
 
 
 def test_sources_exist_and_are_ranked(halden, sample_resources, tables):

@@ -144,3 +144,26 @@ def test_knn_blocks_skip_self_even_among_duplicates():
     assert np.array_equal(whole[:, :1], idx[:, :1]), "blocking does not change the answer"
     small, _ = exact_knn(vecs[:3], 5)
     assert (small[:, 2:] == -1).all() and (small[:, :2] >= 0).all(), "missing neighbours are -1"
+
+
+def test_hierarchical_search_runs_algorithm_2_per_layer_with_list_1_above_the_target(random_index, monkeypatch):
+    """archrag.txt Algorithm 2: for target layer l, "c ← SearchLayer(G_i, q, s, 1, i)" on every layer above l from
+    the top entry, then "K ← SearchLayer(G_l, q, s, k, l)"; the hierarchical search (§3.2.1) does this for each
+    layer. The old walk searched every layer once with one list of max(k, ef)."""
+    calls: list[tuple[int, int, int]] = []
+    plain = CHNSW._search
+
+    def spy(self, layer, q, entry, ef, visited_out=None):
+        calls.append((layer, entry, ef))
+        return plain(self, layer, q, entry, ef, visited_out)
+
+    monkeypatch.setattr(CHNSW, "_search", spy)
+    q = np.random.default_rng(5).normal(size=random_index.vecs.shape[1]).astype(np.float32)
+    found = random_index.search_layers(q, 4, None, None, upper=1)
+    entry = int(random_index.entry)
+    assert [(la, ef) for la, _, ef in calls] == [(2, 64), (2, 1), (1, 64), (2, 1), (1, 1), (0, 64)]
+    assert [e for la, e, _ in calls if la == 2] == [entry, entry, entry]  # each target's run starts at the top
+    assert [len(f) for f in found] == [4, 4, 4]
+    calls.clear()
+    random_index.search_layers(q, 4, 4, None, upper=1)  # ef = k: the paper's list on the target
+    assert [(la, ef) for la, _, ef in calls] == [(2, 4), (2, 1), (1, 4), (2, 1), (1, 1), (0, 4)]

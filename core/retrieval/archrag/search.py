@@ -6,9 +6,10 @@ nearest neighbor in that layer to traverse to the next layer, repeating the proc
 layer. At the bottom layer, we extract the relationships between connected retrieved entities, forming the text
 information R_0 for this subgraph." (§3.2.1)
 
-So on every layer i, from the top one down, SearchLayer(G_i, q, s, k) (Algorithm 2 lines 8-21, candidate list
-`ef`, k in the paper) gives the k nearest nodes, and s for the layer below is the inter-layer link of the nearest
-one (`CHNSW.search_layers`). Layer 0 holds the entities (§3.1.3: "each node of the simple graph corresponds to an
+So every layer i, from the top one down, is Algorithm 2's target in turn: from the top entry, SearchLayer with a
+candidate list of 1 on each layer above i and the inter-layer link of the node it finds (lines 2-4, `upper`), then
+SearchLayer(G_i, q, s, k) on layer i (line 6, candidate list `ef`: k in the paper; 256 by default, better than k and
+than the published code's 40 on every shared set) gives its k nearest nodes (`CHNSW.search_layers`). Layer 0 holds the entities (§3.1.3: "each node of the simple graph corresponds to an
 attributed community or entity"), layer i >= 1 the attributed communities of ArchRAG layer i. R_0 is the k
 entities (name and description) and the relationships whose two ends are both among them; R_i (i >= 1) is the k
 communities (title and report). No chunk text is retrieved: the published code's context is the same tables
@@ -73,13 +74,15 @@ def chnsw_cache(res: Resources) -> ChnswCache:
 
 
 def hierarchical_search(cache: ChnswCache, q: np.ndarray, k: int, ef: int | None,
-                        visited: list[set[int]] | None = None):
-    """(found, descents): found[i] = the k nearest (id, similarity) of layer i, each layer entered through the
-    inter-layer link of the nearest node of the layer above; descents = (layer, from id, to id) of those links.
-    `ef` None runs SearchLayer with candidate list k, as Algorithm 2 does."""
+                        visited: list[set[int]] | None = None, upper: int | None = 1):
+    """(found, descents): found[i] = the k nearest (id, similarity) of layer i, each layer found by Algorithm 2
+    with layer i as its target: candidate list `upper` (the paper's 1, line 3) on the layers above it, `ef` on it
+    (None = k, line 6: "K ← SearchLayer(G_l, q, s, k, l)"); `upper` None enters each layer through the inter-layer
+    link of the nearest node of the layer above's own search. descents = (layer, from id, to id): the inter-layer
+    links of each layer's nearest node."""
     index = cache.index
     assert index is not None, "no C-HNSW: the caller checks cache.index first"
-    found = index.search_layers(q, k, ef or k, visited)
+    found = index.search_layers(q, k, ef or k, visited, upper)
     descents = []
     for layer in range(index.top, 0, -1):
         if found[layer]:

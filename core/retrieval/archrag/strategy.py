@@ -67,7 +67,7 @@ class ArchRAGStrategy:
         index = cache.index
         q = np.asarray(res.embed_query(question), dtype=np.float32)
         t.lap("embed_query")
-        found, descents = hierarchical_search(cache, q, cfg.k_per_layer, cfg.ef)
+        found, descents = hierarchical_search(cache, q, cfg.k_per_layer, cfg.ef, upper=cfg.upper_ef)
         layers = layer_content(view, found)
         t.lap("hierarchical_search")
         analysed = [i for i, items in enumerate(layers) if items]
