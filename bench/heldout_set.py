@@ -43,10 +43,11 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.util
-import json
 import re
 import sqlite3
 from pathlib import Path
+
+from bench.fourth_set import write  # the same corpus.jsonl / queries.jsonl writer
 
 NAME = "elements"
 PACKAGE = "mendeleev==1.3.0"
@@ -335,13 +336,6 @@ def build(elements: list[dict], isotopes: list[dict]) -> tuple[list[dict], list[
             queries.append(q)
     return corpus, [{k: q[k] for k in ("id", "question", "answer", "answer_aliases", "type", "gold_titles",
                                        "gold_ids", "supporting_facts")} for q in queries]
-
-
-def write(corpus: list[dict], queries: list[dict], out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    for name, rows in (("corpus.jsonl", corpus), ("queries.jsonl", queries)):
-        with open(out / name, "w", encoding="utf-8") as fh:
-            fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
 
 
 def main() -> None:
