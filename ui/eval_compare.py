@@ -12,7 +12,7 @@ from core.evaluation.compare import compare
 from core.models import Workspace
 from ui import resources as R
 from ui.eval_results import describe
-from ui.eval_setup import strategy_label as label
+from ui.retrieval_view import strategy_label as label
 
 
 def _cell(c: dict | None) -> str:

@@ -16,8 +16,8 @@ from core.protocols import BackendError
 from core.retrieval.base import SECTIONS
 from core.workspace import retrieval_llm
 from ui import resources as R
-from ui.eval_setup import strategy_label as label
 from ui.retrieval_view import panel, path
+from ui.retrieval_view import strategy_label as label
 from ui.text import md_escape
 
 VIEWS = "ev_question_views"  # session state: {(evaluation, question, build key): QuestionView}

@@ -16,14 +16,13 @@ from core.build.runs import JobBusy
 from core.evaluation import job, records
 from core.evaluation.export import export_csv, export_json
 from core.evaluation.metrics import per_question, summarize, table_rows
-from core.models import Evaluation, EvaluationResult, Workspace
+from core.models import UNFINISHED, Evaluation, EvaluationResult, Workspace
 from ui import eval_question, guard, job_panel
 from ui import resources as R
-from ui.eval_setup import strategy_label as label
+from ui.retrieval_view import strategy_label as label
 from ui.text import md_escape
 
 OPEN = "ev_open"  # session state: the evaluation shown
-RUNNING = ("queued", "running", "cancelling")
 COLS = ["mrr", "answer_in_context", "latency_ms_p50", "latency_ms_p95"]
 
 
@@ -98,17 +97,16 @@ def _per_question(ev: Evaluation, rows: list[EvaluationResult]) -> int | None:
                         format_func=lambda i: f"{ev.questions[i]['id']} · {ev.questions[i]['question'][:120]}")
 
 
-def _offers(ws: Workspace, ev: Evaluation, state: str) -> None:
-    """Resume a stopped evaluation; re-run one the workspace has changed since."""
+def _offers(ws: Workspace, ev: Evaluation, state: str, done: int) -> None:
+    """Resume a stopped evaluation (`done` of its questions measured); re-run one the workspace has changed since."""
     can = guard.allowed(ws, "evaluate")
     if state in ("cancelled", "failed", "interrupted"):
-        done = len({r.question for r in records.results(R.store(), ev)})
         a, b = st.columns([4, 1], vertical_alignment="center")
         a.warning(f"This evaluation {state} with {done} of {len(ev.questions)} questions measured; resuming measures "
                   "only the rest.", icon=":material/pause_circle:")
         if b.button("Resume", key="ev_resume", icon=":material/play_arrow:", disabled=not can) and \
                 guard.check(ws, "evaluate"):
-            _start(lambda: job.resume_evaluation(R.store(), R.me(), ws, R.settings(), ev.id or 0))
+            _start(lambda: (ev, job.resume_evaluation(R.store(), R.me(), ws, R.settings(), ev.id or 0)))
     if state == "done" and records.outdated(ws, ev):
         a, b = st.columns([4, 1], vertical_alignment="center")
         a.info(f"The workspace has changed since this evaluation (build {ev.build_version} → {ws.build_version}: a "
@@ -120,25 +118,19 @@ def _offers(ws: Workspace, ev: Evaluation, state: str) -> None:
 
 
 def _start(fn) -> None:
+    """Start the job `fn` returns as (the evaluation it measures, its run); follow it and show that evaluation."""
     try:
-        out = fn()
+        ev, run = fn()
     except (JobBusy, ValueError) as exc:
         st.error(str(exc), icon=":material/error:")
         return
-    ev, run = out if isinstance(out, tuple) else (None, out)
     job_panel.watch(run)
-    if ev is not None:
-        st.session_state[OPEN] = ev.id
+    st.session_state[OPEN] = ev.id
     st.rerun()
 
 
-def _body(ws: Workspace, ev_id: int) -> None:
+def _body(ws: Workspace, ev: Evaluation, state: str) -> None:
     store = R.store()
-    ev = records.get_evaluation(store, ws.id or 0, ev_id)
-    if ev is None:
-        st.warning("That evaluation is gone.")
-        return
-    state = records.status(store, ev)
     rows = records.results(store, ev)
     done_q = len({r.question for r in rows})
     what = (f"Measured on build {ev.build_version} · backend {md_escape(ev.backend)} · embedder "
@@ -146,7 +138,7 @@ def _body(ws: Workspace, ev_id: int) -> None:
             f"`{ev.question_hash[:12]}` · k {', '.join(map(str, ev.ks))} · **{state}**"
             + ("" if state == "done" else f" · {done_q} of {len(ev.questions)} questions measured"))
     st.container(key=f"ev_status_{state}").caption(what)  # the key names the state (a test waits on it)
-    _offers(ws, ev, state)
+    _offers(ws, ev, state, done_q)
     if not rows:
         st.info("No question measured yet.")
         return
@@ -165,18 +157,20 @@ def _body(ws: Workspace, ev_id: int) -> None:
         eval_question.draw(ws, ev, opened)
 
 
-def offer_rerun(ws: Workspace, link: bool = True) -> None:
+def offer_rerun(ws: Workspace, link: bool = True) -> Evaluation | None:
     """When the workspace changed since its last evaluation (a rebuild, a merge decision, a promote), say so, with
-    a link to the Evaluate page (`link`, from another page), where Results offers the re-run."""
+    a link to the Evaluate page (`link`, from another page), where Results offers the re-run. Returns that last
+    evaluation (None when there is none)."""
     latest = records.latest_evaluation(R.store(), ws.id or 0)
     if latest is None or latest.status != "done" or not records.outdated(ws, latest):
-        return
+        return latest
     text = (f"The workspace changed since the last evaluation (“{md_escape(latest.name)}”, build "
             f"{latest.build_version} → {ws.build_version})")
     if link:
         st.page_link("views/evaluate.py", label=f"{text}: re-run it on the Evaluate page", icon=":material/update:")
     else:
         st.info(f"{text}: re-run it from Results to see the effect.", icon=":material/update:")
+    return latest
 
 
 def draw(ws: Workspace) -> None:
@@ -195,15 +189,19 @@ def draw(ws: Workspace) -> None:
     pick = st.selectbox("Evaluation", ids, key="ev_pick", format_func=lambda i: describe(by_id[i]))
     st.session_state[OPEN] = pick
     ev = by_id[pick]
-    live = records.status(store, ev) in RUNNING
+    live = records.status(store, ev) in UNFINISHED
 
     @st.fragment(run_every=3.0 if live else None)
     def body() -> None:
         assert pick is not None
-        now = records.get_evaluation(store, ws.id or 0, pick)
-        if live and (now is None or records.status(store, now) not in RUNNING):
+        now = records.get_evaluation(store, ws.id or 0, pick) if live else ev  # polled: read again
+        if now is None:
+            st.warning("That evaluation is gone.")
+            return
+        state = records.status(store, now)
+        if live and state not in UNFINISHED:
             st.rerun()  # it has ended: the whole page again (no more polling; the job panel goes)
-        _body(ws, pick)
+        _body(ws, now, state)
 
     body()
     with st.expander("Delete this evaluation"):

@@ -15,9 +15,10 @@ from core.build.factory import make_backend
 from core.build.runs import JobBusy
 from core.evaluation import job, probes, questions, records
 from core.models import Workspace
-from core.retrieval.base import get_strategy, strategy_names
+from core.retrieval.base import strategy_names
 from ui import guard, job_panel
 from ui import resources as R
+from ui.retrieval_view import strategy_label
 from ui.text import md_escape
 
 TAB = "ev_tab"  # the Evaluate page's tabs (views/evaluate.py)
@@ -28,13 +29,6 @@ the answer appears in what each strategy retrieved), **id** (optional), and its 
 (document titles), **gold_ids** (external ids, as `python -m core eval` reads) or **gold_files** (file names), or
 **gold** (any of the three). JSON lines or a JSON list take lists; in CSV separate several with `|`. Rows whose gold
 names no document of this workspace are listed with the reason and left out; nothing else is refused."""
-
-
-def strategy_label(name: str) -> str:
-    try:
-        return get_strategy(name).label
-    except KeyError:
-        return name
 
 
 def _draft(ws: Workspace) -> dict | None:

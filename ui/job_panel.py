@@ -1,6 +1,6 @@
 """The job panel of the Quality and Evaluate pages: the workspace's running job (a promote, a what-if run, a merge
-decision or an evaluation, run by the background worker: core/worker.py) with its steps' progress and a Stop button, redrawn every second while it
-runs, whoever started it. When the job this session started ends, the whole page is drawn again (its tabs read the
+decision or an evaluation, run by the background worker: core/worker.py) with its steps' progress and a Stop
+button, redrawn every second while it runs, whoever started it. When the job this session started ends, the whole page is drawn again (its tabs read the
 new rows) and the job's outcome is said once."""
 
 from __future__ import annotations

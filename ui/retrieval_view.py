@@ -11,7 +11,7 @@ from collections import Counter
 import streamlit as st
 
 from core.explore.route import legend_html, route_graph, route_payload
-from core.retrieval.base import Retrieval, per_kind
+from core.retrieval.base import Retrieval, get_strategy, per_kind
 from ui import resources as R
 from ui.graph_canvas import graph_canvas
 from ui.text import md_escape, md_label
@@ -26,6 +26,19 @@ def _route(ws_id: int, version: str, payload: str, height: int, gold: tuple[str,
     rg = route_graph(Retrieval.from_dict(json.loads(payload)), R.store(), ws_id, gold=set(gold),
                      gold_docs=list(gold_docs))
     return route_payload(rg, height=height), legend_html(rg), rg.note
+
+
+def strategy_about(name: str) -> tuple[str, str]:
+    """A strategy's label and description (its name alone for a past result of a strategy this version lacks)."""
+    try:
+        s = get_strategy(name)
+        return s.label, s.description
+    except KeyError:
+        return name, ""
+
+
+def strategy_label(name: str) -> str:
+    return strategy_about(name)[0]
 
 
 def show_on_graph(node_id: str, key: str) -> None:

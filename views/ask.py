@@ -13,11 +13,11 @@ from core.backends.servers import backend_kind
 from core.build.factory import make_backend
 from core.history import count_queries, export_json, list_queries, open_query
 from core.protocols import BackendError
-from core.retrieval.base import SECTIONS, Retrieval, get_strategy, strategy_names
+from core.retrieval.base import SECTIONS, Retrieval, strategy_names
 from core.text import truncate
 from core.workspace import ask
 from ui import resources as R
-from ui.retrieval_view import panel, path, show_on_graph
+from ui.retrieval_view import panel, path, show_on_graph, strategy_about
 from ui.text import md_answer, md_escape, md_label
 
 store, settings = R.store(), R.settings()
@@ -33,14 +33,6 @@ version = R.ws_key(ws)  # cache key: this workspace (id, creation) and build
 _SECTION_NAME = re.compile(r"(^|; )((?:local|bridge|global)(?: and (?:local|bridge|global))*):")
 RESULTS = "ask_results"  # session state: (workspace name, [(Retrieval, answer text), ...])
 KEPT = "ask_form"  # session state: the question and strategies last asked (widget state is dropped off the page)
-
-
-def _about(name: str) -> tuple[str, str]:
-    try:
-        s = get_strategy(name)
-        return s.label, s.description
-    except KeyError:  # a past result of a strategy this version no longer has
-        return name, ""
 
 
 def _sources(i: int, r: Retrieval, width: int) -> None:
@@ -87,7 +79,7 @@ def _timings(r: Retrieval) -> None:
 
 
 def _answer(i: int, r: Retrieval, text: str, wide: bool) -> None:
-    label, description = _about(r.strategy)
+    label, description = strategy_about(r.strategy)
     st.markdown(f"#### Answer · {label}")
     st.markdown(md_answer(text))
     if description:
@@ -121,13 +113,13 @@ with st.form("ask"):
                      placeholder="e.g. Which university trained the engineer who designed the barrier's gates?")
     chosen = st.multiselect("Strategies", names, default=None if "strategies" in st.session_state else
                             (["hirag"] if "hirag" in names else names[:1]),
-                            max_selections=3, key="strategies", format_func=lambda n: _about(n)[0],
+                            max_selections=3, key="strategies", format_func=lambda n: strategy_about(n)[0],
                             help="Up to three, answered side by side on the same question.")
     submitted = st.form_submit_button("Ask", type="primary", icon=":material/send:")
 
 with st.expander("What local, bridge and global mean for each strategy"):
-    st.markdown("\n".join(f"- **{md_escape(_about(n)[0])}** (`{n}`): " + _SECTION_NAME.sub(
-        r"\1*\2*:", md_escape(_about(n)[1])) for n in names))
+    st.markdown("\n".join(f"- **{md_escape(strategy_about(n)[0])}** (`{n}`): " + _SECTION_NAME.sub(
+        r"\1*\2*:", md_escape(strategy_about(n)[1])) for n in names))
 
 if submitted:
     if not q.strip():
@@ -141,7 +133,7 @@ if submitted:
         try:
             res = R.resources(ws.name, R.ws_key(ws))  # an unreachable vector server: BackendError, one line
             for name in chosen:
-                with st.spinner(f"Retrieving and answering with {_about(name)[0]}…"):
+                with st.spinner(f"Retrieving and answering with {strategy_about(name)[0]}…"):
                     r, a = ask(res, backend, q, name)
                 done.append((r, a.text))
         except BackendError as exc:
@@ -162,7 +154,7 @@ if shown is not None and shown[0] == ws.name:  # the last answers of this worksp
             with col, st.container(key=f"answer_{i}"):
                 _answer(i, r, text, wide=False)
         # the paths full width, one tab per strategy: a third of the page is too narrow for a 100-node route
-        for i, (tab, (r, _)) in enumerate(zip(st.tabs([f"Path · {_about(r.strategy)[0]}" for r, _ in results]),
+        for i, (tab, (r, _)) in enumerate(zip(st.tabs([f"Path · {strategy_about(r.strategy)[0]}" for r, _ in results]),
                                               results)):
             with tab, st.container(key=f"path_{i}"):
                 path(ws_id, version, i, r, 520)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import streamlit as st
 
 from core.build.runs import run_label
-from core.evaluation import records
 from ui import eval_compare, eval_results, eval_setup, job_panel
 from ui import resources as R
 from ui.text import md_escape
@@ -27,8 +26,7 @@ if ended is not None:
 with st.container(key="job_slot"):
     job_panel.draw(ws)
 
-eval_results.offer_rerun(ws, link=False)
-latest = records.latest_evaluation(R.store(), ws.id or 0)
+latest = eval_results.offer_rerun(ws, link=False)  # (the newest evaluation: the tabs open on Results when one is)
 
 # lazy tabs (only the open one runs: the question view draws a path per strategy); a run started switches to
 # Results (eval_setup sets NEXT_TAB), a first visit with no evaluation opens New evaluation

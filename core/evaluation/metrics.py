@@ -14,6 +14,7 @@ from core.models import Evaluation, EvaluationResult
 
 SEED = 0
 RESAMPLES = 1000
+BASELINES = {"naive": "dense", "bm25": "BM25"}  # the strategies bench/retrieval.py and `core eval` name so
 
 
 @dataclass
@@ -100,7 +101,7 @@ def summarize(ev: Evaluation, rows: list[EvaluationResult], resamples: int = RES
         row["latency_ms_p50"] = figure(ms, "p50", resamples, seed, 2).as_dict()
         row["latency_ms_p95"] = figure(ms, "p95", resamples, seed, 2).as_dict()
         row["questions"] = len(qs)
-        row["baseline"] = {"naive": "dense", "bm25": "BM25"}.get(name) if name in ev.baselines else None
+        row["baseline"] = BASELINES.get(name) if name in ev.baselines else None
         out[name] = row
     return out
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 from sqlalchemy import func
 from sqlmodel import col, delete, select
 
+from core.evaluation.metrics import BASELINES
 from core.evaluation.questions import check_questions, question_hash
 from core.models import UNFINISHED, BuildRun, Community, Evaluation, EvaluationResult, Workspace, is_active, utcnow
 from core.retrieval.base import get_strategy, strategy_names
 from core.store import Store
 
 KS = (2, 5, 10)
-BASELINES = {"naive": "dense", "bm25": "BM25"}  # the strategies bench/retrieval.py and `core eval` name so
 
 
 def default_strategies() -> list[str]:
