@@ -246,3 +246,35 @@ def test_the_evaluate_page_shows_the_figures_core_eval_measures(hotpot, monkeypa
             value, low, high = map(float, re.findall(r"\d+\.\d+", shown[name][f"recall@{k}"]))
             assert value == pytest.approx(theirs[name][f"recall@{k}"], abs=5e-4), (name, k)
             assert low <= value <= high
+
+
+def test_an_evaluation_through_a_model_server_failing_a_third_of_its_calls_measures_what_a_sound_one_does(hotpot):
+    """The strategies' language steps (GraphRAG's map, ArchRAG's filter, HLG's keywords and rerank) on a model server
+    of which a third of the chat calls fail (HTTP 500, 503, malformed JSON): the evaluate job retries them and
+    finishes with the recall the same questions get from a server that never fails."""
+    from core.backends.ollama_backend import OllamaBackend
+    from tests.fake_ollama import FakeOllama, Faults
+
+    built, qfile = hotpot
+    store, ws = built.store, built.ws
+    names = ["graphrag-global", "archrag", "hlg-statement"]
+    s = built.settings.model_copy(deep=True)
+    s.backend.kind = "ollama"  # type: ignore[assignment]
+    s.backend.backoff_s = 0.01
+    with FakeOllama() as sound:
+        s.backend.ollama_host = sound.url
+        theirs = core_eval.evaluate(open_resources(store, ws, s, built.embedder), core_eval.load_queries(qfile),
+                                    names + ["naive", "bm25"], [2, 5, 10], llm=OllamaBackend(s.backend, cache=None))
+        assert sound.chat_requests > 0
+    with FakeOllama() as faulty:
+        faulty.faults = Faults(share=0.33, seed=3, kinds=("500", "503", "malformed"))
+        s.backend.ollama_host = faulty.url
+        ev = R.create_evaluation(store, ws, _questions(built, qfile), names, backend="ollama")
+        run = J.create_job(store, ws, s, ev)
+        ctx = make_context(store, ws, s, embedder=built.embedder)
+        assert list(run_job(ctx, run.id, J.evaluate_plan({"evaluation": ev.id})))[-1].status == "done"
+        assert sum(faulty.injected.values()) > 0
+    ours = R.get_evaluation(store, ws.id, ev.id).meta["figures"]
+    for name in ev.strategies:
+        for k in (2, 5, 10):
+            assert ours[name][f"recall@{k}"]["value"] == theirs[name][f"recall@{k}"], (name, k)
