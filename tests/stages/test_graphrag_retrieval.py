@@ -269,3 +269,20 @@ def test_map_report_rates_points_by_question_and_importance():
 def test_round_trip_through_dict(local, glob):
     for r in (local, glob):
         assert Retrieval.from_dict(r.to_dict()).to_dict() == r.to_dict()
+
+
+def test_local_sources_follow_the_context_chunks(local, sample_resources):
+    """GraphRAG local's sources are its kept chunks' documents in the context's order (mention count, then
+    similarity), as its published code orders its text units; the ablation ranks them by similarity alone."""
+    view = sample_resources.view
+    chunks = [i for i in local.sections["local"] if i.kind == "chunk"]
+    assert len(chunks) >= 2
+    docs = list(dict.fromkeys(view.chunk_doc[i.id] for i in chunks))
+    assert [s.document_id for s in local.sources][: len(docs)] == docs[: len(local.sources)]
+
+    sim = get_strategy("graphrag-local-simsources").retrieve(sample_resources, HALDEN_Q)
+    q = sample_resources.embed_query(HALDEN_Q)
+    ids = [i.id for i in sim.sections["local"] if i.kind == "chunk"]
+    vecs = sample_resources.index.vectors("chunk", ids)
+    by_sim = list(dict.fromkeys(view.chunk_doc[c] for c in sorted(ids, key=lambda c: -float(vecs[c] @ q))))
+    assert [s.document_id for s in sim.sources][: len(by_sim)] == by_sim[: len(sim.sources)]
