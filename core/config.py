@@ -124,6 +124,10 @@ class EmbedSettings(BaseModel):
     embedder: Literal["minilm", "ollama", "openai"] = Field(
         "minilm", description="Bundled all-MiniLM-L6-v2, Ollama's /api/embed or an OpenAI-compatible /v1/embeddings.")
     batch_size: int = Field(64, description="Texts embedded per call.")
+    title_prefix: bool = Field(
+        True, description="Embed each chunk with its document's title before its text (and each statement of a "
+                          "document about one entity with that title, core/index/embedding.py `statement_rows`), as "
+                          "the shared sets' dense reference embeds title + text; off for the title ablation.")
     minilm_runtime: Literal["auto", "torch-bf16", "onnx", "sentence-transformers"] = Field(
         "auto", description="The bundled MiniLM's runtime for a new workspace (STRATA_MINILM_RUNTIME); a workspace "
                             "keeps the runtime its vectors were written with (core/index/writer.py).")

@@ -28,8 +28,10 @@ def node_text_for_embedding(kind: str, title: str, text: str, doc_title: str = "
     return f"{title}: {text}" if text and text != title else title
 
 
-def statement_rows(store, ws_id: int, ids: list[str] | None = None) -> list[tuple[str, str, dict]]:
-    """(id, text embedded, meta) of the workspace's statements (only `ids` when given), in id order.
+def statement_rows(store, ws_id: int, ids: list[str] | None = None, titled: bool = True
+                   ) -> list[tuple[str, str, dict]]:
+    """(id, text embedded, meta) of the workspace's statements (only `ids` when given), in id order; `titled` off
+    (settings.embed.title_prefix, the title ablation) embeds every statement alone.
 
     Offline a statement is one sentence of its chunk; the HLG paper's statements are standalone propositions, a
     propositionizer writing into each the name of what "it" or "the economy" refers to. Where a document is about
@@ -49,7 +51,7 @@ def statement_rows(store, ws_id: int, ids: list[str] | None = None) -> list[tupl
         for off in range(0, len(ids), 500) if ids is not None else [0]:
             part = q.where(col(Node.id).in_(ids[off: off + 500])) if ids is not None else q
             rows += list(s.exec(part).all())
-    return [(i, node_text_for_embedding("statement", "", x, titles.get(d, "") if d in about else ""),
+    return [(i, node_text_for_embedding("statement", "", x, titles.get(d, "") if titled and d in about else ""),
              {"document_id": d or ""}) for i, x, d in sorted(rows)]
 
 

@@ -53,3 +53,37 @@ def test_real_titles_name_the_subject_and_a_book_file_does_not(tmp_path, make_se
 
 def test_title_subject_off_marks_nothing(tmp_path, make_settings, embedder):
     assert _subject_mentions(tmp_path, make_settings, embedder, False, "spacy") == set()
+
+
+@pytest.mark.parametrize("titled", [True, False])
+def test_title_prefix_setting_decides_what_chunks_and_statements_are_embedded_as(tmp_path, make_settings, embedder,
+                                                                                   titled):
+    """`embed.title_prefix` (the title ablation): on, a titled row's chunk vector is its title + text and its
+    statements (a row titled by a name is about that entity) carry the title too; off, both are embedded alone.
+    Checked on the stored vectors against the embedder itself."""
+    import numpy as np
+
+    from core.index.embedding import statement_rows
+
+    (tmp_path / "in").mkdir()
+    rows = [{"title": "Michael Faraday", "text": "He lectured at the Royal Institution in London for decades."}]
+    (tmp_path / "in" / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    settings = make_settings(tmp_path / "home")
+    settings.embed.title_prefix = titled
+    store = Store(settings.storage.db_url)
+    ws = store.create_workspace("w")
+    ingest_paths(store, ws, [tmp_path / "in"], settings)
+    ctx = make_context(store, ws, settings, embedder=embedder)
+    list(run_build(ctx, create_run(store, ws, settings).id, only=["chunk", "extract", "resolve", "embed"]))
+    with store.session() as s:
+        chunk = s.exec(select(Node).where(Node.workspace_id == ws.id, Node.kind == "chunk")).one()
+        stmts = s.exec(select(Node).where(Node.workspace_id == ws.id, Node.kind == "statement")).all()
+    assert stmts
+    expect = (f"Michael Faraday\n{chunk.text}" if titled else chunk.text)
+    got = ctx.index.vectors("chunk", [chunk.id])[chunk.id]
+    assert np.allclose(got, embedder.embed([expect])[0], atol=1e-3)
+    texts = dict((i, t) for i, t, _ in statement_rows(store, ws.id, titled=titled))
+    for st in stmts:
+        assert texts[st.id] == (f"Michael Faraday\n{st.text}" if titled else st.text)
+        assert np.allclose(ctx.index.vectors("statement", [st.id])[st.id], embedder.embed([texts[st.id]])[0],
+                           atol=1e-3)

@@ -28,10 +28,11 @@ def embed_stage(ctx: BuildContext) -> Iterator[Progress]:
         ents = s.exec(select(Node.id, Node.title, Node.text, Node.type, Node.layer)  # type: ignore[call-overload]
                       .where(Node.workspace_id == ws.id, Node.kind == "entity", Node.layer == 0)
                       .order_by(Node.id)).all()
+    titled = ctx.settings.embed.title_prefix
     rows = {
-        "chunk": [(i, node_text_for_embedding("chunk", t, x, titles.get(d, "")), {"document_id": d or ""})
-                  for i, t, x, d in chunks],
-        "statement": statement_rows(ctx.store, ws.id),
+        "chunk": [(i, node_text_for_embedding("chunk", t, x, titles.get(d, "") if titled else ""),
+                   {"document_id": d or ""}) for i, t, x, d in chunks],
+        "statement": statement_rows(ctx.store, ws.id, titled=titled),
         "entity": [(i, node_text_for_embedding("entity", t, x[:1000]), {"type": ty, "layer": int(la)})
                    for i, t, x, ty, la in ents],
     }

@@ -124,7 +124,7 @@ def _statement_vectors(ctx: BuildContext, lx: _Lexicon, ids: list[str]) -> dict[
     missing = [i for i in ids if i not in vecs]
     if missing:  # the embed stage embeds statements; only a partial index gets here
         assert ctx.ws.id is not None  # a stored workspace
-        rows = statement_rows(ctx.store, ctx.ws.id, missing)
+        rows = statement_rows(ctx.store, ctx.ws.id, missing, titled=ctx.settings.embed.title_prefix)
         for _ in embed_missing(ctx.index, ctx.embedder, "statement", rows, ctx.settings.embed.batch_size,
                                ctx.should_stop):
             pass

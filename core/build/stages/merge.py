@@ -79,8 +79,9 @@ def merge_stage(ctx: BuildContext) -> Iterator[Progress]:
     # a statement's embedded text follows its document's subject mark (core/index/embedding.py `statement_rows`),
     # which merges may move: vectors follow the graph as it now is, whether the embed stage ran before this stage
     # (a build in one go) or again after it (a resumed one)
-    for done, total in embed_missing(ctx.index, ctx.embedder, "statement", statement_rows(store, ws_id),
-                                     ctx.settings.embed.batch_size, ctx.should_stop):
+    rows = statement_rows(store, ws_id, titled=ctx.settings.embed.title_prefix)
+    for done, total in embed_missing(ctx.index, ctx.embedder, "statement", rows, ctx.settings.embed.batch_size,
+                                     ctx.should_stop):
         yield Progress(done, total, f"statements embedded again after merges: {done}/{total}", {})
     with store.session() as s:
         n_cands = s.exec(select(func.count()).select_from(EntityMerge).where(
