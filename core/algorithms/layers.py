@@ -248,6 +248,55 @@ def _noun_terms(shared: list[str], keywords: list[str], titles: list[str], sente
     return [w for w in shared if w in readable], [w for w in keywords if w in readable]
 
 
+def term_groups(member_titles: list[str], member_texts: list[str], nouns: NounTest | None = None) -> list[list[int]]:
+    """The offline stand-in for the model's SET of summary entities of one cluster (hirag.txt §4.1: the cluster's
+    descriptions "are fed into the LLM to generate a set of summary entities", each related to the members it is
+    "clearly related" to, Appendix I.3): the members (indices) grouped by the terms they share, greedily. The term
+    held by the most members not yet grouped (at least two; ties: held by more members, a phrase, alphabetical)
+    makes a group of every member holding it, so groups may overlap as a member may relate to several summary
+    entities; until no term joins two ungrouped members. A member left over (it holds no term another ungrouped
+    member holds) joins the group whose members' terms it shares most (the first on a tie). With `nouns`, only terms
+    whose last word reads as a noun group members ("born" or "known" relate nothing). One group of everyone when no
+    term is shared by two. Deterministic."""
+    n = max(len(member_titles), len(member_texts))
+    if n == 0:
+        return []
+    terms = [set(_terms(f"{(member_titles[i] if i < len(member_titles) else '') or ''}. "
+                        f"{_MEMBER_LIST.sub('', (member_texts[i] if i < len(member_texts) else '') or '')}"))
+             for i in range(n)]
+    holders: dict[str, set[int]] = {}
+    for i, ts in enumerate(terms):
+        for t in ts:
+            holders.setdefault(t, set()).add(i)
+    shared = {t: h for t, h in holders.items() if len(h) >= 2}
+    if nouns is not None and shared:
+        heads = {t.split()[-1] for t in shared}
+        contexts: dict[str, list[str]] = {h: [] for h in heads}
+        for i in range(n):
+            for sent in split_sentences(f"{member_titles[i] if i < len(member_titles) else ''}. "
+                                        f"{member_texts[i] if i < len(member_texts) else ''}"):
+                for w in set(words(sent, folded=False)) & heads:
+                    contexts[w].append(sent)
+        ok = nouns(contexts)
+        shared = {t: h for t, h in shared.items() if t.split()[-1] in ok}
+    groups: list[tuple[str, set[int]]] = []
+    left = set(range(n))
+    order = sorted(shared, key=lambda t: (-len(shared[t]), -len(t.split()), t))
+    while left:
+        best = max(order, key=lambda t: len(shared[t] & left), default=None)  # the first of equals: `order`'s tie-break
+        if best is None or len(shared[best] & left) < 2:
+            break
+        groups.append((best, shared[best]))
+        left -= shared[best]
+    if not groups:
+        return [list(range(n))]
+    vocab = [set().union(*(terms[j] for j in h)) for _, h in groups]
+    for i in sorted(left):
+        k = max(range(len(groups)), key=lambda g: len(terms[i] & vocab[g]))  # the first of equals
+        groups[k][1].add(i)
+    return [sorted(h) for _, h in groups]
+
+
 def summary_entity_offline(member_titles: list[str], member_texts: list[str], concepts: list[str],
                            nouns: NounTest | None = None) -> tuple[str, str]:
     """A summary entity for one cluster without a model: (name, description), deterministic and extractive.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from core.algorithms.layers import NounTest, summary_entity_offline
+from core.algorithms.layers import NounTest, summary_entity_offline, term_groups
 from core.backends.replies import MalformedReply
 from core.protocols import SummaryEntities, SummaryEntity, SummaryRelation
 
@@ -44,12 +44,24 @@ def clean_summary_entities(rep: SummaryEntities, member_names: list[str]) -> Sum
 
 def offline_summary_entities(members: list[tuple[str, str]], concepts: list[str],
                              nouns: NounTest | None = None) -> SummaryEntities:
-    """Without a model: one extractive summary entity per cluster (`core.algorithms.layers.summary_entity_offline`:
-    the layer concept and keyword the members share most as its name, their most central sentences as its
-    description), related to every member. Deterministic."""
-
-    name, desc = summary_entity_offline([n for n, _ in members], [d for _, d in members], concepts, nouns)
+    """Without a model: a set of extractive summary entities per cluster, as HiRAG's model gives a set (§4.1,
+    Appendix I.3). The members are grouped by the terms they share (`core.algorithms.layers.term_groups`); each group
+    is one summary entity (`summary_entity_offline`: the layer concept and keyword its members share most as its name,
+    their most central sentences as its description), related to the members of its group. Groups that come out
+    with the same name are one entity. Deterministic."""
+    names = [n for n, _ in members]
+    texts = [d for _, d in members]
+    entities: dict[str, SummaryEntity] = {}
+    related: dict[str, list[str]] = {}
+    for group in term_groups(names, texts, nouns):
+        name, desc = summary_entity_offline([names[i] for i in group], [texts[i] for i in group], concepts, nouns)
+        key = name.casefold()
+        if key not in entities:
+            entities[key] = SummaryEntity(name=name, type="summary", description=desc)
+            related[key] = []
+        related[key] += [names[i] for i in group if names[i] not in related[key]]
     return SummaryEntities(
-        entities=[SummaryEntity(name=name, type="summary", description=desc)],
-        relationships=[SummaryRelation(source=n, target=name, description="", weight=1.0) for n, _ in members],
+        entities=list(entities.values()),
+        relationships=[SummaryRelation(source=m, target=entities[k].name, description="", weight=1.0)
+                       for k in entities for m in related[k]],
     )

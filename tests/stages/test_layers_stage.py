@@ -16,6 +16,8 @@ def test_summary_layers_are_stored_with_their_edges_vectors_and_sparsity(sample_
     with store.session() as s:
         layer_of = dict(s.exec(select(Node.id, Node.layer).where(Node.workspace_id == ws.id,
                                                                  Node.kind == "entity")).all())
+        cluster_of = {n.id: n.data["clusters"] for n in s.exec(select(Node).where(
+            Node.workspace_id == ws.id, Node.kind == "entity", Node.layer >= 1))}
         ups = s.exec(select(Edge.src, Edge.dst).where(Edge.workspace_id == ws.id, Edge.kind == "summarizes")).all()
         stage = s.exec(select(StageRun).where(StageRun.workspace_id == ws.id, StageRun.stage == "layers",
                                               StageRun.status == "done")).first()
@@ -36,8 +38,14 @@ def test_summary_layers_are_stored_with_their_edges_vectors_and_sparsity(sample_
         n = sum(1 for v in layer_of.values() if v == layer)
         assert row["entities"] == n
         index = {e: i for i, e in enumerate(sorted(e for e, v in layer_of.items() if v == layer))}
-        clusters = [[index[m] for m in ms] for sid, ms in members.items() if layer_of[sid] == layer + 1]
-        # singleton clusters add nothing to the sum, so the stored clusters give the recorded value
+        # a cluster's members: those of the summary entities made from it (offline, a set of them per cluster,
+        # each its own cluster's); singleton clusters add nothing to the sum, so these give the recorded value
+        by_cluster: dict[int, set[int]] = defaultdict(set)
+        for sid, ms in members.items():
+            if layer_of[sid] == layer + 1:
+                for k in cluster_of[sid]:
+                    by_cluster[k] |= {index[m] for m in ms}
+        clusters = [sorted(c) for c in by_cluster.values()]
         assert abs(cluster_sparsity(clusters, n) - row["cluster_sparsity"]) < 1e-3
     st = workspace_stats(store, ws)
     assert st["layers"] == stage.counts["layers"] and st["stop_reason"]

@@ -17,6 +17,7 @@ from core.algorithms.layers import (
     meta_summary_concepts,
     stop_reason,
     summary_entity_offline,
+    term_groups,
     too_few_reason,
 )
 from core.backends.replies import MalformedReply
@@ -336,7 +337,7 @@ def test_summary_entity_is_named_by_nouns_when_spacy_reads_them():
 # ------------------------------------------------------------------------------------ summary entities (Appendix I.3)
 
 
-def test_offline_summary_entities_relate_every_member():
+def test_offline_summary_entities_of_one_topic_are_one_entity_related_to_every_member():
     rep = offline_summary_entities(ASTRO, meta_summary_concepts([t for _, t in ASTRO + COOK]))
     assert len(rep.entities) == 1
     name = rep.entities[0].name
@@ -345,6 +346,30 @@ def test_offline_summary_entities_relate_every_member():
                                                                          meta_summary_concepts([t for _, t in
                                                                                                 ASTRO + COOK]))
     assert [(r.source, r.target) for r in rep.relationships] == [(t, name) for t, _ in ASTRO]
+
+
+def test_offline_summary_entities_are_a_set_each_related_to_its_members():
+    """HiRAG's model makes a SET of summary entities from a cluster, each related to the members clearly related to
+    it (hirag.txt §4.1, Appendix I.3); offline, one per group of members sharing a term: a cluster holding two
+    topics gives two summary entities, each summarizing its own topic's members only."""
+    mixed = [ASTRO[0], COOK[0], ASTRO[1], COOK[1], ASTRO[2], COOK[2]]
+    rep = offline_summary_entities(mixed, meta_summary_concepts([t for _, t in mixed]))
+    assert len(rep.entities) == 2
+    related: dict[str, set[str]] = {}
+    for r in rep.relationships:
+        related.setdefault(r.target, set()).add(r.source)
+    assert sorted(map(frozenset, related.values()), key=sorted) == sorted(
+        [frozenset(t for t, _ in ASTRO), frozenset(t for t, _ in COOK)], key=sorted)
+
+
+def test_term_groups_cover_every_member_and_leftovers_join_the_closest_group():
+    titles = ["Alpha", "Beta", "Gamma", "Delta", "Epsilon"]
+    texts = ["red apple orchard", "red apple harvest", "green pear orchard", "green pear tree", "blue sky"]
+    # phrases held by two come first (alphabetical on a tie); "orchard" would join only one more member; "blue sky"
+    # shares nothing and joins the first group
+    assert term_groups(titles, texts) == [[2, 3, 4], [0, 1]]
+    assert term_groups(["A", "B"], ["one thing", "another matter"]) == [[0, 1]]  # nothing shared: one group
+    assert term_groups([], []) == []
 
 
 def test_model_reply_is_cleaned_to_members_and_summary_entities():

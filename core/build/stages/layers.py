@@ -6,7 +6,8 @@ Layer 0 is the extracted entities. For each layer L_{i-1}: its entities' vectors
 the build stops there (Algorithm 1 lines 9-11). Otherwise each cluster of two or more entities is handed, names and
 descriptions of its members, with the meta summary entities X, to the backend's `summary_entities` (line 17): with
 a model, HiRAG's own prompt (Appendix I.3), whose summary entities are merged by name across the layer as HiRAG's
-code does; offline, one extractive summary entity per cluster. Each summary entity is linked by `summarizes` edges
+code does; offline, a set of extractive summary entities per cluster, one per group of members sharing a term
+(`core.backends.summary_replies.offline_summary_entities`), each its cluster's own. Each summary entity is linked by `summarizes` edges
 from the members the reply relates to it (a member the reply relates to nothing is linked to every summary entity of
 its cluster, so the layer stays covered), stored one layer up and embedded; the new layer is then clustered in turn.
 A layer too small to cluster, or the safety cap, also ends the build, with that reason. The stage is one unit: it
@@ -176,8 +177,10 @@ def _summary_layer(ctx, cfg: LayerSettings, layer: int, ids: list[str], clusters
         by_name = {titles[m].casefold(): m for m in shown}
         sids = {}
         for e in rep.entities:
-            # offline: one entity per cluster, identified by its members; a model's entities merge by name
-            key = ",".join(members) if offline else " ".join(e.name.casefold().split())
+            # a model's entities merge by name across the layer (HiRAG's code); offline, each is its cluster's own
+            # (its extractive description is of that cluster's group): identified by the cluster and its name
+            name_key = " ".join(e.name.casefold().split())
+            key = ",".join(members) + "|" + name_key if offline else name_key
             sid = content_id(str(ctx.ws.id), "summary", str(layer + 1), key)
             sids[e.name.casefold()] = sid
             if sid not in nodes:
