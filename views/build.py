@@ -80,7 +80,8 @@ MARGIN = dict(l=10, r=10, t=40, b=10)
 
 
 def _layers(counts: dict) -> None:
-    """HiRAG layers as they appear: entities per layer, cluster sparsity CS_i and its change rate, stop reason."""
+    """HiRAG layers as they appear (hirag.txt §5.4, Fig. 4): entities per layer, cluster sparsity CS_i and its change
+    rate against ε (the rule that stops the layering), and the stop reason."""
     rows = counts.get("layers") or []
     if not rows:
         return
@@ -89,12 +90,22 @@ def _layers(counts: dict) -> None:
     fig = go.Figure(go.Bar(x=names, y=[r.get("entities", 0) for r in rows], name="entities", marker_color="#5B8E7D",
                            text=[r.get("entities", 0) for r in rows], textposition="outside", cliponaxis=False))
     cs = [r.get("cluster_sparsity") for r in rows]
+    rate = [r.get("change_rate") for r in rows]
     if any(v is not None for v in cs):
-        fig.add_trace(go.Scatter(x=names, y=cs, name="cluster sparsity", mode="lines+markers", yaxis="y2",
+        fig.add_trace(go.Scatter(x=names, y=cs, name="cluster sparsity CS", mode="lines+markers", yaxis="y2",
                                  marker_color="#BC4B51"))
-    fig.update_layout(title="HiRAG: entities per layer", height=280, margin=MARGIN, showlegend=False,
+    if any(v is not None for v in rate):
+        fig.add_trace(go.Scatter(x=names, y=[None if v is None else min(v, 1.0) for v in rate], yaxis="y2",
+                                 name="CS change rate", mode="lines+markers", marker_color="#F4A259",
+                                 line=dict(dash="dot"), hovertext=[None if v is None else f"{v:.1%}" for v in rate]))
+    eps = counts.get("epsilon")
+    if eps is not None and any(v is not None for v in rate):
+        fig.add_trace(go.Scatter(x=[names[0], names[-1]], y=[eps, eps], yaxis="y2", name=f"ε = {eps:.0%}",
+                                 mode="lines", line=dict(color="#8E8E8E", dash="dash", width=1)))
+    fig.update_layout(title="HiRAG: entities per layer, CS and its change rate", height=300, margin=MARGIN,
+                      legend=dict(orientation="h", y=-0.2),
                       yaxis2=dict(overlaying="y", side="right", range=[0, 1.05], dtick=0.25, showgrid=False,
-                                  title="cluster sparsity", color="#BC4B51"))
+                                  title="CS / change rate", color="#BC4B51"))
     a.plotly_chart(fig, width="stretch", key="layers")
     b.dataframe([{"layer": r.get("layer"), "entities": r.get("entities"), "global clusters": r.get("global_clusters"),
                   "clusters": r.get("clusters"), "summary entities": r.get("summary_entities"),

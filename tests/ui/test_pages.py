@@ -188,6 +188,26 @@ def test_build_page_shows_all_stages_done_and_metrics(app, store):
     # HLG topics say what stands in for the paper's model-made topics (issue 26, §6.2)
     topics = next(m for m in app.metric if m.label == "HLG topics")
     assert "stands in" in topics.proto.help and "§6.2" in topics.proto.help
+    # HiRAG §5.4: CS and its change rate per layer, as the layers stage recorded them, in the table and the chart
+    import json
+
+    from sqlmodel import select
+
+    from core.models import StageRun
+
+    with store.session() as s:
+        run = s.exec(select(StageRun).where(StageRun.stage == "layers", StageRun.status == "done")
+                     .order_by(StageRun.id.desc())).first()  # type: ignore[union-attr]
+    rows = run.counts["layers"]
+    table = next(d.value for d in app.dataframe if "cluster sparsity" in d.value.columns)
+    assert list(table["layer"]) == [r["layer"] for r in rows]
+    assert [None if v != v else v for v in table["cluster sparsity"]] == [r["cluster_sparsity"] for r in rows]
+    assert [None if v != v else v for v in table["change rate"]] == [r["change_rate"] for r in rows]
+    charts = [json.loads(c.proto.spec) for c in app.get("plotly_chart")]
+    layer_chart = next(c for c in charts if "entities per layer" in c["layout"]["title"]["text"])
+    traces = {t.get("name"): t for t in layer_chart["data"]}
+    assert traces["cluster sparsity CS"]["y"] == [r["cluster_sparsity"] for r in rows]
+    assert any(n.startswith("ε = ") for n in traces), list(traces)
     # idle workspace: Build is enabled, Stop is not
     buttons = {b.label: b for b in app.button}
     assert not buttons["Build / resume"].disabled

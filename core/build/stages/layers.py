@@ -18,7 +18,8 @@ calls that succeeded replay from the call cache, makes the whole hierarchy.
 
 Recorded per layer (StageRun counts "layers", read by the Build page and `core stats`): layer, entities, clusters,
 global_clusters, summary_entities, cluster_sparsity (CS of this layer's clustering), change_rate, n_components
-(global k), stop_reason (None unless the build stopped at this layer); and the overall "stop_reason".
+(global k), stop_reason (None unless the build stopped at this layer); the overall "stop_reason", and "epsilon" (ε of
+the change-rate rule the build ran with).
 """
 
 from __future__ import annotations
@@ -124,8 +125,8 @@ def layers_stage(ctx: BuildContext) -> Iterator[Progress]:
     del vec_of, titles, texts
     release_memory()
     clustered = sum(1 for r in layers if r["cluster_sparsity"] is not None)
-    yield Progress(1, 1, f"{clustered} layer(s) clustered; stopped: {reason}", {"layers": layers,
-                                                                                  "stop_reason": reason})
+    yield Progress(1, 1, f"{clustered} layer(s) clustered; stopped: {reason}",
+                   {"layers": layers, "stop_reason": reason, "epsilon": cfg.change_rate_stop})
 
 
 def _central_first(member_ids: list[str], vec_of: dict) -> list[str]:
