@@ -354,6 +354,31 @@ def _target_lines(e: dict, ref: dict) -> list[str]:
             "which loads the cached graph structures (column 'first query ms')."]
 
 
+def layer_lines(builds: list[dict]) -> list[str]:
+    """HiRAG's summary layers of each eval set's build (hirag.txt §5.4, Fig. 4, Algorithm 1): per layer its entities,
+    clusters, cluster sparsity CS (Eq. 17), the change rate of CS against the layer below, the summary entities
+    made from it, and where and why the layering stopped."""
+    builds = [b for b in builds if b.get("layers")]
+    if not builds:
+        return []
+    out = ["### HiRAG summary layers per set (hirag.txt §5.4)", "",
+           "From each set's build above (`bench/results/build-<set>.json`, the layers stage's own record): CS_i "
+           "(Eq. 17) of each layer's clustering and its change rate against the layer below (Algorithm 1 line 9); "
+           "the layering stops when the change rate is at most ε = 5 % (the paper's rule) or a layer is too small "
+           "to cluster. Offline, each cluster gives a set of summary entities, one per group of members sharing a "
+           "term (`core.algorithms.layers.term_groups`).", "",
+           "| set | layer | entities | global clusters | clusters | CS | change rate | summary entities | stopped |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for b in builds:
+        for r in b["layers"]:
+            cs, rate = r.get("cluster_sparsity"), r.get("change_rate")
+            out.append(f"| {b['name']} | {r['layer']} | {r['entities']:,} | {r.get('global_clusters') or ''} | "
+                       f"{r.get('clusters') or ''} | {'' if cs is None else f'{cs:.4f}'} | "
+                       f"{'' if rate is None else f'{100 * rate:.1f} %'} | {r.get('summary_entities') or ''} | "
+                       f"{r.get('stop_reason') or ''} |")
+    return out + [""]
+
+
 def _quality_section(q: dict) -> list[str]:
     """The Quality page's work on the generated workspace (bench/quality.py): metrics, what-if runs, promote."""
     out = ["## Quality page on the 1M-token workspace", "",
@@ -480,6 +505,7 @@ def main() -> None:
         out += [""] + _target_lines(e, ref) + [""]
     out += _generalization(evals)
     out += margin_lines(evals)
+    out += layer_lines([b for b in builds if b["name"] in {e["set"] for e in evals}])
     notes = res / "notes.md"  # hand-written figures of benches that write no JSON (bench.layers, bench.entities)
     if notes.exists():
         out += [notes.read_text().strip(), ""]
