@@ -197,12 +197,17 @@ class ArchRAGSettings(BaseModel):
     """ArchRAG attributed communities (archrag.txt §3.1, Algorithm 1) and the C-HNSW index (§3.1.3)."""
 
     enabled: bool = Field(True, description="Build attributed communities and the C-HNSW index.")
-    knn: int = Field(10, description="KNN augmentation: each node is linked to its k most similar nodes.")
-    min_similarity: float = Field(0.5, description="KNN links below this cosine similarity are not added.")
+    knn: int = Field(10, description="KNN augmentation: each node is linked to its k most similar nodes (no "
+                     "paper value, §3.1; the published code adds up to the mean degree per node, src/utils.py "
+                     "`compute_distance`: Strata's fixed 10).")
+    min_similarity: float = Field(0.5, description="KNN links below this cosine similarity are not added (§3.1: "
+                                  "\"a threshold\", no value; the published code takes the 0.7 / 0.8 quantile of the "
+                                  "links' similarities, `wx_weight`: Strata's fixed 0.5).")
     resolution: float = Field(1.0, description="Resolution of the weighted Leiden run on each level's graph.")
     max_levels: int = Field(5, description="Termination: at most this many community levels (ArchRAG uses 4-6).")
     min_nodes: int = Field(4, description="Termination: stop when a level's graph has fewer nodes than this.")
-    chnsw_m: int = Field(5, description="C-HNSW: intra-layer nearest-neighbour links per node (M).")
+    chnsw_m: int = Field(32, description="C-HNSW: intra-layer nearest-neighbour links per node (M; §3.1.3 \"a "
+                         "predefined value\", none given: the published code's M = 32, src/hchnsw_index.py).")
     seed: int = Field(42, description="Seed of Leiden and of the C-HNSW construction.")
 
 
@@ -219,8 +224,15 @@ class NodeRAGSettings(BaseModel):
                                     "summarized: a node no heterograph edge reaches is a one-node community of "
                                     "Leiden's output, not an aggregation.")
     betweenness_samples: int = Field(10, description="Pivot nodes of the sampled betweenness centrality (NodeRAG: 10).")
-    max_attributes: int = Field(2000, description="Cap on attribute nodes, most important entities first.")
-    hnsw_m: int = Field(8, description="HNSW M: base-layer links per node become semantic edges (2*M at most).")
+    max_attributes: int | None = Field(None, description="Cap on attribute nodes, most important entities first; "
+                                       "None: every important entity (the paper and its published code cap none).")
+    hcluster_size: int = Field(39, description="Semantic matching runs K-means only when the nodes per cluster "
+                               "exceed this; else a high-level element matches its whole community (the published "
+                               "code's `Hcluster_size`).")
+    hnsw_m: int = Field(50, description="HNSW M: base-layer links per node become semantic edges (2*M at most; the "
+                        "published code's `m: 50`, Node_config.yaml).")
+    hnsw_ef: int = Field(200, description="HNSW candidate list while inserting (efConstruction; the published "
+                         "code's `ef: 200`).")
     seed: int = Field(42, description="Seed of betweenness sampling, K-means and HNSW.")
 
 

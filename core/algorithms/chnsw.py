@@ -9,8 +9,8 @@ Construction (Algorithm 3) is top-down: the nodes of a layer are inserted one by
 insertion descends from the top layer with the query procedure to the nearest node c of the layer above, uses
 c's inter-layer link as the entry point (a random inserted node when it has none), updates c's link when the new
 node is nearer to c (lines 9-10), and links the new node to the M nearest of the SearchLayer result (run with
-candidate list `ef_construction` >= M). Because every node links to earlier ones, each layer graph stays
-connected. After a layer is done, the final pass gives every node of the layer above its inter-layer link; we
+candidate list M, Algorithm 3 line 12, unless `ef_construction` asks a longer one). Because every node links
+to earlier ones, each layer graph stays connected. After a layer is done, the final pass gives every node of the layer above its inter-layer link; we
 set it to the exact nearest node below (faiss IndexFlatIP; the layer above is the small side), which is the
 link the paper defines and at least as good as "some link".
 
@@ -46,7 +46,6 @@ import numpy as np
 
 CHNSW_FILE = "chnsw.npz"  # where a workspace built before the index moved to the database kept it (vector directory)
 CHNSW_ARTIFACT = "chnsw"  # the index's name among the workspace's artifacts (the `attributed` stage writes it)
-EF_CONSTRUCTION = 40  # SearchLayer candidate list while inserting (>= M)
 EF_SEARCH = 64  # default SearchLayer candidate list of queries (>= k)
 EXACT_ABOVE = 2000  # layers with more nodes get exact-kNN intra-layer links instead of greedy insertion
 KNN_BLOCK = 4096  # queries per faiss block
@@ -179,7 +178,7 @@ class CHNSW:
     @classmethod
     def build(cls, layers: list[tuple[list[str], np.ndarray]], m: int, seed: int = 42,
               knn: dict[int, np.ndarray] | None = None, exact_above: int = EXACT_ABOVE,
-              ef_construction: int = EF_CONSTRUCTION, meta: dict | None = None) -> "CHNSW":
+              ef_construction: int | None = None, meta: dict | None = None) -> "CHNSW":
         """`layers[i]` = (ids, vectors) of layer i (0 = entities). `knn[i]`, when given, holds the exact nearest
         neighbours (local indices, -1 padded, >= m columns) of layer i, reused for big layers."""
         layers = [(ids, v) for ids, v in layers]
@@ -196,7 +195,7 @@ class CHNSW:
         inter = np.full(n, -1, dtype=np.int64)
         top = len(layers) - 1
         entry = int(offsets[top] + rng.integers(sizes[top])) if n else -1
-        ef_c = max(m, ef_construction)
+        ef_c = m if ef_construction is None else max(m, ef_construction)  # Algorithm 3 line 12: SearchLayer(.., M)
 
         def link(a: int, b: int) -> None:
             if a != b and b not in adj[a]:

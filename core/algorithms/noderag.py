@@ -3,10 +3,13 @@
 * Important entities (§2.3 "Node importance based augmentation", Appendix C.2): the k-core of the decomposed
   heterograph (entities, relationships, statements) with NodeRAG's default k = round(ln|V| * sqrt(mean degree)),
   united with the entities whose betweenness (estimated from a few seeded pivot sources, Brandes 2008) exceeds
-  mean * round(log10|V|); both sets keep only entities mentioned more than once.
-* Semantic matching within community (Appendix C.3): K-means with round(sqrt(n)) clusters over the embeddings of
+  mean * max(1, round(log10|V|)) (the published code's attribute_generation.py); both sets keep only entities
+  mentioned more than once. Neither the paper nor the published code caps their number (the `cap` is optional).
+* Semantic matching within community (Appendix C.3): K-means with ceil(sqrt(n)) clusters over the embeddings of
   statements, attributes and high-level elements; a high-level element is linked to every node of its cluster
-  that lies in its community.
+  that lies in its community. As the published code (summary_generation.py) does, K-means runs only when the
+  clusters would hold more than `Hcluster_size` (39) nodes on average; otherwise a high-level element is linked to
+  every node of its community (`matching_labels`).
 * HNSW semantic edges (§2.4): the base layer of a faiss HNSW graph over every embedded node; a pair already
   linked in the graph has that edge's weight raised instead of a second edge.
 * The heterograph's edges (§2.1-2.4) as Strata stores them, and the Leiden community detection of §2.3
@@ -75,12 +78,12 @@ def sampled_betweenness(g: ig.Graph, samples: int, seed: int) -> np.ndarray:
 
 
 def important_entities(g: ig.Graph, is_entity: np.ndarray, weight: np.ndarray, samples: int, seed: int,
-                       cap: int, k: int | None = None) -> Importance:
+                       cap: int | None, k: int | None = None) -> Importance:
     """Important entities of the undirected graph `g` (simple; vertices flagged by `is_entity`, `weight` = mentions).
 
     k-core: k defaults to `kcore_k`; when the k-core is empty the maximum core is used instead. Betweenness:
-    above mean * round(log10|V|). Both keep only entities with weight > 1. The union is ordered by (core number,
-    betweenness, weight), highest first, and capped at `cap`."""
+    above mean * max(1, round(log10|V|)). Both keep only entities with weight > 1. The union is ordered by (core
+    number, betweenness, weight), highest first, and capped at `cap` (None: not capped)."""
     n = g.vcount()
     is_entity = np.asarray(is_entity, dtype=bool)
     weight = np.asarray(weight, dtype=float)
@@ -94,12 +97,12 @@ def important_entities(g: ig.Graph, is_entity: np.ndarray, weight: np.ndarray, s
     eligible = is_entity & (weight > 1)
     in_core = set(np.flatnonzero(eligible & (core >= k)).tolist()) if k > 0 else set()
     bt = sampled_betweenness(g, samples, seed)
-    scale = round(math.log10(n)) if n > 0 else 0
+    scale = max(1, round(math.log10(n)))
     threshold = bt.mean() * scale
     by_bt = set(np.flatnonzero(eligible & (bt > threshold)).tolist())
     union = in_core | by_bt
     ranked = sorted(union, key=lambda v: (-core[v], -bt[v], -weight[v], v))
-    return Importance(ranked[: max(0, cap)], k, in_core, by_bt, list(coreness), bt)
+    return Importance(ranked if cap is None else ranked[: max(0, cap)], k, in_core, by_bt, list(coreness), bt)
 
 
 # ---------------------------------------------------------------------------------------------- communities
@@ -134,19 +137,34 @@ def faiss_threads(n: int):
 
 
 # ---------------------------------------------------------------------------------------------- semantic matching
+def kmeans_clusters(n: int) -> int:
+    """NodeRAG's cluster count for n nodes: ceil(sqrt(n)) (the published code's summary_generation.py)."""
+    return max(1, math.ceil(math.sqrt(n)))
+
+
+def matching_labels(vecs: np.ndarray, seed: int, hcluster_size: int) -> np.ndarray:
+    """The clusters of semantic matching: K-means (`kmeans_labels`) when n / ceil(sqrt(n)) > `hcluster_size`,
+    else one cluster for all rows, so a high-level element matches its whole community (the published code)."""
+    n = len(vecs)
+    if n == 0 or n / kmeans_clusters(n) <= hcluster_size:
+        return np.zeros(n, dtype=np.int64)
+    return kmeans_labels(vecs, seed)
+
+
 def kmeans_labels(vecs: np.ndarray, seed: int, k: int | None = None) -> np.ndarray:
-    """K-means cluster of every row with k = round(sqrt(n)) clusters (NodeRAG), seeded; faiss on one thread."""
+    """K-means cluster of every row with k = ceil(sqrt(n)) clusters (NodeRAG), seeded, faiss's default 25
+    iterations (the published code sets none); faiss on one thread."""
     import faiss
 
     x = np.ascontiguousarray(vecs, dtype=np.float32)
     n = len(x)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    k = max(1, round(math.sqrt(n))) if k is None else max(1, min(k, n))
+    k = min(kmeans_clusters(n), n) if k is None else max(1, min(k, n))
     if k == 1:
         return np.zeros(n, dtype=np.int64)
     with faiss_threads(1):
-        km = faiss.Kmeans(x.shape[1], k, niter=20, seed=int(seed), min_points_per_centroid=1,
+        km = faiss.Kmeans(x.shape[1], k, niter=25, seed=int(seed), min_points_per_centroid=1,
                           max_points_per_centroid=256, verbose=False)
         km.train(x)
         _, lab = km.index.search(x, 1)
@@ -173,9 +191,10 @@ def semantic_matches(labels: np.ndarray, community: np.ndarray, is_high: np.ndar
 
 
 # ---------------------------------------------------------------------------------------------- HNSW edges
-def hnsw_base_pairs(vecs: np.ndarray, m: int, seed: int) -> np.ndarray:
+def hnsw_base_pairs(vecs: np.ndarray, m: int, seed: int, ef: int | None = None) -> np.ndarray:
     """Undirected pairs (i < j, unique, sorted) of the base layer of an HNSW graph (faiss IndexHNSWFlat, inner
-    product, M = m) over the rows of `vecs`, built on one thread with a seeded level generator."""
+    product, M = m, efConstruction = ef, None: faiss's 40) over the rows of `vecs`, built on one thread with a
+    seeded level generator."""
     import faiss
 
     x = np.ascontiguousarray(vecs, dtype=np.float32)
@@ -186,6 +205,8 @@ def hnsw_base_pairs(vecs: np.ndarray, m: int, seed: int) -> np.ndarray:
     # faiss's stub (faiss/__init__.pyi) leaves out HNSW's rng, neighbors and offsets and the RandomGenerator class,
     # all of which the SWIG module has: the HNSW struct is used untyped here
     h: Any = index.hnsw
+    if ef is not None:
+        h.efConstruction = max(1, int(ef))
     h.rng = faiss.RandomGenerator(int(seed))  # type: ignore[attr-defined]  # missing from the stub (see above)
     with faiss_threads(1):
         index.add(x)

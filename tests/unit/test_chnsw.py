@@ -167,3 +167,22 @@ def test_hierarchical_search_runs_algorithm_2_per_layer_with_list_1_above_the_ta
     calls.clear()
     random_index.search_layers(q, 4, 4, None, upper=1)  # ef = k: the paper's list on the target
     assert [(la, ef) for la, _, ef in calls] == [(2, 4), (2, 1), (1, 4), (2, 1), (1, 1), (0, 4)]
+
+
+def test_insertion_searches_each_layer_with_a_list_of_m(monkeypatch):
+    """Algorithm 3 line 12: R <- SearchLayer(G_l, q, s, M, l), the candidate list is M (no longer 40)."""
+    import core.algorithms.chnsw as chnsw
+
+    lists: list[int] = []
+    real = chnsw.search_layer
+
+    def spy(vecs, neighbours, q, entries, ef, *a, **kw):
+        lists.append(ef)
+        return real(vecs, neighbours, q, entries, ef, *a, **kw)
+
+    monkeypatch.setattr(chnsw, "search_layer", spy)
+    rng = np.random.default_rng(4)
+    index = CHNSW.build(_layers(unit_rows(rng.standard_normal((120, 16))), [80, 30, 10]), m=M, seed=2)
+    assert index.meta["ef_construction"] == M
+    assert lists and set(lists) <= {1, M}  # 1: the descent of line 6 (when the build uses it), M: line 12
+    assert M in lists

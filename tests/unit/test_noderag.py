@@ -272,3 +272,41 @@ def test_leiden_communities_partition_and_are_seeded():
     assert q == pytest.approx(g.modularity([0] * 5 + [1] * 5 + [2]))
     assert noderag.leiden_communities(g, 1.0, 2, seed=7) == (comms, q)
     assert noderag.leiden_communities(ig.Graph(), 1.0, 2, seed=7) == ([], 0.0)
+
+
+def test_without_a_cap_every_important_entity_is_kept():
+    """The paper and its published code select important entities without a cap (cap None)."""
+    g, is_entity, weight = two_cliques_and_bridge(2.0)
+    imp = noderag.important_entities(g, is_entity, weight, samples=100, seed=3, cap=None)
+    assert sorted(imp.selected) == sorted(imp.in_core | imp.by_betweenness)
+    assert len(imp.selected) > 3  # more than the capped run above keeps
+    assert imp.selected == noderag.important_entities(g, is_entity, weight, samples=100, seed=3, cap=10_000).selected
+
+
+def test_matching_clusters_follow_the_published_code():
+    """ceil(sqrt(n)) K-means clusters, and K-means only when they would average more than Hcluster_size nodes."""
+    assert [noderag.kmeans_clusters(n) for n in (1, 2, 100, 101, 1600)] == [1, 2, 10, 11, 40]
+    rng = np.random.default_rng(0)
+    centers = rng.normal(size=(4, 16)) * 10
+    x = np.vstack([c + rng.normal(size=(25, 16)) for c in centers]).astype(np.float32)
+    whole = noderag.matching_labels(x, seed=5, hcluster_size=39)  # 100 / 10 = 10 nodes per cluster <= 39
+    assert whole.tolist() == [0] * 100  # one cluster: a high-level element matches its whole community
+    split = noderag.matching_labels(x, seed=5, hcluster_size=9)  # 10 > 9: K-means
+    assert np.array_equal(split, noderag.kmeans_labels(x, seed=5)) and len(set(split.tolist())) > 1
+
+
+def test_hnsw_pairs_use_the_given_construction_list():
+    x = unit_rows(300, 24, 2)
+    pairs = noderag.hnsw_base_pairs(x, m=4, seed=9, ef=200)
+    index = faiss.IndexHNSWFlat(24, 4, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.rng = faiss.RandomGenerator(9)
+    index.hnsw.efConstruction = 200
+    faiss.omp_set_num_threads(1)
+    index.add(x)
+    nb = faiss.vector_to_array(index.hnsw.neighbors)
+    want = set()
+    for i in range(len(x)):
+        begin, end = np.zeros(1, dtype=np.uint64), np.zeros(1, dtype=np.uint64)
+        index.hnsw.neighbor_range(i, 0, faiss.swig_ptr(begin), faiss.swig_ptr(end))
+        want |= {(min(i, int(j)), max(i, int(j))) for j in nb[int(begin[0]):int(end[0])] if j >= 0 and j != i}
+    assert {tuple(p) for p in pairs.tolist()} == want

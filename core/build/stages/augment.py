@@ -7,7 +7,8 @@ Adds to the stored heterograph (Table 4 kinds: T chunk, S statement, N entity, R
   `noderag` Community rows with `in_community` edges and a report each (core/build/noderag_communities.py);
 * H `high_level` nodes, one per finding of each noderag community's report, each with an O `overview` node (a
   keyword title, `has_overview`) and a `derived_from` edge to its community;
-* `matches` edges high_level -> statement / attribute / high_level of the same K-means cluster and community;
+* `matches` edges high_level -> statement / attribute / high_level of the same K-means cluster and community
+  (one cluster for all when K-means would average 39 nodes or fewer per cluster, `hcluster_size`);
 * vectors for A and H (collections "attribute", "high_level"); T and S were embedded by the embed stage;
 * `semantic` edges from the base layer of an HNSW graph over every T, S, A, H vector; a pair already linked by
   a heterograph edge has that edge's weight raised by 1 (marked `data.hnsw`) instead (core/build/noderag_edges.py).
@@ -209,12 +210,13 @@ def augment_stage(ctx: BuildContext) -> Iterator[Progress]:
     sah = [v for v, k in enumerate(kinds) if k != "chunk"]
     matches: list[tuple[int, int]] = []
     if sah:
-        labels = noderag.kmeans_labels(x[sah], cfg.seed)
+        labels = noderag.matching_labels(x[sah], cfg.seed, cfg.hcluster_size)
         comm = node_communities(ctx, [ids[v] for v in sah], [kinds[v] for v in sah])
         is_high = np.array([kinds[v] == "high_level" for v in sah], dtype=bool)
         matches = [(sah[h], sah[j]) for h, j in noderag.semantic_matches(labels, comm, is_high)]
     yield Progress(0, 0, f"HNSW over {len(ids)} vectors", counts)
-    pairs = noderag.hnsw_base_pairs(x, cfg.hnsw_m, cfg.seed) if len(ids) > 1 else np.zeros((0, 2), dtype=np.int64)
+    pairs = (noderag.hnsw_base_pairs(x, cfg.hnsw_m, cfg.seed, cfg.hnsw_ef) if len(ids) > 1
+             else np.zeros((0, 2), dtype=np.int64))
     semantic, boosted = write_edges(ctx, ids, matches, pairs, noderag.pair_scores(x, pairs))
     with ctx.store.session() as s:
         per_kind = dict(s.exec(select(Node.kind, func.count()).where(
