@@ -197,12 +197,13 @@ class ArchRAGSettings(BaseModel):
     """ArchRAG attributed communities (archrag.txt §3.1, Algorithm 1) and the C-HNSW index (§3.1.3)."""
 
     enabled: bool = Field(True, description="Build attributed communities and the C-HNSW index.")
-    knn: int = Field(10, description="KNN augmentation: each node is linked to its k most similar nodes (no "
-                     "paper value, §3.1; the published code adds up to the mean degree per node, src/utils.py "
-                     "`compute_distance`: Strata's fixed 10).")
-    min_similarity: float = Field(0.5, description="KNN links below this cosine similarity are not added (§3.1: "
-                                  "\"a threshold\", no value; the published code takes the 0.7 / 0.8 quantile of the "
-                                  "links' similarities, `wx_weight`: Strata's fixed 0.5).")
+    knn_percentile: float = Field(0.7, description="KNN augmentation (§3.1 \"a threshold\", no value): a new link's "
+                                  "cosine must exceed this percentile of the existing links' cosines (the published "
+                                  "code's `wx_weight` default 0.7, src/utils.py `compute_distance`).")
+    knn_degree_scale: float = Field(1.0, description="KNN augmentation: each node gains at most m_du links, the mean "
+                                    "degree of the non-isolated nodes times this (the published code's `m_du_scale`, 1).")
+    knn_search_scale: float = Field(1.5, description="KNN augmentation: candidates per node, int(this x m_du) nearest "
+                                    "(the published code's `search_k`, 1.5).")
     resolution: float = Field(1.0, description="Resolution of the weighted Leiden run on each level's graph.")
     max_levels: int = Field(5, description="Termination: at most this many community levels (ArchRAG uses 4-6).")
     min_nodes: int = Field(4, description="Termination: stop when a level's graph has fewer nodes than this.")

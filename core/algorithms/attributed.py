@@ -1,8 +1,13 @@
 """ArchRAG's LLM-based hierarchical clustering (archrag.txt §3.1.2, Algorithm 1, Appendix A.1): the maths.
 
 Each iteration works on an attributed graph (nodes with unit vectors z, undirected links E):
-1. Aug: KNN augmentation. Every node is linked to its `knn` most similar nodes (exact cosine kNN, faiss
-   IndexFlatIP searched in blocks) when the similarity is at least `min_similarity`; E' = E ∪ KNN links.
+1. Aug: KNN augmentation (§3.1: links to similar nodes above "a threshold"; no values in the paper), the published
+   code's rule (sam234990/ArchRAG src/utils.py `compute_distance`, `augmentation_plan`): the threshold wx is the
+   `knn_percentile` (0.7) percentile of the existing links' cosines; each node gains at most m_du new links, m_du
+   the mean degree of the non-isolated nodes (times `knn_degree_scale`, 1), chosen among its int(`knn_search_scale`
+   (1.5) x m_du) nearest others (exact cosine kNN, faiss IndexFlatIP searched in blocks; the code searches an
+   HNSW index) whose cosine exceeds wx and which it is not yet linked to, most similar first, nodes taken in order
+   so a link added earlier counts as existing (`knn_links`); E' = E ∪ KNN links.
 2. Weights: every link of E' gets the attribute similarity of its ends, max(cos(z_u, z_v), EPS). Algorithm 1
    line 6 prints 1 - cos, but the text says each pair of linked entities gets "a weight denoting their
    attribute similarity", and weighted Leiden maximises weighted modularity, which only groups similar nodes
@@ -47,12 +52,45 @@ def canonical_pairs(pairs: np.ndarray, n: int) -> np.ndarray:
     return np.stack([keys // n, keys % n], axis=1) if len(keys) else np.zeros((0, 2), dtype=np.int64)
 
 
-def knn_links(idx: np.ndarray, sims: np.ndarray, knn: int, min_similarity: float, n: int) -> np.ndarray:
-    """The KNN augmentation links: each row to its first `knn` neighbours with similarity >= min_similarity."""
-    idx, sims = idx[:, :knn], sims[:, :knn]
-    ok = (idx >= 0) & (sims >= min_similarity)
-    rows = np.broadcast_to(np.arange(len(idx))[:, None], idx.shape)
-    return canonical_pairs(np.stack([rows[ok], idx[ok]], axis=1), n)
+def augmentation_plan(edges: np.ndarray, vecs: np.ndarray, cfg: ArchRAGSettings) -> tuple[float, int, int]:
+    """(wx, m_du, candidates) of the published code's KNN augmentation for a graph (module doc): wx the
+    `knn_percentile` percentile of the links' cosines (no threshold on a graph without links), m_du the mean degree
+    of the non-isolated nodes (int(sqrt(n) / 2) without links, as the code) times `knn_degree_scale`, and the
+    int(`knn_search_scale` x m_du) nearest others searched per node."""
+    n = len(vecs)
+    edges = canonical_pairs(edges, max(n, 1))
+    if len(edges):
+        cos = np.einsum("ij,ij->i", vecs[edges[:, 0]], vecs[edges[:, 1]])
+        wx = float(np.percentile(cos, 100 * cfg.knn_percentile))
+        deg = np.bincount(edges.ravel(), minlength=n)
+        m_du = int(deg.sum() / max(int((deg > 0).sum()), 1))
+    else:
+        wx, m_du = -np.inf, int(np.sqrt(n) / 2)
+    m_du = int(m_du * cfg.knn_degree_scale)
+    return wx, m_du, int(cfg.knn_search_scale * m_du)
+
+
+def knn_links(idx: np.ndarray, sims: np.ndarray, edges: np.ndarray, wx: float, m_du: int, n: int) -> np.ndarray:
+    """The KNN augmentation links (module doc): node by node, up to m_du of its listed neighbours (`idx`, most
+    similar first) with cosine above wx and no link yet, a link added for an earlier node counting as one."""
+    have = {int(a) * n + int(b) for a, b in canonical_pairs(edges, max(n, 1))}
+    out: list[tuple[int, int]] = []
+    if m_du <= 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    for u in range(len(idx)):
+        added = 0
+        for v, s in zip(idx[u].tolist(), sims[u].tolist()):
+            if v < 0 or s <= wx:
+                break  # the list is sorted by similarity: nothing further passes
+            key = min(u, v) * n + max(u, v)
+            if v == u or key in have:
+                continue
+            have.add(key)
+            out.append((u, v))
+            added += 1
+            if added >= m_du:
+                break
+    return canonical_pairs(np.asarray(out, dtype=np.int64).reshape(-1, 2), max(n, 1))
 
 
 def edge_weights(vecs: np.ndarray, pairs: np.ndarray, step: int = 200_000) -> np.ndarray:
@@ -111,7 +149,7 @@ class Hierarchy:
     edges: np.ndarray  # E of the current graph
     vecs: np.ndarray  # attributes of the current graph
     cfg: ArchRAGSettings
-    keep_k: int = 0  # neighbours kept per node for reuse (>= cfg.knn)
+    keep_k: int = 0  # neighbours kept per node for reuse by the C-HNSW (the augmentation may search more)
     block: int = KNN_BLOCK
     layer: int = 1
     levels: list[Level] = field(default_factory=list)
@@ -124,7 +162,6 @@ class Hierarchy:
     def __post_init__(self) -> None:
         self.vecs = unit_rows(self.vecs) if len(self.vecs) else np.zeros((0, 1), np.float32)
         self.edges = canonical_pairs(self.edges, max(len(self.vecs), 1))
-        self.keep_k = max(self.keep_k, self.cfg.knn)
         if len(self.vecs) < self.cfg.min_nodes:
             self.stop_reason = f"{len(self.vecs)} nodes (< min_nodes {self.cfg.min_nodes})"
         elif self.cfg.max_levels <= 0:
@@ -140,14 +177,15 @@ class Hierarchy:
 
     def augment(self) -> Iterator[tuple[int, int]]:
         """Aug and the weights (lines 3-6), the kNN searched in blocks; yields (rows done, rows)."""
-        n, k = self.n, self.keep_k
+        wx, m_du, search = augmentation_plan(self.edges, self.vecs, self.cfg)
+        n, k = self.n, max(self.keep_k, search, 1)
         idx = np.full((n, k), -1, dtype=np.int64)
         sims = np.full((n, k), -np.inf, dtype=np.float32)
         for start, i, s in knn_blocks(self.vecs, k, self.block):
             idx[start : start + len(i)], sims[start : start + len(s)] = i, s
             yield start + len(i), n
-        self.knn_of.append(idx)
-        knn = knn_links(idx, sims, self.cfg.knn, self.cfg.min_similarity, n)
+        self.knn_of.append(idx[:, : max(self.keep_k, 1)])
+        knn = knn_links(idx[:, :search], sims[:, :search], self.edges, wx, m_du, n)
         self.pairs = canonical_pairs(np.vstack([self.edges, knn]), n)
         self.knn_added = len(self.pairs) - len(self.edges)
         self.weights = edge_weights(self.vecs, self.pairs)

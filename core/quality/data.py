@@ -11,7 +11,7 @@ the member embeddings (collection "entity" of the vector index) and the level's 
 * noderag: NodeRAG's communities on the heterograph (core/graph/hetero.py: every node kind, every stored edge);
   only entity members carry embeddings, so coherence and Calinski–Harabasz read the entities of each community.
 * attributed: ArchRAG's first-layer graph (attributed.py): the layer-0 entities with vectors, their relationship
-  links plus the KNN augmentation (the build's `knn`, `min_similarity`), each link weighted by attribute
+  links plus the KNN augmentation (the build's rule, `augmentation_plan`), each link weighted by attribute
   similarity max(cos, EPS). Every attributed level is a partition of those entities (members are stored
   transitively), so each level is measured on that one graph.
 * hirag_layers: level i groups the layer-i entities by the summary entity (layer i + 1) they `summarizes` into.

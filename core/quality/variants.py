@@ -34,7 +34,7 @@ import igraph as ig
 import numpy as np
 from sqlmodel import col, select
 
-from core.algorithms.attributed import canonical_pairs, edge_weights, knn_links
+from core.algorithms.attributed import canonical_pairs, edge_weights
 from core.algorithms.chnsw import knn_blocks
 from core.algorithms.leiden import Hierarchy, hierarchical_leiden
 from core.build.context import BuildContext, JobPlan, Progress
@@ -113,12 +113,21 @@ class VariantSettings:
                 f"max size {self.max_cluster_size} · {self.max_levels} levels · seed {self.seed}")
 
 
+def fixed_knn_links(idx: np.ndarray, sims: np.ndarray, k: int, min_similarity: float, n: int) -> np.ndarray:
+    """The what-if's own KNN augmentation: each row to its first `k` neighbours with similarity >= min_similarity
+    (a knob to try, not ArchRAG's build rule, `core.algorithms.attributed.augmentation_plan`)."""
+    idx, sims = idx[:, :k], sims[:, :k]
+    ok = (idx >= 0) & (sims >= min_similarity)
+    rows = np.broadcast_to(np.arange(len(idx))[:, None], idx.shape)
+    return canonical_pairs(np.stack([rows[ok], idx[ok]], axis=1), n)
+
+
 def defaults(store, ws_id: int, settings: Settings | None = None) -> VariantSettings:
     """The settings of the last build: a variant run with them reproduces the stored partition."""
     s = build_settings(store, ws_id, settings)
-    c, a = s.community, s.archrag
-    return VariantSettings(c.resolution, c.use_weights, False, a.knn, a.min_similarity, c.max_cluster_size,
-                           c.max_levels, c.seed, c.min_component_size)
+    c = s.community
+    return VariantSettings(c.resolution, c.use_weights, False, VariantSettings.knn_k, VariantSettings.min_similarity,
+                           c.max_cluster_size, c.max_levels, c.seed, c.min_component_size)
 
 
 def _mine(v: CommunityVariant, ws: Workspace) -> bool:
@@ -188,7 +197,7 @@ def variant_graph(base: EntityBase, vs: VariantSettings) -> Generator[Progress, 
         for start, i, s in knn_blocks(vecs, vs.knn_k):
             idx[start : start + len(i)], sims[start : start + len(s)] = i, s
             yield Progress(start + len(i), len(sub), f"KNN augmentation: {start + len(i):,}/{len(sub):,} entities")
-        knn = sub[knn_links(idx, sims, vs.knn_k, vs.min_similarity, len(sub))]
+        knn = sub[fixed_knn_links(idx, sims, vs.knn_k, vs.min_similarity, len(sub))]
         old_keys = pairs[:, 0] * n + pairs[:, 1]
         all_pairs = canonical_pairs(np.vstack([pairs, knn]), n)
         keys = all_pairs[:, 0] * n + all_pairs[:, 1]

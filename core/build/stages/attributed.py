@@ -186,7 +186,7 @@ def attributed_stage(ctx: BuildContext) -> Iterator[Progress]:
     yield Progress(0, 1, "loading layer-0 entities and their vectors")
     base = _load_base(ctx)
     stored = _stored(ctx)
-    h = Hierarchy(base.edges, base.vecs, cfg, keep_k=max(cfg.knn, cfg.chnsw_m))
+    h = Hierarchy(base.edges, base.vecs, cfg, keep_k=cfg.chnsw_m)
     layers: list[list[Comm]] = []
     layer_vecs: list[np.ndarray] = []  # the summary vectors of each layer's communities
     knn_total = 0
