@@ -7,16 +7,18 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sqlmodel import col, select
+from sqlmodel import col, delete, select
 
 from core.build.factory import make_context, open_index
 from core.build.failures import failed_units
 from core.build.runner import create_run, run_build
+from core.build.stages.lexical import lexical_stage, model_topics
 from core.models import Checkpoint, Document, Edge, LLMCall, Node
 from core.store import Store
 from core.workspace import ingest_paths
 from tests import fake_ollama
 from tests.fake_ollama import FakeOllama, delimited
+from tests.stages.test_lexical import lexical_rows
 
 TOPICS_ASK = "Group them into topics"
 
@@ -184,3 +186,22 @@ def test_topics_clustering_with_a_model_groups_by_vectors_and_the_model_titles_t
         tasks = {c.task for c in s.exec(select(LLMCall).where(LLMCall.backend == "ollama")).all()}
     assert "summarize-topic" in tasks and "topics" not in tasks
     assert _topics_by_doc(b.store, b.ws.id)
+
+
+def test_offline_the_clustering_stands_in_whatever_lexical_topics_says(tmp_path, tiny_corpus, build):
+    """No model is configured offline: "model" (the default) means the clustering, the same topics as "clustering"."""
+    settings, store, ws, embedder = build(tmp_path / "h", [tiny_corpus])
+    assert settings.backend.kind == "offline" and settings.lexical.topics == "model"
+    ctx = make_context(store, ws, settings, embedder=embedder)
+    assert not model_topics(ctx)
+    made = lexical_rows(store, ws.id)
+    assert made[0]
+    with store.session() as s:
+        s.exec(delete(Edge).where(Edge.kind == "in_topic"))
+        s.exec(delete(Edge).where(col(Edge.src).in_([n[0] for n in made[0]])))
+        s.exec(delete(Node).where(Node.kind == "topic"))
+        s.exec(delete(Checkpoint).where(Checkpoint.stage == "lexical"))
+        s.commit()
+    settings.lexical.topics = "clustering"
+    list(lexical_stage(make_context(store, ws, settings, embedder=embedder)))
+    assert lexical_rows(store, ws.id) == made
