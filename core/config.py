@@ -241,10 +241,17 @@ class LexicalSettings(BaseModel):
     """HLG lexical graph (hierarchical-lexical-graph.txt §3): facts linking statements, topics per document."""
 
     enabled: bool = Field(True, description="Link statements to facts and group them into topics.")
+    topics: Literal["model", "clustering"] = Field(
+        "model", description="How statements are grouped into topics: \"model\" as the paper does (§6.2 (3)): the "
+                             "model relates each chunk's statements to topics it titles and summarizes; offline, "
+                             "where no model is configured, the clustering stands in. \"clustering\": the "
+                             "clustering with any backend (a model then only titles and summarizes each group).")
     topic_similarity: float = Field(
         0.35, description="Average-linkage cosine similarity at which statements of one document join one topic "
-                          "(the clustering that stands in for the paper's model-made topics, §6.2; no paper value).")
-    max_topic_statements: int = Field(12, description="A topic holds at most this many statements (no paper value).")
+                          "(the clustering that stands in for the paper's model-made topics offline or with "
+                          "topics = \"clustering\", §6.2; no paper value).")
+    max_topic_statements: int = Field(12, description="A topic of the clustering holds at most this many statements "
+                                                      "(no paper value; a model's topics are not capped).")
 
 
 class QualitySettings(BaseModel):

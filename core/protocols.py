@@ -82,6 +82,22 @@ class SummaryEntities(BaseModel):
     relationships: list[SummaryRelation] = Field(default_factory=list)
 
 
+class ChunkTopic(BaseModel):
+    """An HLG topic of one chunk (hierarchical-lexical-graph.txt §3.2, §6.2 (3)): a theme and the chunk's statements
+    it holds, by their numbers in the prompt."""
+
+    title: str = Field(description="A short topic phrase (2 to 6 words).")
+    summary: str = Field(description="One to three sentences on what the topic's statements say.")
+    statements: list[int] = Field(default_factory=list, description="Numbers of the statements the topic holds.")
+    keywords: list[str] = Field(default_factory=list)
+
+
+class ChunkTopics(BaseModel):
+    """The topics a model relates one chunk's statements to; each statement in one topic."""
+
+    topics: list[ChunkTopic] = Field(default_factory=list)
+
+
 class ContextBlock(BaseModel):
     """What `answer` sees: labelled sections of context, and numbered sources it may cite as [n]."""
 
@@ -143,6 +159,16 @@ class LanguageBackend(Protocol):
     def summary_entities(self, members: list[tuple[str, str]], concepts: list[str]) -> SummaryEntities:
         """HiRAG's summary entities of one cluster (hirag.txt Algorithm 1 line 17, LLM(S_x, X)): `members` are the
         cluster's entities as (name, description), `concepts` the meta summary entities X."""
+        ...
+
+
+@runtime_checkable
+class TopicModel(Protocol):
+    """A backend whose model relates one chunk's statements to topics (HLG's way, §6.2 (3)); the model backends."""
+
+    def chunk_topics(self, statements: list[str], subject: str) -> ChunkTopics:
+        """Topics of one chunk's statements (numbered from 1 in the prompt); every statement in exactly one topic
+        after cleaning."""
         ...
 
 

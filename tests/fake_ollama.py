@@ -9,8 +9,8 @@
 
 Unscripted requests get a normal reply. Chat replies are deterministic: with a JSON-schema `format` the content
 is a valid object for the schema (extractions derived from the capitalised words of the prompt's delimited
-text, so output depends on input; reports; rated points, rerank scores and query terms by word overlap with the
-prompt's question; any other schema filled generically); without one a short answer citing [1]. Embeddings are hash-based unit vectors of `dim` components.
+text, so output depends on input; reports; HLG topics of a chunk's statements by pairs; rated points, rerank
+scores and query terms by word overlap with the prompt's question; any other schema filled generically); without one a short answer citing [1]. Embeddings are hash-based unit vectors of `dim` components.
 
 Fault injection, for a server of which a share of the calls fail:
 
@@ -219,6 +219,23 @@ def fake_summary_entities(prompt: str) -> dict[str, Any]:
                               for m in members]}
 
 
+_NUMBERED = re.compile(r"^\[(\d+)\] (.*)$", re.M)
+
+
+def fake_topics(prompt: str) -> dict[str, Any]:
+    """HLG topics of the chunk in the prompt's STATEMENTS block: consecutive pairs of statements, each pair a topic
+    titled by the names of its first statement."""
+    numbered = [(int(n), text) for n, text in _NUMBERED.findall("\n".join(delimited(prompt, "STATEMENTS")))]
+    topics = []
+    for k in range(0, len(numbered), 2):
+        pair = numbered[k : k + 2]
+        names = capitalised_names(pair[0][1], limit=3)
+        topics.append({"title": " and ".join(names[:2]) or f"Topic {k // 2 + 1}",
+                       "summary": " ".join(text for _, text in pair)[:300],
+                       "statements": [n for n, _ in pair], "keywords": names})
+    return {"topics": topics}
+
+
 _QUESTION = re.compile(r'^Question: (".*")$', re.M)
 _WORD = re.compile(r"[a-z0-9]{4,}")
 
@@ -283,6 +300,8 @@ def schema_reply(schema: Any, prompt: str) -> str:
         return json.dumps(fake_report(prompt))
     if {"title", "summary", "keywords"} <= props:
         return json.dumps(fake_summary(prompt))
+    if props == {"topics"}:
+        return json.dumps(fake_topics(prompt))
     if props == {"points"}:
         return json.dumps(fake_points(prompt))
     if props == {"scores"}:

@@ -197,10 +197,10 @@ def _hierarchy_so_far() -> None:
         st.plotly_chart(hierarchy_figure(fr, "sunburst", height=420), width="stretch", key="hierarchy_sunburst")
 
 
-_HELP = {"HLG topics": "Each document's statements grouped by agglomerative clustering of their vectors (similarity "
-                       "cut 0.35, at most 12 per topic). This stands in for the HLG paper's topics, which a model "
-                       "links to the propositions it extracts (§6.2); a model backend only titles and summarizes the "
-                       "groups."}
+_HELP = {"HLG topics": "With a model backend, as the HLG paper does (§6.2): the model groups each chunk's statements "
+                       "into topics it titles and summarizes. Offline (or with lexical.topics = \"clustering\") "
+                       "agglomerative clustering of each document's statement vectors (similarity cut 0.35, at most "
+                       "12 per topic) stands in, each group titled and summarized by the backend."}
 
 
 def _graph_extras(by_stage: dict) -> None:

@@ -33,6 +33,7 @@ from core.backends.replies import (
     strip_controls,
 )
 from core.backends.summary_replies import clean_summary_entities
+from core.backends.topic_replies import clean_chunk_topics
 from core.config import BackendSettings
 from core.extract.prompts import (
     answer_prompt,
@@ -43,8 +44,10 @@ from core.extract.prompts import (
     rerank_prompt,
     summary_entities_prompt,
     summary_prompt,
+    topics_prompt,
 )
 from core.protocols import (
+    ChunkTopics,
     ContextBlock,
     Extraction,
     PassageScores,
@@ -69,7 +72,7 @@ def json_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 
 class ModelBackend(Generic[C]):
-    """LanguageBackend over model servers: extraction, community reports, summaries and answers; and the
+    """LanguageBackend over model servers: extraction, community reports, summaries, HLG topics and answers; and the
     RetrievalLLM tasks some strategies use at query time (rated points, rerank, the question's entities and
     keywords). Subclasses set `name`, `_pool` (the hosts), `_options` and `_chat`."""
 
@@ -106,6 +109,12 @@ class ModelBackend(Generic[C]):
         return self._call("summary-entities", summary_entities_prompt(members, concepts), json_schema(SummaryEntities),
                           lambda content: clean_summary_entities(parse_reply(content, SummaryEntities), names),
                           lambda result: result.model_dump_json(), SummaryEntities.model_validate_json)
+
+    def chunk_topics(self, statements: list[str], subject: str) -> ChunkTopics:
+        """HLG's topics of one chunk's statements (core/backends/topic_replies.py cleans the reply)."""
+        return self._call("topics", topics_prompt(statements, subject), json_schema(ChunkTopics),
+                          lambda content: clean_chunk_topics(parse_reply(content, ChunkTopics), statements),
+                          lambda result: result.model_dump_json(), ChunkTopics.model_validate_json)
 
     def answer(self, question: str, context: ContextBlock) -> str:
         def parse(content: str) -> str:

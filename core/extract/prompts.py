@@ -116,6 +116,29 @@ Reply with one JSON object and nothing else, shaped like:
 """
 
 
+def topics_prompt(statements: list[str], subject: str) -> str:
+    """HLG's topics of one chunk (hierarchical-lexical-graph.txt §3.2, §6.2 (3)): the model relates the chunk's
+    statements, numbered from 1, to topics (a title, a summary, the numbers of the statements each holds; every
+    statement in one topic, as graphrag-toolkit's topic extraction attaches it)."""
+    listing = "\n".join(f"[{i}] {' '.join(s.split())}" for i, s in enumerate(statements, 1))
+    return f"""-Goal-
+The statements delimited by <<<BEGIN STATEMENTS>>> / <<<END STATEMENTS>>> were extracted from one passage of a
+document titled {_inline(subject)}. Group them into topics: a topic is a theme several statements share, the way a
+section heading covers its paragraphs.
+{_DATA_NOTE}
+
+-Steps-
+For each topic give title (a short topic phrase, 2 to 6 words), summary (1 to 3 sentences on what its statements
+say, grounded in them only), statements (the numbers [n] of the statements it holds) and keywords (1 to 5).
+Put every statement in exactly one topic; a statement unlike the others may be a topic of its own. Prefer a few
+broad topics to many narrow ones.
+Reply with one JSON object and nothing else, shaped like:
+{{"topics": [{{"title": "", "summary": "", "statements": [1, 2], "keywords": [""]}}]}}
+
+{fence(listing or "(none)", "STATEMENTS")}
+"""
+
+
 def _section(items: list[str], label: str) -> str:
     return fence("\n".join(f"- {' '.join(i.split())}" for i in items) if items else "(none)", label)
 

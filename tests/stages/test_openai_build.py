@@ -54,7 +54,7 @@ def test_openai_build_extracts_reports_and_answers(tmp_path, tiny_corpus, build,
         assert entities and b.ws.backend == "openai" and b.ws.chat_model == "llama3.1:8b"
         assert {c.method for c in comms} >= {"leiden", "hirag", "attributed", "noderag"}
         assert all(c.title and c.summary for c in comms if c.method != "wcc"), "every community has a report"
-        assert {c.task for c in calls} >= {"extract", "report", "summarize-attribute", "summarize-topic",
+        assert {c.task for c in calls} >= {"extract", "report", "summarize-attribute", "topics",
                                            "summary-entities"}
         assert kinds >= {"chunk", "statement", "entity", "relationship", "attribute", "high_level", "overview",
                          "topic"}

@@ -7,21 +7,25 @@ fact links statements of several documents: HLG's inter-document connectivity (�
 
 Topics. In the paper a model relates topics to propositions while it extracts them (§6.2: "Steps 2-3 rely on an LLM
 ... to relate domain-relevant entities and topics, with fine-grained propositions"; (3) "From each chunk, we extract
-fine-grained propositions, and then link them with topics, entities, and relationships"). Here no model chooses the
-grouping, with any backend: what stands in is a grouping of each document's statements (their vectors from the embed
-stage) by agglomerative clustering (average linkage, cosine distance, cut at 1 - topic_similarity = 0.35 similarity,
-the paper names no value); a group bigger than max_topic_statements (12, no paper value either) is split along its
-own tree. A configured model only titles and summarizes each group (issue 26: a model-made grouping is not done).
-Each topic is titled and summarized by the backend, linked from its statements by `in_topic`
-and to its document by `derived_from`, and embedded into the "topic" collection as title, summary and statements
-(§3.2, 2: "topic embeddings incorporate associated statements"): HLG's intra-document connectivity.
+fine-grained propositions, and then link them with topics, entities, and relationships"). With a model backend and
+lexical.topics = "model" (the default) so it is here: per chunk, the model is given the chunk's statements, numbered,
+and returns topics, each with a title, a summary and the statements it holds (`TopicModel.chunk_topics`; the reply's
+cleaning, core/backends/topic_replies.py, puts every statement in exactly one topic of its chunk). Offline, where no
+model is configured, or with lexical.topics = "clustering", what stands in is a grouping of each document's
+statements (their vectors from the embed stage) by agglomerative clustering (average linkage, cosine distance, cut at
+1 - topic_similarity = 0.35 similarity, the paper names no value); a group bigger than max_topic_statements (12, no
+paper value either) is split along its own tree; the backend then titles and summarizes each group. Either way each
+topic is linked from its statements by `in_topic` and to its document by `derived_from`, and embedded into the
+"topic" collection as title, summary and statements (§3.2, 2: "topic embeddings incorporate associated statements"):
+HLG's intra-document connectivity.
 
 Units. Fact linking inserts only the edges that are missing, so it is idempotent. Topics are written per document
-together with the document's checkpoint in one transaction; checkpointed documents are skipped. A topic whose
-summary still fails after its retries is a failed unit (core/build/failures.py): its document is written neither
-topics nor checkpoint, so the next build makes its topics again (those that succeeded replay from the call cache). Documents with
-more than `WINDOW` statements are clustered in consecutive windows (core/algorithms/topics.py, the clustering),
-which bounds the quadratic distance matrix.
+together with the document's checkpoint in one transaction; checkpointed documents are skipped. A unit that still
+fails after its retries (a chunk's topics from the model; with the clustering, a topic's summary) is a failed unit
+(core/build/failures.py): its document is written neither topics nor checkpoint, so the next build makes its topics
+again (the calls that succeeded replay from the call cache). With the clustering, documents with more than `WINDOW`
+statements are clustered in consecutive windows (core/algorithms/topics.py), which bounds the quadratic distance
+matrix.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from core.algorithms.topics import topic_groups
 from core.build.context import BuildContext, Progress
 from core.index.embedding import embed_missing, statement_rows
 from core.models import Checkpoint, Document, Edge, Node, sql_table
+from core.protocols import TopicModel
 from core.store import content_id
 
 STAGE = "lexical"
@@ -52,6 +57,7 @@ class _Lexicon:
     stmt_doc: dict[str, str | None] = field(default_factory=dict)
     stmt_text: dict[str, str] = field(default_factory=dict)
     stmt_pos: dict[str, tuple] = field(default_factory=dict)  # (chunk ord, statement ord, id): document order
+    stmt_chunk: dict[str, str] = field(default_factory=dict)  # the chunk a statement was extracted from
     stmts_of_chunk: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     ents_of_stmt: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     rel_chunks: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
@@ -77,6 +83,7 @@ def _load(store, ws_id: int) -> _Lexicon:
         if kind == "derived_from":
             if src in lx.stmt_doc:
                 lx.stmts_of_chunk[dst].append(src)
+                lx.stmt_chunk[src] = dst
                 lx.stmt_pos[src] = (chunk_ord.get(dst) or 0,) + lx.stmt_pos[src][1:]
             elif src in rels:
                 lx.rel_chunks[src].append(dst)
@@ -181,6 +188,81 @@ def _topic_rows(store, ws_id: int, lx: _Lexicon) -> list[tuple[str, str, dict]]:
     return rows
 
 
+def model_topics(ctx: BuildContext) -> bool:
+    """Whether the model makes the topics (the paper's way): lexical.topics = "model" and a model backend."""
+    return (ctx.settings.lexical.topics == "model" and ctx.backend.name != "offline"
+            and isinstance(ctx.backend, TopicModel))
+
+
+def _topic(ws_id: int, doc_id: str, doc_title: str, n: int, members: list[str]) -> dict:
+    return {"id": content_id(str(ws_id), "topic", doc_id, *sorted(members)), "doc": doc_id, "doc_title": doc_title,
+            "ord": n, "statements": members}
+
+
+def _topics_by_clustering(ctx: BuildContext, lx: _Lexicon, batch: list[tuple[str, str]],
+                          by_doc: dict[str | None, list[str]], run) -> tuple[list[dict], set[str]]:
+    """The stand-in: each document's statements clustered by their vectors, each group titled and summarized by
+    the backend (one unit per topic). Returns the topics and the documents with a failed unit."""
+    cfg, ws_id = ctx.settings.lexical, ctx.ws_id
+    ids = [sid for d, _ in batch for sid in by_doc.get(d, [])]
+    vec_of = _statement_vectors(ctx, lx, ids) if ids else {}
+    topics: list[dict] = []
+    for doc_id, title in batch:
+        stmts = sorted((i for i in by_doc.get(doc_id, []) if i in vec_of), key=lambda i: lx.stmt_pos[i])
+        if not stmts:
+            continue
+        vecs = np.vstack([vec_of[i] for i in stmts])
+        for n, group in enumerate(topic_groups(vecs, cfg.topic_similarity, cfg.max_topic_statements)):
+            topics.append(_topic(ws_id, doc_id, title or "", n, [stmts[i] for i in group]))
+
+    def summarize(t: dict):
+        """A topic's title and summary; None when the model failed it after its retries (a failed unit)."""
+        texts = [lx.stmt_text[i] for i in t["statements"]]
+        return ctx.failures.call(t["id"], lambda: ctx.backend.summarize("topic", t["doc_title"], texts),
+                                 f"topic {t['ord'] + 1} of {t['doc_title']!r}")
+
+    results = run(summarize, topics)
+    for t, r in zip(topics, results):
+        if r is not None:
+            t.update(title=(r.title or "").strip() or "Untitled topic", summary=r.summary or "",
+                     keywords=list(r.keywords or []))
+    return topics, {t["doc"] for t, r in zip(topics, results) if r is None}
+
+
+def _topics_by_model(ctx: BuildContext, lx: _Lexicon, batch: list[tuple[str, str]],
+                     by_doc: dict[str | None, list[str]], run) -> tuple[list[dict], set[str]]:
+    """The paper's way (§6.2 (3)): per chunk, the model relates its statements to topics it titles and summarizes
+    (one unit per chunk, `TopicModel.chunk_topics`). Returns the topics and the documents with a failed unit."""
+    backend: TopicModel = ctx.backend  # type: ignore[assignment]  # (model_topics checked it)
+    jobs: list[tuple[str, str, str, list[str]]] = []  # (document, its title, chunk, the chunk's statements)
+    for doc_id, title in batch:
+        chunks: dict[str, list[str]] = {}
+        for sid in sorted(by_doc.get(doc_id, []), key=lambda i: lx.stmt_pos[i]):
+            chunks.setdefault(lx.stmt_chunk.get(sid, ""), []).append(sid)
+        jobs += [(doc_id, title or "", chunk, stmts) for chunk, stmts in chunks.items()]
+
+    def relate(job: tuple[str, str, str, list[str]]):
+        """The chunk's topics; None when the model failed them after their retries (a failed unit)."""
+        doc_id, title, chunk, stmts = job
+        texts = [lx.stmt_text[i] for i in stmts]
+        return ctx.failures.call(chunk or doc_id, lambda: backend.chunk_topics(texts, title),
+                                 f"topics of chunk {lx.stmt_pos[stmts[0]][0] + 1} of {title!r}")
+
+    topics: list[dict] = []
+    n_of: dict[str, int] = defaultdict(int)
+    failed: set[str] = set()
+    for (doc_id, title, _, stmts), reply in zip(jobs, run(relate, jobs)):
+        if reply is None:
+            failed.add(doc_id)
+            continue
+        for ct in reply.topics:
+            t = _topic(ctx.ws_id, doc_id, title, n_of[doc_id], [stmts[i - 1] for i in ct.statements])
+            t.update(title=ct.title, summary=ct.summary, keywords=list(ct.keywords))
+            topics.append(t)
+            n_of[doc_id] += 1
+    return topics, failed
+
+
 def lexical_stage(ctx: BuildContext) -> Iterator[Progress]:
     store, ws_id, cfg = ctx.store, ctx.ws_id, ctx.settings.lexical
     if not cfg.enabled:
@@ -200,14 +282,13 @@ def lexical_stage(ctx: BuildContext) -> Iterator[Progress]:
     for sid, doc in lx.stmt_doc.items():
         by_doc[doc].append(sid)
     workers = ctx.settings.backend.parallel_calls if ctx.backend.name != "offline" else 1
-
-    def summarize(job: tuple[str, str, str, list[str]]):
-        """A topic's title and summary; None when the model failed it after its retries (a failed unit)."""
-        unit, label, title, texts = job
-        return ctx.failures.call(unit, lambda: ctx.backend.summarize("topic", title, texts), label)
+    by_model = model_topics(ctx)
 
     replaced: list[str] = []  # topics of documents made again
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        def run(fn, jobs):
+            return list(pool.map(fn, jobs)) if workers > 1 else [fn(j) for j in jobs]
+
         k = 0
         while k < len(todo):
             batch: list[tuple[str, str]] = []
@@ -216,26 +297,8 @@ def lexical_stage(ctx: BuildContext) -> Iterator[Progress]:
                 batch.append(todo[k])
                 n_stmts += len(by_doc.get(todo[k][0], []))
                 k += 1
-            ids = [sid for d, _ in batch for sid in by_doc.get(d, [])]
-            vec_of = _statement_vectors(ctx, lx, ids) if ids else {}
-            topics: list[dict] = []
-            for doc_id, title in batch:
-                stmts = sorted((i for i in by_doc.get(doc_id, []) if i in vec_of), key=lambda i: lx.stmt_pos[i])
-                if not stmts:
-                    continue
-                vecs = np.vstack([vec_of[i] for i in stmts])
-                for n, group in enumerate(topic_groups(vecs, cfg.topic_similarity, cfg.max_topic_statements)):
-                    members = [stmts[i] for i in group]
-                    topics.append({"id": content_id(str(ws_id), "topic", doc_id, *sorted(members)), "doc": doc_id,
-                                   "doc_title": title or "", "ord": n, "statements": members})
-            jobs = [(t["id"], f"topic {t['ord'] + 1} of {t['doc_title']!r}", t["doc_title"],
-                     [lx.stmt_text[i] for i in t["statements"]]) for t in topics]
-            results = list(pool.map(summarize, jobs)) if workers > 1 else [summarize(j) for j in jobs]
-            failed = {t["doc"] for t, r in zip(topics, results) if r is None}  # left to the next build, whole
-            for t, r in zip(topics, results):
-                if r is not None:
-                    t.update(title=(r.title or "").strip() or "Untitled topic", summary=r.summary or "",
-                             keywords=list(r.keywords or []))
+            make = _topics_by_model if by_model else _topics_by_clustering
+            topics, failed = make(ctx, lx, batch, by_doc, run)  # a failed document is left to the next build, whole
             replaced += _write_documents(store, ws_id, [d for d, _ in batch if d not in failed],
                                          [t for t in topics if t["doc"] not in failed])
             yield Progress(k, len(todo), f"topics for {k}/{len(todo)} documents", counts)
