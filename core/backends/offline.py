@@ -130,8 +130,8 @@ class OfflineBackend:
 
     def answer(self, question: str, context: ContextBlock) -> str:
         """What this strategy found, level by level: for each of local, bridge and global, the context sentence
-        that best covers the question's words, named by the item it came from (an entity, a relationship, a
-        community report) and keeping its [n] citation; one line per level, so strategies side by side show how
+        that best covers the question's words (read with the name of the item it comes from), named by that item
+        (an entity, a relationship, a community report) and keeping its [n] citation; one line per level, so strategies side by side show how
         their evidence differs. A sentence is said once, at the first level that has it."""
         q = set(content_words(question))
         found = [_sentences(items) for items in (context.local, context.bridge, context.global_)]
@@ -142,7 +142,10 @@ class OfflineBackend:
         said: list[str] = []
         for name, items, level in zip(("Local", "Bridge", "Global"), (context.local, context.bridge,
                                                                       context.global_), found):
-            ranked = sorted(((overlap_score(q, c.text, idf) - 0.01 * c.item, k) for k, c in enumerate(level)),
+            # a sentence is read with the name of the item it comes from ("It was designed by ..." in the chunk
+            # of the page "Tidewater Bridge" is about the Tidewater Bridge)
+            ranked = sorted(((overlap_score(q, f"{c.label} {c.text}", idf) - 0.01 * c.item, k)
+                             for k, c in enumerate(level)),
                             key=lambda p: (-p[0], p[1]))
             best = next((level[k] for score, k in ranked if score > 0 and not _said(level[k].text, said)), None)
             if best is None:
