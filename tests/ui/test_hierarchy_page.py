@@ -315,8 +315,8 @@ def test_build_page_draws_every_stage_figure_and_the_hierarchy_so_far(page, hier
     bars = figures["Attributed communities per level (ArchRAG)"]["data"][0]
     assert bars["y"] == [per_level[k] for k in sorted(per_level, key=int)]
     assert figures["NodeRAG: nodes added by kind"]["data"][0]["x"] == list(counts["augment"]["nodes"])
-    layers = figures["HiRAG: entities per layer"]["data"]
-    assert [t["name"] for t in layers] == ["entities", "cluster sparsity"]
+    layers = figures["HiRAG: entities per layer, CS and its change rate"]["data"]
+    assert [t["name"] for t in layers][:2] == ["entities", "cluster sparsity CS"]
     assert layers[1]["y"][0] == counts["layers"]["layers"][0]["cluster_sparsity"]
     # communities per level of both Leiden runs: GraphRAG's on the extracted graph, HiRAG's on its layered graph
     for title, c in (("Leiden (GraphRAG) communities per level", counts["communities"]),
