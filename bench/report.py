@@ -354,6 +354,33 @@ def _target_lines(e: dict, ref: dict) -> list[str]:
             "which loads the cached graph structures (column 'first query ms')."]
 
 
+TITLE_ABLATIONS = ("no subject weighting", "no title in vectors")  # bench.retrieval ABLATIONS' labels
+
+
+def title_ablation_lines(evals: list[dict]) -> list[str]:
+    """What comes from titles: each paper strategy's recall@5 with the title-field rules (the set's own build) and
+    in the builds with one rule off (`bench.retrieval --ablate subject_weight --ablate title_prefix`), per set."""
+    sets = [e for e in evals if any(f"naive ({a})" in e["strategies"] for a in TITLE_ABLATIONS)]
+    if not sets:
+        return []
+    own = ["naive"] + [n for names in PAPERS.values() for n in names]
+    out = ["### Title-field ablations (recall@5)", "",
+           "Each set is built twice more, each time with one title-field rule off: `no subject weighting` (a chunk's "
+           "mention of its titled document's subject weighs 1, as any other, instead of `extract.subject_weight` 4) "
+           "and `no title in vectors` (chunks and statements embedded without their document's title, "
+           "`embed.title_prefix` off). Cells: with every rule / without subject weighting / without titles in "
+           "vectors. The dense reference row embeds title + text in every case.", "",
+           "| strategy | " + " | ".join(e["set"] + (" (held out)" if e["set"] == HELD_OUT else "") for e in sets) + " |",
+           "|---|" + "---:|" * len(sets)]
+    for n in own:
+        cells = []
+        for e in sets:
+            rows = [e["strategies"].get(n)] + [e["strategies"].get(f"{n} ({a})") for a in TITLE_ABLATIONS]
+            cells.append(" / ".join("" if r is None else f"{r['recall@5']:.3f}" for r in rows))
+        out.append(f"| {n} | " + " | ".join(cells) + " |")
+    return out + [""]
+
+
 def layer_lines(builds: list[dict]) -> list[str]:
     """HiRAG's summary layers of each eval set's build (hirag.txt §5.4, Fig. 4, Algorithm 1): per layer its entities,
     clusters, cluster sparsity CS (Eq. 17), the change rate of CS against the layer below, the summary entities
@@ -505,6 +532,7 @@ def main() -> None:
         out += [""] + _target_lines(e, ref) + [""]
     out += _generalization(evals)
     out += margin_lines(evals)
+    out += title_ablation_lines(evals)
     out += layer_lines([b for b in builds if b["name"] in {e["set"] for e in evals}])
     notes = res / "notes.md"  # hand-written figures of benches that write no JSON (bench.layers, bench.entities)
     if notes.exists():

@@ -319,6 +319,19 @@ def canvas_nodes(pg, locator: str = CANVAS) -> list[dict]:
         "role: n.role, gold: !!n.gold}))")
 
 
+def first_clickable(pg, node_ids: list[str], locator: str = CANVAS) -> str:
+    """The first of `node_ids` that a click at its drawn place reaches (not covered by another node)."""
+    import json
+
+    frame = canvas_frame(pg, locator)
+    frame.wait_for_function("() => window.strataStable === true", timeout=30_000)
+    for node_id in node_ids:
+        if frame.evaluate(f"() => window.network.getNodeAt(window.network.canvasToDOM(window.network.getPositions("
+                          f"[{json.dumps(node_id)}])[{json.dumps(node_id)}])) === {json.dumps(node_id)}"):
+            return node_id
+    raise AssertionError(f"none of {len(node_ids)} nodes can be clicked: each is covered by another")
+
+
 def click_node(pg, node_id: str, locator: str = CANVAS) -> None:
     """Click `node_id` where the canvas draws it, once the drawing has settled."""
     import json

@@ -19,6 +19,7 @@ from tests.e2e.conftest import (
     canvas_frame,
     canvas_nodes,
     click_node,
+    first_clickable,
     open_page,
     shot,
     wait_for_sample_build,
@@ -46,7 +47,7 @@ def test_graph_and_build_buttons(app_server, page):
 
         # Graph, Nodes view: a click on a community node shows its details; "Open this community" opens it
         open_page(pg, "Graph")
-        community = next(n["id"] for n in canvas_nodes(pg) if n["kind"] == "community")
+        community = first_clickable(pg, [n["id"] for n in canvas_nodes(pg) if n["kind"] == "community"])
         click_node(pg, community)
         details = pg.locator(".st-key-graph_details")
         expect(details).to_be_visible()
