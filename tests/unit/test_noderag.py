@@ -149,12 +149,12 @@ def unit_rows(n: int, d: int, seed: int) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def test_hnsw_pairs_are_the_base_layer_neighbours_once_each():
-    x = unit_rows(300, 24, 1)
-    pairs = noderag.hnsw_base_pairs(x, m=4, seed=9)
-    # the same index built here, its level-0 lists read through faiss' own neighbor_range
-    index = faiss.IndexHNSWFlat(24, 4, faiss.METRIC_INNER_PRODUCT)
-    index.hnsw.rng = faiss.RandomGenerator(9)
+def _faiss_base_pairs(x, m: int, seed: int, ef: int | None = None) -> set[tuple[int, int]]:
+    """The same index built here, its level-0 lists read through faiss' own neighbor_range."""
+    index = faiss.IndexHNSWFlat(x.shape[1], m, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.rng = faiss.RandomGenerator(seed)
+    if ef is not None:
+        index.hnsw.efConstruction = ef
     faiss.omp_set_num_threads(1)
     index.add(x)
     nb = faiss.vector_to_array(index.hnsw.neighbors)
@@ -162,9 +162,14 @@ def test_hnsw_pairs_are_the_base_layer_neighbours_once_each():
     for i in range(len(x)):
         begin, end = np.zeros(1, dtype=np.uint64), np.zeros(1, dtype=np.uint64)
         index.hnsw.neighbor_range(i, 0, faiss.swig_ptr(begin), faiss.swig_ptr(end))
-        for j in nb[int(begin[0]):int(end[0])]:
-            if j >= 0 and j != i:
-                want.add((min(i, int(j)), max(i, int(j))))
+        want |= {(min(i, int(j)), max(i, int(j))) for j in nb[int(begin[0]):int(end[0])] if j >= 0 and j != i}
+    return want
+
+
+def test_hnsw_pairs_are_the_base_layer_neighbours_once_each():
+    x = unit_rows(300, 24, 1)
+    pairs = noderag.hnsw_base_pairs(x, m=4, seed=9)
+    want = _faiss_base_pairs(x, 4, 9)
     got = [tuple(p) for p in pairs.tolist()]
     assert len(got) == len(set(got))  # once each
     assert all(i < j for i, j in got)
@@ -298,15 +303,4 @@ def test_matching_clusters_follow_the_published_code():
 def test_hnsw_pairs_use_the_given_construction_list():
     x = unit_rows(300, 24, 2)
     pairs = noderag.hnsw_base_pairs(x, m=4, seed=9, ef=200)
-    index = faiss.IndexHNSWFlat(24, 4, faiss.METRIC_INNER_PRODUCT)
-    index.hnsw.rng = faiss.RandomGenerator(9)
-    index.hnsw.efConstruction = 200
-    faiss.omp_set_num_threads(1)
-    index.add(x)
-    nb = faiss.vector_to_array(index.hnsw.neighbors)
-    want = set()
-    for i in range(len(x)):
-        begin, end = np.zeros(1, dtype=np.uint64), np.zeros(1, dtype=np.uint64)
-        index.hnsw.neighbor_range(i, 0, faiss.swig_ptr(begin), faiss.swig_ptr(end))
-        want |= {(min(i, int(j)), max(i, int(j))) for j in nb[int(begin[0]):int(end[0])] if j >= 0 and j != i}
-    assert {tuple(p) for p in pairs.tolist()} == want
+    assert {tuple(p) for p in pairs.tolist()} == _faiss_base_pairs(x, 4, 9, ef=200)
