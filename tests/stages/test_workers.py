@@ -491,3 +491,40 @@ def test_kill_9_of_a_cli_build_then_build_again_resumes_at_once(db, tiny_corpus)
     runs = [get_run(store, killed.id), store.latest_run(store.require_workspace("w").id)]
     assert runs[0].status == "failed" and "superseded" in runs[0].message, runs[0].message
     assert runs[1].status == "done" and runs[1].id > killed.id
+
+
+def test_a_frozen_transaction_on_the_run_row_does_not_block_the_takeover_forever(tmp_path, make_settings):
+    """PostgreSQL: a worker frozen between its heartbeat's UPDATE and its COMMIT holds the run's row lock; the server
+    ends that idle transaction after the store's `idle_transaction_s`, so another worker claims the run once its lease
+    has expired (without the timeout the claim waits on the lock for ever)."""
+    import threading
+
+    from sqlalchemy import text
+
+    from core.build.lease import Lease, claim_next
+    from tests.pg import database_for
+
+    settings = make_settings(tmp_path / "home")
+    url = database_for(settings.storage.home)
+    frozen_store = Store(url, idle_transaction_s=2.0)
+    ws = frozen_store.create_workspace("w")
+    run = create_run(frozen_store, ws, settings)
+    first = Lease(frozen_store, run.id, 0.5)
+    assert first.claim()
+    frozen = frozen_store.engine.connect()
+    tx = frozen.begin()
+    frozen.execute(text("UPDATE buildrun SET message = 'frozen mid-heartbeat' WHERE id = :i"), {"i": run.id})
+    time.sleep(1.0)  # the lease (0.5 s) expires while the frozen transaction holds the row
+    got: list = []
+    claimer = threading.Thread(target=lambda: got.append(claim_next(Store(url), 0.5)), daemon=True)
+    t0 = time.monotonic()
+    claimer.start()
+    claimer.join(timeout=30)
+    assert not claimer.is_alive(), "the claim still waits on the frozen transaction's lock"
+    assert got and got[0] is not None and got[0].run_id == run.id, "the run was not taken over"
+    assert time.monotonic() - t0 < 30
+    from sqlalchemy.exc import OperationalError
+
+    with pytest.raises(OperationalError):  # the server ended the frozen transaction: its connection is gone
+        tx.commit()
+    frozen.close()
