@@ -17,6 +17,10 @@ from core.config import WorkerSettings
 from core.liveness import holder_gone
 
 LEASE_S: float = WorkerSettings.model_fields["lease_s"].default  # a run row's lease when none was recorded
+# PostgreSQL ends a transaction left idle this long (core/store.py): a process frozen inside one (SIGSTOP, a paused
+# VM; seen in CI between a heartbeat's UPDATE and its COMMIT) would otherwise hold its run's row lock and block every
+# takeover of the run. No transaction of Strata waits that long between two of its statements.
+IDLE_TRANSACTION_S = 60.0
 
 
 def utcnow() -> datetime:

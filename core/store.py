@@ -19,6 +19,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlmodel import Session, SQLModel, col, create_engine, delete, select
 
 from core.models import (
+    IDLE_TRANSACTION_S,
     LEASE_S,
     Artifact,
     BuildRun,
@@ -162,22 +163,12 @@ def check_workspace_name(name: str) -> str:
     return name
 
 
-# A process frozen inside a transaction (SIGSTOP, a paused VM or container, a debugger; a worker stopped between its
-# heartbeat's UPDATE and its COMMIT) keeps that transaction's row locks on PostgreSQL: another worker's claim of the
-# run then waits on the lock forever, though the lease has long expired (seen in CI: a stalled worker's heartbeat
-# held its run's row, the serving worker waited 10 minutes). The server ends a transaction left idle this long, which
-# frees its locks; the woken process finds its connection closed and its lease lost. No transaction of Strata waits
-# that long between statements: each is a few statements, the longest a lease check held around one vector write.
-IDLE_TRANSACTION_S = 60.0
-
-
 class Store:
     """Owns the engine. Create one per process (the app keeps it in st.cache_resource)."""
 
     def __init__(self, url_or_path: str | Path, idle_transaction_s: float = IDLE_TRANSACTION_S):
         """`url_or_path`: a SQLAlchemy URL (`sqlite:///...`, `postgresql+psycopg://...`) or a path to a SQLite file.
-        `path` names the database for caches keyed on it: the SQLite file, or the URL without its password.
-        `idle_transaction_s`: PostgreSQL ends a transaction of this engine left idle that long (see IDLE_TRANSACTION_S)."""
+        `path` names the database for caches keyed on it: the SQLite file, or the URL without its password."""
         url = database_url(url_or_path)
         if url.get_backend_name() == "sqlite":
             db_path = Path(url.database or ":memory:")
@@ -189,11 +180,9 @@ class Store:
             SQLModel.metadata.create_all(self.engine)
         else:
             self.path = url.render_as_string(hide_password=True)
-            # pre-ping: a server restart or an idle timeout must not fail the next query; timestamps in UTC as on
-            # SQLite (the models store naive UTC datetimes, a server's own time zone must not shift them)
-            options = f"-c timezone=UTC -c idle_in_transaction_session_timeout={int(idle_transaction_s * 1000)}"
-            self.engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10,
-                                        connect_args={"options": options})
+            # pre-ping: a restart or timeout must not fail the next query; UTC as on SQLite; IDLE_TRANSACTION_S (models)
+            self.engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10, connect_args={
+                "options": f"-c timezone=UTC -c idle_in_transaction_session_timeout={int(idle_transaction_s * 1000)}"})
             with self.engine.begin() as conn:  # several processes may start at once: one creates the tables
                 conn.execute(text("SELECT pg_advisory_xact_lock(1936028001)"))
                 SQLModel.metadata.create_all(conn)
