@@ -241,7 +241,16 @@ def _check_commit(conn) -> None:
             held = _ENGINE_LEASES.get(id(conn.engine), [])
             lease = held[0] if len(held) == 1 else None
     if lease is not None:
-        lease.check(conn)
+        try:
+            lease.check(conn)
+        except LeaseLost:
+            # undo the refused writes on the database connection itself: SQLAlchemy sees a failed commit as ended,
+            # so the pool would hand this connection, its writes still pending, to the next user, whose commit (a
+            # heartbeat's, which the guard skips) would then commit them too
+            dbapi = conn.connection.dbapi_connection
+            if dbapi is not None:
+                dbapi.rollback()
+            raise
 
 
 class Heartbeat:

@@ -528,3 +528,29 @@ def test_a_frozen_transaction_on_the_run_row_does_not_block_the_takeover_forever
     with pytest.raises(DBAPIError, match="idle-in-transaction timeout"):  # the server ended the frozen transaction
         tx.commit()
     frozen.close()
+
+
+def test_a_write_refused_on_a_lost_lease_is_not_committed_by_the_next_user_of_its_connection(db):
+    """A commit the lease guard refuses (LeaseLost) leaves nothing pending on its pooled connection: the lease's own
+    writes afterwards (heartbeats, which the guard skips) must not commit the refused rows along with theirs (seen in
+    CI: a woken worker's refused call-cache row appeared after its next heartbeat)."""
+    from sqlalchemy import update
+
+    from core.build.lease import LeaseLost
+    from core.models import LLMCall
+
+    store = Store(db.storage.db_url)
+    ws = store.create_workspace("w")
+    run = create_run(store, ws, db)
+    lease = Lease(store, run.id, LEASE_S)
+    assert lease.claim()
+    with store.session() as s:  # another worker took the run over
+        s.exec(update(BuildRun).where(BuildRun.id == run.id).values(worker="someone-else"))  # type: ignore[call-overload]
+        s.commit()
+    with lease.guard():
+        with pytest.raises(LeaseLost):
+            store.save_call(LLMCall(key="refused", backend="ollama", model="m", task="extract", request={},
+                                    response="{}", ms=1.0))
+    for _ in range(12):  # every pooled connection in turn: none carries the refused row into its commit
+        assert not lease.renew()
+    assert store.cached_call("refused") is None
