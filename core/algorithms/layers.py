@@ -219,6 +219,15 @@ def meta_summary_concepts(texts: list[str], k: int = 8) -> list[str]:
     return out
 
 
+def _contexts(worded: list[tuple[str, set[str]]], heads: set[str]) -> dict[str, list[str]]:
+    """word -> the sentences holding it, for each of `heads`: what `nouns` reads a word in."""
+    contexts: dict[str, list[str]] = {h: [] for h in heads}
+    for sent, ws in worded:
+        for w in ws & heads:
+            contexts[w].append(sent)
+    return contexts
+
+
 def _noun_terms(shared: list[str], keywords: list[str], titles: list[str], sentences: list[str],
                 nouns: NounTest) -> tuple[list[str], list[str]] | None:
     """(shared concepts, keywords) kept in order when their last word reads as a noun, or None when none does. Words
@@ -232,11 +241,7 @@ def _noun_terms(shared: list[str], keywords: list[str], titles: list[str], sente
     for start in range(0, len(candidates), 4):
         heads = {w.split()[-1] for w in candidates[: start + 4]} - set(verdict)
         if heads:
-            contexts: dict[str, list[str]] = {h: [] for h in heads}
-            for sent, ws in worded:
-                for w in ws & heads:
-                    contexts[w].append(sent)
-            ok = nouns(contexts)
+            ok = nouns(_contexts(worded, heads))
             verdict.update((h, h in ok) for h in heads)
         readable = [w for w in candidates[: start + 4] if verdict[w.split()[-1]]]
         if readable:
@@ -261,23 +266,18 @@ def term_groups(member_titles: list[str], member_texts: list[str], nouns: NounTe
     n = max(len(member_titles), len(member_texts))
     if n == 0:
         return []
-    terms = [set(_terms(f"{(member_titles[i] if i < len(member_titles) else '') or ''}. "
-                        f"{_MEMBER_LIST.sub('', (member_texts[i] if i < len(member_texts) else '') or '')}"))
-             for i in range(n)]
+    titles = [(member_titles[i] if i < len(member_titles) else "") or "" for i in range(n)]
+    texts = [(member_texts[i] if i < len(member_texts) else "") or "" for i in range(n)]
+    terms = [set(_terms(f"{titles[i]}. {_MEMBER_LIST.sub('', texts[i])}")) for i in range(n)]
     holders: dict[str, set[int]] = {}
     for i, ts in enumerate(terms):
         for t in ts:
             holders.setdefault(t, set()).add(i)
     shared = {t: h for t, h in holders.items() if len(h) >= 2}
     if nouns is not None and shared:
-        heads = {t.split()[-1] for t in shared}
-        contexts: dict[str, list[str]] = {h: [] for h in heads}
-        for i in range(n):
-            for sent in split_sentences(f"{member_titles[i] if i < len(member_titles) else ''}. "
-                                        f"{member_texts[i] if i < len(member_texts) else ''}"):
-                for w in set(words(sent, folded=False)) & heads:
-                    contexts[w].append(sent)
-        ok = nouns(contexts)
+        worded = [(sent, set(words(sent, folded=False))) for i in range(n)
+                  for sent in split_sentences(f"{titles[i]}. {texts[i]}")]
+        ok = nouns(_contexts(worded, {t.split()[-1] for t in shared}))
         shared = {t: h for t, h in shared.items() if t.split()[-1] in ok}
     groups: list[tuple[str, set[int]]] = []
     left = set(range(n))
@@ -286,7 +286,7 @@ def term_groups(member_titles: list[str], member_texts: list[str], nouns: NounTe
         best = max(order, key=lambda t: len(shared[t] & left), default=None)  # the first of equals: `order`'s tie-break
         if best is None or len(shared[best] & left) < 2:
             break
-        groups.append((best, shared[best]))
+        groups.append((best, set(shared[best])))
         left -= shared[best]
     if not groups:
         return [list(range(n))]
