@@ -205,8 +205,14 @@ class ArchRAGSettings(BaseModel):
     knn_search_scale: float = Field(1.5, description="KNN augmentation: candidates per node, int(this x m_du) nearest "
                                     "(the published code's `search_k`, 1.5).")
     resolution: float = Field(1.0, description="Resolution of the weighted Leiden run on each level's graph.")
-    max_levels: int = Field(5, description="Termination: at most this many community levels (ArchRAG uses 4-6).")
-    min_nodes: int = Field(4, description="Termination: stop when a level's graph has fewer nodes than this.")
+    max_cluster_size: int = Field(15, ge=0, description="GCluster: a Leiden community larger than this is split by "
+                                  "Leiden on its own subgraph until none is (the published code's hierarchical Leiden "
+                                  "with `max_cluster_size` 15, src/attr_cluster.py `compute_leiden_max_size`); 0: no cap.")
+    max_levels: int = Field(4, description="Termination: at most this many community levels (the published code's "
+                            "`max_level` 4; archrag.txt §3.1 \"reaching the specified level limit\").")
+    min_clusters: int = Field(5, ge=1, description="Termination: a clustering into fewer communities than this is not "
+                              "kept and ends the hierarchy (the published code's `min_clusters` 5; archrag.txt §3.1 "
+                              "\"insufficient nodes\").")
     chnsw_m: int = Field(32, description="C-HNSW: intra-layer nearest-neighbour links per node (M; §3.1.3 \"a "
                          "predefined value\", none given: the published code's M = 32, src/hchnsw_index.py).")
     seed: int = Field(42, description="Seed of Leiden and of the C-HNSW construction.")

@@ -13,11 +13,15 @@ Each iteration works on an attributed graph (nodes with unit vectors z, undirect
    attribute similarity", and weighted Leiden maximises weighted modularity, which only groups similar nodes
    when the weight grows with similarity; EPS keeps every weight positive, as Leiden needs.
 3. GCluster: weighted Leiden (leidenalg, RBConfiguration as in communities.py, the settings' resolution and
-   seed, LEIDEN_ITERATIONS passes).
+   seed, LEIDEN_ITERATIONS passes), size-capped as the published code clusters (src/attr_cluster.py
+   `compute_leiden_max_size`, graspologic's `hierarchical_leiden`): a community of more than `max_cluster_size`
+   (15) nodes is split by Leiden on its own subgraph, again until none is larger or Leiden keeps it whole; the
+   final (leaf) clusters are the level's communities (`split_large`).
 4. (the stage) a summary per community by the language backend, embedded: the next level's attributes.
 5. The next graph: one node per community, two linked when any of their members are linked in E'.
-Termination: the next graph has fewer than `min_nodes` nodes, `max_levels` levels are built, or clustering no
-longer merges anything (every community a singleton; that level is not kept).
+Termination (the published code's `attr_cluster`): `max_levels` (4) levels are built, or a clustering gives fewer
+than `min_clusters` (5) communities (that level is not kept; a graph of fewer nodes cannot give more), or it no
+longer merges anything (every community a singleton; not kept either).
 
 `Hierarchy` holds the state between iterations so the stage can summarise and embed (and report progress)
 between `cluster()` and `advance(vectors)`; `run()` drives it with a plain function for the attributes.
@@ -102,14 +106,58 @@ def edge_weights(vecs: np.ndarray, pairs: np.ndarray, step: int = 200_000) -> np
     return np.maximum(out, EPS)
 
 
-def cluster(n: int, pairs: np.ndarray, weights: np.ndarray, resolution: float, seed: int) -> np.ndarray:
-    """Weighted Leiden; community labels renumbered largest first (ties: smallest member first)."""
+def leiden(n: int, pairs: np.ndarray, weights: np.ndarray, resolution: float, seed: int) -> np.ndarray:
+    """One weighted Leiden run over n nodes (raw labels)."""
     if len(pairs) == 0:
         return np.arange(n, dtype=np.int64)
     g = ig.Graph(n=n, edges=pairs.tolist(), directed=False)
     part = leidenalg.find_partition(g, leidenalg.RBConfigurationVertexPartition, weights=weights.tolist(),
                                     resolution_parameter=resolution, seed=seed, n_iterations=LEIDEN_ITERATIONS)
-    raw = np.asarray(part.membership, dtype=np.int64)
+    return np.asarray(part.membership, dtype=np.int64)
+
+
+def split_large(membership: np.ndarray, pairs: np.ndarray, weights: np.ndarray, max_size: int, resolution: float,
+                seed: int) -> np.ndarray:
+    """The final clusters of a size-capped hierarchical Leiden (module doc, 3): every community of more than
+    `max_size` nodes is clustered again by Leiden over the links inside it, recursively, until none is larger or
+    Leiden keeps one whole (it is then a final cluster as it is). Raw labels."""
+    out = np.array(membership, dtype=np.int64)
+    label = int(out.max()) + 1 if len(out) else 0
+    todo = [(membership, pairs, weights)]  # (labels of some nodes, the links among them, their weights)
+    while todo:
+        labels, p, w = todo.pop()
+        inside = (labels[p[:, 0]] == labels[p[:, 1]]) & (labels[p[:, 0]] >= 0) if len(p) else np.zeros(0, bool)
+        p, w = p[inside], w[inside]
+        by = labels[p[:, 0]] if len(p) else np.zeros(0, dtype=np.int64)
+        order = np.argsort(by, kind="stable")
+        p, w, by = p[order], w[order], by[order]
+        sizes = np.bincount(labels[labels >= 0]) if (labels >= 0).any() else np.zeros(0, dtype=np.int64)
+        for c in np.flatnonzero(sizes > max_size).tolist():
+            members = np.flatnonzero(labels == c)
+            lo, hi = np.searchsorted(by, c, "left"), np.searchsorted(by, c, "right")
+            local = np.full(len(labels), -1, dtype=np.int64)
+            local[members] = np.arange(len(members))
+            sub = leiden(len(members), local[p[lo:hi]], w[lo:hi], resolution, seed)
+            if sub.max() == 0:
+                continue  # Leiden keeps it whole: a final cluster
+            nxt = np.full(len(labels), -1, dtype=np.int64)
+            nxt[members] = sub + label
+            out[members] = sub + label
+            label += int(sub.max()) + 1
+            todo.append((nxt, p[lo:hi], w[lo:hi]))
+    return out
+
+
+def cluster(n: int, pairs: np.ndarray, weights: np.ndarray, resolution: float, seed: int,
+            max_size: int = 0) -> np.ndarray:
+    """Weighted Leiden, size-capped at `max_size` when it is above 0 (`split_large`); community labels renumbered
+    0.. largest first (ties: smallest member first)."""
+    if len(pairs) == 0:
+        return np.arange(n, dtype=np.int64)
+    raw = leiden(n, pairs, weights, resolution, seed)
+    if max_size > 0:
+        raw = split_large(raw, pairs, weights, max_size, resolution, seed)
+    raw = np.unique(raw, return_inverse=True)[1].astype(np.int64)
     sizes = np.bincount(raw)
     firsts = np.full(len(sizes), n, dtype=np.int64)
     np.minimum.at(firsts, raw, np.arange(n))
@@ -162,8 +210,8 @@ class Hierarchy:
     def __post_init__(self) -> None:
         self.vecs = unit_rows(self.vecs) if len(self.vecs) else np.zeros((0, 1), np.float32)
         self.edges = canonical_pairs(self.edges, max(len(self.vecs), 1))
-        if len(self.vecs) < self.cfg.min_nodes:
-            self.stop_reason = f"{len(self.vecs)} nodes (< min_nodes {self.cfg.min_nodes})"
+        if len(self.vecs) < self.cfg.min_clusters:
+            self.stop_reason = f"{len(self.vecs)} nodes (< min_clusters {self.cfg.min_clusters})"
         elif self.cfg.max_levels <= 0:
             self.stop_reason = "max_levels is 0"
 
@@ -196,10 +244,15 @@ class Hierarchy:
             for _ in self.augment():
                 pass
         assert self.pairs is not None and self.weights is not None  # augment() has set both
-        membership = cluster(self.n, self.pairs, self.weights, self.cfg.resolution, self.cfg.seed)
+        membership = cluster(self.n, self.pairs, self.weights, self.cfg.resolution, self.cfg.seed,
+                             self.cfg.max_cluster_size)
         n_comm = int(membership.max()) + 1 if len(membership) else 0
         if n_comm >= self.n:
             self.stop_reason = f"clustering layer {self.layer} merged nothing (every community a singleton)"
+            return None
+        if n_comm < self.cfg.min_clusters:
+            self.stop_reason = (f"clustering layer {self.layer} gave {n_comm} communities (< min_clusters "
+                                f"{self.cfg.min_clusters}); not kept")
             return None
         level = Level(self.layer, membership, groups_of(membership), self.n, len(self.pairs), self.knn_added)
         self.levels.append(level)
@@ -217,8 +270,9 @@ class Hierarchy:
         self.layer += 1
         if len(self.levels) >= self.cfg.max_levels:
             self.stop_reason = f"reached max_levels {self.cfg.max_levels}"
-        elif self.n < self.cfg.min_nodes:
-            self.stop_reason = f"layer {level.layer} has {self.n} communities (< min_nodes {self.cfg.min_nodes})"
+        elif self.n < self.cfg.min_clusters:
+            self.stop_reason = (f"layer {level.layer} has {self.n} communities: too few to give min_clusters "
+                                f"{self.cfg.min_clusters}")
 
 
 def run(edges: np.ndarray, vecs: np.ndarray, cfg: ArchRAGSettings,

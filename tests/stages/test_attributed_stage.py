@@ -44,7 +44,7 @@ def tiny_built(tmp_path_factory, embedder):
 
     settings = Settings()
     settings.storage.home = home
-    settings.archrag.min_nodes = 2  # so the four short documents give more than one level
+    settings.archrag.min_clusters = 2  # so the four short documents give more than one level
     return build_workspace(home, [docs], embedder, name="attr", settings=settings)
 
 
@@ -75,7 +75,7 @@ def test_levels_partition_the_layer_below_and_are_summarized_and_indexed(tiny_bu
         stage = s.exec(select(StageRun).where(StageRun.workspace_id == ws.id, StageRun.stage == "attributed")).first()
     snap = _snapshot(store, ws.id)
     n_levels = max(c.data["layer"] for c in comms.values())
-    assert n_levels >= 2, "min_nodes 2 gives the tiny corpus at least two levels"
+    assert n_levels >= 2, "min_clusters 2 gives the tiny corpus at least two levels"
     by_layer = defaultdict(list)
     for c in comms.values():
         by_layer[c.data["layer"]].append(c)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.algorithms.attributed import EPS, Hierarchy, community_links, run
+from core.algorithms.attributed import EPS, Hierarchy, cluster, community_links, leiden, run
 from core.algorithms.chnsw import unit_rows
 from core.config import ArchRAGSettings
 
@@ -104,7 +104,7 @@ def test_hierarchy_levels_nest_and_stop_at_max_levels():
     rng = np.random.default_rng(4)
     centres = unit_rows(rng.standard_normal((16, 32)))
     vecs = unit_rows(np.repeat(centres, 12, axis=0) + 0.2 * rng.standard_normal((192, 32)))
-    cfg = ArchRAGSettings(max_levels=2, min_nodes=2, seed=5)
+    cfg = ArchRAGSettings(max_levels=2, min_clusters=2, seed=5)
     h = run(np.zeros((0, 2), dtype=np.int64), vecs, cfg, _mean_attributes)
     assert len(h.levels) == 2 and h.stop_reason.startswith("reached max_levels")
     first, second = h.levels
@@ -114,15 +114,63 @@ def test_hierarchy_levels_nest_and_stop_at_max_levels():
     assert len(h.knn_of) == 2 and h.knn_of[0].shape[0] == 192, "the kNN of each clustered graph is kept"
 
 
-def test_termination_on_min_nodes_and_when_nothing_merges():
+def test_termination_on_min_clusters_and_when_nothing_merges():
     rng = np.random.default_rng(6)
     vecs = _two_clusters(rng, n_each=10)
-    small = Hierarchy(np.zeros((0, 2)), vecs[:3], ArchRAGSettings(min_nodes=4))
-    assert small.done and "min_nodes" in small.stop_reason, "too few entities: no level at all"
-    # the loop stops once a level has fewer communities than min_nodes 3
-    cfg = ArchRAGSettings(min_nodes=3)
-    h = run(np.zeros((0, 2), dtype=np.int64), vecs, cfg, _mean_attributes)
-    assert h.levels and "min_nodes" in h.stop_reason and h.n < 3 and h.n == len(h.levels[-1].groups)
+    small = Hierarchy(np.zeros((0, 2)), vecs[:3], ArchRAGSettings(min_clusters=4))
+    assert small.done and "min_clusters" in small.stop_reason, "too few entities: no level at all"
+    # a clustering into fewer communities than min_clusters is not kept (the published rule)
+    first = Hierarchy(np.zeros((0, 2)), vecs, ArchRAGSettings(min_clusters=1, max_cluster_size=0)).cluster()
+    n_first = len(first.groups)
+    assert 1 < n_first < len(vecs)
+    h = run(np.zeros((0, 2), dtype=np.int64), vecs, ArchRAGSettings(min_clusters=n_first + 1, max_cluster_size=0),
+            _mean_attributes)
+    assert not h.levels and f"gave {n_first} communities (< min_clusters {n_first + 1}); not kept" in h.stop_reason
+    # with min_clusters = that count the level is kept; the loop then ends on a later clustering or graph too small
+    h = run(np.zeros((0, 2), dtype=np.int64), vecs, ArchRAGSettings(min_clusters=n_first, max_cluster_size=0),
+            _mean_attributes)
+    assert len(h.levels) == 1 and len(h.levels[0].groups) == n_first
+    assert "min_clusters" in h.stop_reason and all(len(lv.groups) >= n_first for lv in h.levels)
     # nodes with no links and no augmentation: Leiden merges nothing, and no level is kept
-    lone = Hierarchy(np.zeros((0, 2)), np.eye(6, dtype=np.float32), ArchRAGSettings(knn_degree_scale=0, min_nodes=2))
+    lone = Hierarchy(np.zeros((0, 2)), np.eye(6, dtype=np.float32),
+                     ArchRAGSettings(knn_degree_scale=0, min_clusters=2))
     assert lone.cluster() is None and lone.done and "merged nothing" in lone.stop_reason and not lone.levels
+
+
+def _capped_by_hand(members, pairs, weights, max_size, seed):
+    """The size-capped hierarchical Leiden written out plainly, one community at a time: Leiden over the links
+    inside `members`; each of its communities larger than max_size is clustered again the same way."""
+    local = {m: i for i, m in enumerate(members)}
+    inner = [(local[a], local[b], w) for (a, b), w in zip(pairs.tolist(), weights.tolist()) if a in local and b in local]
+    sub_pairs = np.array([(a, b) for a, b, _ in inner], dtype=np.int64).reshape(-1, 2)
+    labels = leiden(len(members), sub_pairs, np.array([w for *_, w in inner]), 1.0, seed)
+    out = []
+    for c in sorted(set(labels.tolist())):
+        group = [members[i] for i in np.flatnonzero(labels == c)]
+        whole = len(set(labels.tolist())) == 1
+        out += ([group] if len(group) <= max_size or whole else _capped_by_hand(group, pairs, weights, max_size, seed))
+    return out
+
+
+def test_leiden_is_size_capped_as_the_published_code_clusters():
+    """GCluster as the published code runs it (hierarchical Leiden, max_cluster_size 15): communities above the
+    cap are split again on their own subgraph; the final clusters nest in the uncapped ones."""
+    rng = np.random.default_rng(9)
+    n = 150
+    centres = unit_rows(rng.standard_normal((3, 16)))
+    vecs = unit_rows(np.repeat(centres, 50, axis=0) + 0.35 * rng.standard_normal((n, 16)))
+    h = Hierarchy(np.zeros((0, 2)), vecs, ArchRAGSettings(seed=4, max_cluster_size=0))
+    list(h.augment())
+    free = cluster(n, h.pairs, h.weights, 1.0, 4)
+    capped = cluster(n, h.pairs, h.weights, 1.0, 4, max_size=15)
+    assert np.bincount(free).max() > 15, "without the cap some community is larger than 15"
+    sizes = np.bincount(capped)
+    assert sizes.max() <= 15 and len(sizes) > len(np.bincount(free))
+    for c in range(len(sizes)):
+        assert len(set(free[capped == c].tolist())) == 1, "a capped community lies inside one uncapped community"
+    want = sorted(sorted(g) for g in _capped_by_hand(list(range(n)), h.pairs, h.weights, 15, 4))
+    got = sorted(sorted(np.flatnonzero(capped == c).tolist()) for c in range(len(sizes)))
+    assert got == want, "the recursion of the published code, community by community"
+    # the Hierarchy uses the settings' cap (15 by default)
+    level = Hierarchy(np.zeros((0, 2)), vecs, ArchRAGSettings(seed=4)).cluster()
+    assert level is not None and max(len(g) for g in level.groups) <= 15
