@@ -38,6 +38,7 @@ import leidenalg
 import numpy as np
 
 from core.algorithms.chnsw import KNN_BLOCK, knn_blocks, unit_rows
+from core.algorithms.similarity import row_dots
 from core.config import ArchRAGSettings
 
 EPS = 1e-3  # floor of a link weight (cosine can be <= 0 for relationship links)
@@ -64,7 +65,7 @@ def augmentation_plan(edges: np.ndarray, vecs: np.ndarray, cfg: ArchRAGSettings)
     n = len(vecs)
     edges = canonical_pairs(edges, max(n, 1))
     if len(edges):
-        cos = np.einsum("ij,ij->i", vecs[edges[:, 0]], vecs[edges[:, 1]])
+        cos = row_dots(vecs[edges[:, 0]], vecs[edges[:, 1]])
         wx = float(np.percentile(cos, 100 * cfg.knn_percentile))
         deg = np.bincount(edges.ravel(), minlength=n)
         m_du = int(deg.sum() / max(int((deg > 0).sum()), 1))
@@ -102,7 +103,7 @@ def edge_weights(vecs: np.ndarray, pairs: np.ndarray, step: int = 200_000) -> np
     out = np.empty(len(pairs), dtype=np.float64)
     for s in range(0, len(pairs), step):
         p = pairs[s : s + step]
-        out[s : s + len(p)] = np.einsum("ij,ij->i", vecs[p[:, 0]], vecs[p[:, 1]])
+        out[s : s + len(p)] = row_dots(vecs[p[:, 0]], vecs[p[:, 1]])
     return np.maximum(out, EPS)
 
 

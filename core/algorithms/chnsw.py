@@ -44,6 +44,8 @@ from pathlib import Path
 
 import numpy as np
 
+from core.algorithms.similarity import dot, dots
+
 CHNSW_FILE = "chnsw.npz"  # where a workspace built before the index moved to the database kept it (vector directory)
 CHNSW_ARTIFACT = "chnsw"  # the index's name among the workspace's artifacts (the `attributed` stage writes it)
 EF_SEARCH = 64  # default SearchLayer candidate list of queries (>= k)
@@ -113,7 +115,7 @@ def search_layer(vecs: np.ndarray, neighbours: Callable[[int], list[int]], q: np
     """Algorithm 2's SearchLayer with a candidate list of size `ef`: (similarity, node) best first. The nodes it
     evaluated (Algorithm 2's V) are added to `visited_out` when given: the result is the best `ef` of them."""
     visited = set(entries)
-    sims = (vecs[entries] @ q).tolist()
+    sims = dots(vecs[entries], q).tolist()
     cand = [(-s, e) for s, e in zip(sims, entries)]  # expansion queue Q: most similar first
     heapq.heapify(cand)
     res = [(s, e) for s, e in zip(sims, entries)]  # dynamic nearest set R: least similar on top
@@ -128,7 +130,7 @@ def search_layer(vecs: np.ndarray, neighbours: Callable[[int], list[int]], q: np
         if not fresh:
             continue
         visited.update(fresh)
-        for x, sx in zip(fresh, (vecs[fresh] @ q).tolist()):
+        for x, sx in zip(fresh, dots(vecs[fresh], q).tolist()):
             if len(res) < ef or sx > res[0][0]:
                 heapq.heappush(cand, (-sx, x))
                 heapq.heappush(res, (sx, x))
@@ -216,7 +218,7 @@ class CHNSW:
                     if layer < top:
                         c = _descend(vecs, adj, inter, offsets, entry, q, layer + 1)
                         s = int(inter[c])
-                        if s < 0 or float(vecs[c] @ q) > float(vecs[c] @ vecs[s]):
+                        if s < 0 or dot(vecs[c], q) > dot(vecs[c], vecs[s]):
                             inter[c] = v  # Algorithm 3 lines 9-10 (refined by the final pass below)
                     if inserted:
                         if s < 0:  # line 11: no link to follow, start from a random inserted node

@@ -27,6 +27,8 @@ import igraph as ig
 import leidenalg
 import numpy as np
 
+from core.algorithms.similarity import row_dots
+
 # ---------------------------------------------------------------------------------------------- the heterograph's edges
 # Every edge NodeRAG defines, as stored: (edge kind, source node kind, target node kind); each weighs 1 (§2.1 "the
 # default weight of e is set to 1"), raised by 1 where an HNSW semantic edge falls on it (§2.4).
@@ -243,5 +245,5 @@ def pair_scores(vecs: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     step = 100_000
     for off in range(0, len(pairs), step):
         p = pairs[off : off + step]
-        out[off : off + step] = np.einsum("ij,ij->i", vecs[p[:, 0]], vecs[p[:, 1]])
+        out[off : off + step] = row_dots(vecs[p[:, 0]], vecs[p[:, 1]])
     return out

@@ -14,12 +14,14 @@ import numpy as np
 from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import squareform
 
+from core.algorithms.similarity import cross_dots
+
 WINDOW = 1000  # statements clustered together at most (a document's statements in order, window by window)
 
 
 def _condensed(vecs: np.ndarray) -> np.ndarray:
     """Condensed cosine-distance matrix of unit rows, clipped to [0, 2] (rounding can make it slightly negative)."""
-    d = 1.0 - np.clip(vecs @ vecs.T, -1.0, 1.0)
+    d = 1.0 - np.clip(cross_dots(vecs, vecs), -1.0, 1.0)
     np.fill_diagonal(d, 0.0)
     return squareform(np.maximum(d, 0.0).astype(np.float64), checks=False)
 

@@ -14,6 +14,7 @@ import igraph as ig
 import numpy as np
 from sqlmodel import select
 
+from core.algorithms.similarity import dots
 from core.graph.entity_graph import EntityGraph, load_entity_graph
 from core.models import Community, Document, Edge, Node
 
@@ -82,7 +83,7 @@ class GraphView:
         rows = [(e, self.entity_vec_row[e]) for e in entity_ids if e in self.entity_vec_row]
         if not rows:
             return {}
-        sims = self.entity_vecs[[r for _, r in rows]] @ q.astype(np.float32)
+        sims = dots(self.entity_vecs[[r for _, r in rows]], q.astype(np.float32))
         return {e: float(v) for (e, _), v in zip(rows, sims)}
 
     def documents_of(self, chunk_ids) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Protocol, TypeVar
 import numpy as np
 from sqlmodel import select
 
+from core.algorithms.similarity import dot
 from core.config import Settings
 from core.graph.hetero import HeteroGraph
 from core.graph.view import GraphView
@@ -302,7 +303,7 @@ def chunk_similarity(res: Resources, q: np.ndarray, chunks: list[str]) -> dict[s
     """Similarity of the query vector `q` to the stored vector of each of `chunks` that has one."""
     vecs = res.index.vectors("chunk", chunks) if chunks else {}
     qv = q.astype(np.float32)
-    return {c: float(v @ qv) for c, v in vecs.items()}
+    return {c: dot(v, qv) for c, v in vecs.items()}
 
 
 def by_similarity(res: Resources, q: np.ndarray, chunks: list[str]) -> list[str]:

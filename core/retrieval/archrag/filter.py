@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sqlmodel import col, select
 
+from core.algorithms.similarity import dots
 from core.ingest import count_tokens
 from core.models import Edge, Node
 from core.retrieval.archrag.search import ChnswCache, Item
@@ -173,7 +174,7 @@ def extractive_layer(layer: int, items: list[Item], q: np.ndarray) -> list[Point
     for i, it in enumerate(items):
         if it.vecs is None:
             continue
-        sims = (it.vecs @ q).tolist()
+        sims = dots(it.vecs, q).tolist()
         for j, (x, sim) in enumerate(zip(it.sentences, sims)):
             chunks = it.backing[j] if it.backing else []
             p = by_text.get(x)

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.algorithms.similarity import dot
 from core.ingest import count_tokens
 from core.retrieval.base import (
     ContextItem,
@@ -152,7 +153,7 @@ def select_communities(res: Resources, q: np.ndarray, top: int, expand: bool, ca
         return hits, []
     vecs = res.index.vectors("community", [k for k, _ in kids])
     qv = q.astype(np.float32)
-    scored = sorted(((k, p, float(vecs[k] @ qv) if k in vecs else 0.0) for k, p in kids), key=lambda t: (-t[2], t[0]))
+    scored = sorted(((k, p, dot(vecs[k], qv) if k in vecs else 0.0) for k, p in kids), key=lambda t: (-t[2], t[0]))
     return hits, scored[: cap - len(hits)]
 
 

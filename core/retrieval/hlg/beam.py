@@ -25,12 +25,14 @@ from itertools import pairwise
 import numpy as np
 import scipy.sparse as sp
 
+from core.algorithms.similarity import cross_dots, dots
+
 
 def path_embedding(q: np.ndarray, vecs: np.ndarray) -> np.ndarray:
     """Eq. 6: Σ α_i e_i with α = softmax over i of sim(e_Q, e_i) (cosine)."""
     vecs = np.asarray(vecs, dtype=np.float64)
     qn = np.asarray(q, dtype=np.float64) / max(float(np.linalg.norm(q)), 1e-12)
-    sims = vecs @ qn / np.maximum(np.linalg.norm(vecs, axis=1), 1e-12)
+    sims = dots(vecs, qn) / np.maximum(np.linalg.norm(vecs, axis=1), 1e-12)
     alpha = np.exp(sims - sims.max())
     return (alpha / alpha.sum()) @ vecs
 
@@ -58,7 +60,7 @@ def beam_search(q: np.ndarray, E: np.ndarray, nbr: sp.csr_matrix, starts: np.nda
     normalizer cancels in the cosine), and a child u' = u + w e only needs u·e, computed per expanded statement
     as one matrix product over the paths that end there."""
     qn = (q / max(np.linalg.norm(q), 1e-12)).astype(np.float32)
-    sims = (E @ qn).astype(np.float64)
+    sims = dots(E, qn)
     w = np.exp(sims)
     starts = np.asarray(starts, dtype=np.int64)
     paths = starts[:, None]
@@ -74,7 +76,7 @@ def beam_search(q: np.ndarray, E: np.ndarray, nbr: sp.csr_matrix, starts: np.nda
             break
         P = len(paths)
         cand = np.full((P, width), -1, dtype=np.int64)
-        dots = np.zeros((P, width), dtype=np.float64)
+        pair_dots = np.zeros((P, width), dtype=np.float64)
         order = np.argsort(paths[:, -1], kind="stable")
         lasts = paths[order, -1]
         bounds = np.r_[0, np.flatnonzero(np.diff(lasts)) + 1, P]
@@ -87,11 +89,11 @@ def beam_search(q: np.ndarray, E: np.ndarray, nbr: sp.csr_matrix, starts: np.nda
                 continue
             idx = order[b0:b1]
             cand[idx, :len(nb)] = nb
-            dots[idx, :len(nb)] = U[idx] @ E[nb].T
+            pair_dots[idx, :len(nb)] = cross_dots(U[idx], E[nb])
         valid = (cand >= 0) & ~(paths[:, :, None] == cand[:, None, :]).any(axis=1)
         c = np.where(valid, cand, 0)
         wc = w[c]
-        child = (a[:, None] + wc * sims[c]) / np.sqrt(np.maximum(nn[:, None] + 2 * wc * dots + wc ** 2, 1e-24))
+        child = (a[:, None] + wc * sims[c]) / np.sqrt(np.maximum(nn[:, None] + 2 * wc * pair_dots + wc ** 2, 1e-24))
         p, j = np.nonzero(valid & (child > score[:, None]))  # (i) a child must improve its parent
         if not len(p):
             break
@@ -108,7 +110,7 @@ def beam_search(q: np.ndarray, E: np.ndarray, nbr: sp.csr_matrix, starts: np.nda
         group = group[p]
         U = U[p] + E[n] * w[n, None].astype(np.float32)
         a = a[p] + w[n] * sims[n]
-        nn = nn[p] + 2 * w[n] * dots[p, j[o][keep]] + w[n] ** 2
+        nn = nn[p] + 2 * w[n] * pair_dots[p, j[o][keep]] + w[n] ** 2
         score = ch
         beam.paths.append(paths)
         beam.scores.append(score)

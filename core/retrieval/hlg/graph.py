@@ -9,6 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 from sqlmodel import col, select
 
+from core.algorithms.similarity import dots, row_dots
 from core.ingest.tokens import count_tokens
 from core.models import Document, Edge, Node
 from core.retrieval.base import Resources
@@ -26,7 +27,7 @@ def unit_rows(m: np.ndarray) -> np.ndarray:
 
 def cosines(m: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Cosine of every unit row of m to the unit vector q (float64)."""
-    return (m @ q).astype(np.float64) if m.shape[1:] == q.shape else np.zeros(len(m))
+    return dots(m, q) if m.shape[1:] == q.shape else np.zeros(len(m))
 
 
 STATEMENT_TFIDF: CacheKey[sp.csr_matrix | None] = CacheKey("hlg.statement_tfidf")  # in Lexicon._tfidf
@@ -143,7 +144,7 @@ class Lexicon:
         srow_chunk = np.array([next((crow[c] for c in cs if c in crow), -1) for cs in schunks], dtype=np.int64)
         has = srow_chunk >= 0
         esc = np.zeros(len(ids), dtype=np.float32)
-        esc[has] = np.einsum("ij,ij->i", E[has], C[srow_chunk[has]])
+        esc[has] = row_dots(E[has], C[srow_chunk[has]])
         MT = M.T.tocsr()
         sdoc = [next((cdoc[c] for c in cs if c in cdoc), d) for cs, d in zip(schunks, sdoc)]
         return cls(sids=list(ids), E=E, stext=stext, sdoc=sdoc, schunks=schunks, srow_chunk=srow_chunk, esc=esc,
