@@ -220,16 +220,24 @@ class VectorIndex:
 
     @_guarded
     def all_vectors(self, kind: str) -> tuple[list[str], np.ndarray]:
+        ids, vecs, _ = self.all_entries(kind, metas=False)
+        return ids, vecs
+
+    @_guarded
+    def all_entries(self, kind: str, metas: bool = True) -> tuple[list[str], np.ndarray, list[dict]]:
+        """Every (id, vector, metadata) of `kind`, read a batch at a time (metadata left empty without `metas`)."""
         col = self.collection(kind)
         ids: list[str] = []
         vecs: list[np.ndarray] = []
+        out_metas: list[dict] = []
         total = col.count()
         step = min(5000, self.batch)
         for off in range(0, total, step):
-            got = col.get(limit=step, offset=off, include=["embeddings"])
+            got = col.get(limit=step, offset=off, include=["embeddings", "metadatas"] if metas else ["embeddings"])
             ids.extend(got["ids"])
             vecs.extend(np.asarray(e, dtype=np.float32) for e in got["embeddings"])
-        return ids, (np.vstack(vecs) if vecs else np.zeros((0, 0), dtype=np.float32))
+            out_metas.extend((m or {}) for m in (got.get("metadatas") or [None] * len(got["ids"])))
+        return ids, (np.vstack(vecs) if vecs else np.zeros((0, 0), dtype=np.float32)), out_metas
 
 
 def reopen_vector_stores() -> None:

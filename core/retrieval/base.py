@@ -16,12 +16,12 @@ from typing import Protocol, TypeVar
 import numpy as np
 from sqlmodel import select
 
-from core.algorithms.similarity import dot
+from core.algorithms.similarity import dot, dots
 from core.config import Settings
 from core.graph.hetero import HeteroGraph
 from core.graph.view import GraphView
 from core.index.embedding import node_text_for_embedding
-from core.index.vectors import VectorIndex
+from core.index.vectors import Hit, VectorIndex
 from core.ingest import count_tokens
 from core.models import Document, Node, Workspace
 from core.protocols import Embedder, RetrievalLLM
@@ -36,6 +36,7 @@ R = TypeVar("R")
 
 VIEW: CacheKey[GraphView] = CacheKey("view")
 HETERO: CacheKey[HeteroGraph] = CacheKey("hetero")
+VECTORS: CacheKey[tuple[list[str], np.ndarray, list[dict]]] = CacheKey("vectors")  # per kind: Resources.nearest
 CHUNK_BM25: CacheKey[BM25] = CacheKey("chunk_bm25")
 NAMES: CacheKey[NameIndex] = CacheKey("names")
 
@@ -152,6 +153,28 @@ class Resources:
         out = replace(self, settings=settings)
         out.cache = self.cache
         return out
+
+    def nearest(self, kind: str, q: np.ndarray, k: int, where: dict | None = None) -> list[Hit]:
+        """The k stored vectors of `kind` most similar to the query vector `q` (cosine), found exactly: every vector
+        of the kind scored (`similarity.dots`, read once per build into this cache), ties by id; `where` keeps those
+        whose metadata has those values. The vector store's own HNSW search is approximate, and a process that loads
+        the collection again could miss a different near neighbour: the factbook build gave two top-10 statement
+        lists for one question in 2 of 14 processes (docs/BENCHMARKS.md). Exact search gives the same hits in every
+        process and on every store."""
+        ids, vecs, metas = self.cached(VECTORS, lambda: _sorted_entries(*self.index.all_entries(kind)), variant=kind)
+        if k <= 0 or not ids:
+            return []
+        q = np.asarray(q, dtype=np.float32)
+        sims = dots(vecs, q / max(float(np.linalg.norm(q)), 1e-12))
+        if where:
+            sims[[not all(m.get(a) == b for a, b in where.items()) for m in metas]] = -np.inf
+        k = min(k, int(np.isfinite(sims).sum()))
+        if k <= 0:
+            return []
+        cut = np.partition(sims, len(sims) - k)[len(sims) - k]  # the k-th best score: every tie with it competes
+        cand = np.flatnonzero(sims >= cut)
+        top = cand[np.lexsort((cand, -sims[cand]))][:k]  # rows are in id order, so ties go by id
+        return [Hit(ids[i], float(sims[i]), metas[i]) for i in top.tolist()]
 
     @property
     def view(self) -> GraphView:
@@ -297,6 +320,12 @@ def sources_from_chunks(view, chunk_scores: dict[str, float], limit: int) -> lis
         out.append(Source(document_id=doc, external_id=ext, title=title, score=round(sc, 4),
                           chunk_ids=[c for _, c in sorted(chunks_of[doc], reverse=True)]))
     return out
+
+
+def _sorted_entries(ids: list[str], vecs: np.ndarray, metas: list[dict]) -> tuple[list[str], np.ndarray, list[dict]]:
+    """A kind's stored entries in id order (the order `Resources.nearest` breaks ties in)."""
+    order = sorted(range(len(ids)), key=ids.__getitem__)
+    return [ids[i] for i in order], (vecs[order] if len(order) else vecs), [metas[i] for i in order]
 
 
 def chunk_similarity(res: Resources, q: np.ndarray, chunks: list[str]) -> dict[str, float]:

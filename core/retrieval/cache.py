@@ -15,6 +15,7 @@ walk per walk settings, the C-HNSW per index file). The keys in use:
   hetero      core/retrieval/base.py      HeteroGraph: every node and edge as one sparse matrix (core/graph/hetero.py)
   chunk_bm25  core/retrieval/base.py      BM25 over the chunks as they are embedded (naive / bm25)
   names       core/retrieval/base.py      NameIndex: entity names and overview titles (exact match)
+  vectors     core/retrieval/base.py      every stored vector of a kind, in id order, variant = the kind (`nearest`)
   noderag.edges  core/retrieval/noderag.py   EdgeList: every stored edge with its HNSW boost
   noderag.walk   core/retrieval/noderag.py   Walk: the walked adjacency, variant = the walk settings
   archrag.chnsw  core/retrieval/archrag/search.py  ChnswCache: the C-HNSW index, variant = its file; rebuilt when

@@ -134,7 +134,7 @@ class HiRAGStrategy:
         t.lap("load_graph")
         q = res.embed_query(question)
         t.lap("embed_query")
-        hits = res.index.query("entity", q, cfg.top_n_entities)
+        hits = res.nearest("entity", q, cfg.top_n_entities)
         local = [(h.id, h.score) for h in hits if h.id in view.entities]
         t.lap("entity_search")
 

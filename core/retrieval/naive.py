@@ -26,7 +26,7 @@ class NaiveStrategy:
         t = Timer(r.trace)
         q = res.embed_query(question)
         t.lap("embed_query")
-        hits = res.index.query("chunk", q, res.settings.retrieval.naive_top_k)
+        hits = res.nearest("chunk", q, res.settings.retrieval.naive_top_k)
         t.lap("vector_search")
         nodes = res.store.nodes_by_id(res.ws_id, [h.id for h in hits])
         view = res.view

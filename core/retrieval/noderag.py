@@ -216,7 +216,7 @@ class NodeRAGStrategy:
         t.lap("embed_query")
         hits = []
         for kind in RETRIEVABLE:
-            hits += [(x.score, x.id) for x in res.index.query(kind, q, cfg.entry_k) if x.id in h.index]
+            hits += [(x.score, x.id) for x in res.nearest(kind, q, cfg.entry_k) if x.id in h.index]
         hits.sort(key=lambda sh: (-sh[0], sh[1]))
         if cfg.joint_entries:
             hits = hits[: cfg.entry_k]

@@ -142,7 +142,7 @@ def select_communities(res: Resources, q: np.ndarray, top: int, expand: bool, ca
     """(hits [(id, sim)], expansions [(child id, parent id, sim)]): Leiden hits of the community index, then
     children of the hits nearest to the question, `cap` communities in all."""
     view = res.view
-    hits = [(h.id, float(h.score)) for h in res.index.query("community", q, top, where={"method": "leiden"})
+    hits = [(h.id, float(h.score)) for h in res.nearest("community", q, top, where={"method": "leiden"})
             if h.id in view.communities and view.communities[h.id].method == "leiden"][:cap]
     if not expand or len(hits) >= cap:
         return hits, []

@@ -87,7 +87,7 @@ def entry_entities(res: Resources, q, question: str, k: int, oversample: int) ->
     out.sort(key=lambda t: (-t[1], t[0]))
     out = out[:k]
     seen = {e for e, _, _ in out}
-    hits = [h for h in res.index.query("entity", q, max(k, 1) * max(oversample, 1)) if h.id in view.entities]
+    hits = [h for h in res.nearest("entity", q, max(k, 1) * max(oversample, 1)) if h.id in view.entities]
     hits.sort(key=lambda h: (view.entities[h.id].layer > 0, -h.score, h.id))
     for h in hits:
         if len(out) >= k:
