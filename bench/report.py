@@ -114,15 +114,19 @@ STAGE_NOTES = {
     "lexical": "HLG topics: 17k topic texts (title, summary and statements, up to 4,000 characters) are embedded: "
                "~1.9M tokens, the second-largest embedding job of the build.",
     "merge": "entity-resolution candidates: nearest neighbours of 41k entity vectors and name similarity.",
-    "augment": "NodeRAG: betweenness, K-means, HNSW semantic edges (460k) and the attribute / high-level vectors.",
+    "augment": "NodeRAG: betweenness, K-means, HNSW semantic edges (1.5M with the published code's M 50 and "
+               "efConstruction 200; 460k with Strata's former M 8) and the attribute / high-level vectors; the "
+               "build's peak memory.",
     "index": "embedding the ~10k community reports (~0.8M tokens) into the 'community' collection.",
-    "attributed": "ArchRAG: KNN augmentation, weighted Leiden per level, C-HNSW.",
+    "attributed": "ArchRAG: KNN augmentation, weighted Leiden per level capped at 15 members (6k communities on 4 "
+                  "levels, with their extractive reports and vectors), C-HNSW.",
     "communities": "Leiden on the 41k-entity graph (level 0 about half of it), then recursive splits down to "
                    "communities of at most 10; 10k communities and 270k member edges written in bulk.",
     "extract": "the offline heuristics (about a third) and SQLite writes of 230k nodes and 1M edges, 64 chunks per "
                "transaction.",
-    "layers": "PCA and ~25 diagonal GMM fits on a 20k-row sample for the BIC search, then one extractive summary "
-              "per cluster.",
+    "layers": "PCA and ~25 diagonal GMM fits on a 20k-row sample for the BIC search, then a set of extractive "
+              "summary entities per cluster (one per group of members sharing a term: 4.6k on layer 0), named and "
+              "embedded.",
     "reports": "10k extractive reports (central sentences of members and inner relationships).",
 }
 CHANGES = [
