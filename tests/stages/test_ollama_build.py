@@ -20,6 +20,7 @@ def _ollama_settings(make_settings, home, url):
     s.backend.ollama_host = url
     s.backend.timeout_s = 5.0
     s.backend.retries = 1
+    s.archrag.min_clusters = 2  # the four tiny documents give fewer than ArchRAG's published 5 communities a level
     return s
 
 

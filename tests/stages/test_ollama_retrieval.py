@@ -33,6 +33,7 @@ def ollama_ws(tmp_path_factory, embedder):
     with FakeOllama() as fake:
         s = _settings(home)
         s.backend.kind, s.backend.ollama_host, s.backend.timeout_s, s.backend.retries = "ollama", fake.url, 5.0, 1
+        s.archrag.min_clusters = 2  # the four tiny documents give fewer than ArchRAG's published 5 communities a level
         b = build_workspace(home, [corpus], embedder, settings=s)
         yield fake, b, s
 

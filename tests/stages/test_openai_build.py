@@ -31,6 +31,7 @@ def served_settings(make_settings, home, kind: str, urls: list[str]):
         s.backend.ollama_host = urls[0]
     s.backend.hosts = list(urls) if len(urls) > 1 else []
     s.backend.timeout_s, s.backend.retries, s.backend.backoff_s = 5.0, 1, 0.01
+    s.archrag.min_clusters = 2  # the four tiny documents give fewer than ArchRAG's published 5 communities a level
     return s
 
 
