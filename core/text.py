@@ -16,7 +16,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import regex
 
@@ -123,7 +123,7 @@ def content_words(text: str) -> list[str]:
     return [w for w in words(text) if w not in STOPWORDS and (len(w) > 1 or unspaced(w))]
 
 
-def idf_table(docs: Iterable[list[str]]) -> dict[str, float]:
+def idf_table(docs: Iterable[Sequence[str]]) -> dict[str, float]:
     df: Counter[str] = Counter()
     n = 0
     for d in docs:

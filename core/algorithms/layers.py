@@ -23,7 +23,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
+from functools import lru_cache, partial
 
 import numpy as np
 
@@ -168,7 +168,8 @@ NAME_CANDIDATES = 12  # the best keywords of a cluster a name is looked for in, 
 _MEMBER_LIST = re.compile(r"\s*Groups \d+ entities: .*$", re.S)  # the tail summary_entity_offline writes
 
 
-def _terms(text: str) -> list[str]:
+@lru_cache(maxsize=1 << 16)  # a member's text comes back in every cluster that holds it (soft clusters)
+def _terms(text: str) -> tuple[str, ...]:
     """Content unigrams plus bigrams of adjacent content words (no stopword between): noun-ish phrases. Words of any
     script, lower-cased but not folded (they may name a summary entity); a script written without spaces gives its
     character bigrams (core.text.words), which make no phrases."""
@@ -184,7 +185,7 @@ def _terms(text: str) -> list[str]:
             prev = None if cjk else w
         else:
             prev = None
-    return out
+    return tuple(out)
 
 
 def meta_summary_concepts(texts: list[str], k: int = 8) -> list[str]:

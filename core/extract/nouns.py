@@ -16,6 +16,7 @@ from core.extract import spacy_nlp
 
 SETTLED = 8  # occurrences after which a word's reading is not tagged again
 PER_WORD = 3  # sentences tagged per unsettled word and call
+CACHED = 200_000  # sentences whose tags are kept
 
 
 def reads_as_noun(tok) -> bool:
@@ -31,20 +32,30 @@ class NounReader:
 
     def __init__(self) -> None:
         self.counts: dict[str, list[int]] = {}  # word -> [noun occurrences, tagged occurrences]
+        self._read: dict[str, list[tuple[str, bool]]] = {}  # sentence -> (word, read as a noun) per token
         self._lock = threading.Lock()
+
+    def readings(self, sentences: list[str]) -> list[list[tuple[str, bool]]]:
+        """(lower-cased word, read as a noun) of each token of each sentence. A sentence is tagged once (the same
+        sentence comes back in the clusters of a soft clustering and in the layers above): its tags do not depend
+        on the sentences tagged beside it (spaCy's tagger reads one sentence at a time)."""
+        new = [s for s in dict.fromkeys(sentences) if s not in self._read]
+        if len(self._read) + len(new) > CACHED:
+            self._read.clear()  # bounded: a long-lived process (the app) builds many workspaces
+        for sent, doc in zip(new, spacy_nlp.tag(new) if new else []):
+            self._read[sent] = [(tok.lower_, reads_as_noun(tok)) for tok in doc]
+        return [self._read[s] for s in sentences]
 
     def nouns(self, contexts: dict[str, list[str]]) -> set[str]:
         with self._lock:
             todo = {w: s[:PER_WORD] for w, s in contexts.items() if self.counts.get(w, [0, 0])[1] < SETTLED and s}
             sentences = list(dict.fromkeys(s for ss in todo.values() for s in ss))
-            if sentences:
-                for doc in spacy_nlp.tag(sentences):
-                    for tok in doc:
-                        w = tok.lower_
-                        if w in todo:
-                            c = self.counts.setdefault(w, [0, 0])
-                            c[0] += reads_as_noun(tok)
-                            c[1] += 1
+            for tokens in self.readings(sentences):
+                for w, noun in tokens:
+                    if w in todo:
+                        c = self.counts.setdefault(w, [0, 0])
+                        c[0] += noun
+                        c[1] += 1
             # a word never tagged (spaCy split it otherwise) is not judged: it stays a candidate
             return {w for w in contexts if self.counts.get(w, [0, 0])[1] == 0
                     or 2 * self.counts[w][0] > self.counts[w][1]}

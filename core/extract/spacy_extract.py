@@ -179,9 +179,17 @@ def extract_doc(doc, entity_types: list[str], subject: str | None = None, max_en
         if subj:
             for a, _ in names:
                 add_rel(subj, a, "mentions", sentence, 0.5)
+    # the doc's noun chunks, each under the sentence unit holding it whole (Span.noun_chunks would walk the whole doc
+    # again for every sentence)
+    end_of = {s.start: s.end for s in sents}
+    chunks_in: dict[int, list] = {}
+    for c in doc.noun_chunks:
+        u = unit_of.get(c.start)
+        if u is not None and c.end <= end_of[u]:
+            chunks_in.setdefault(u, []).append(c)
     for s in sents:
         names = names_in.get(s.start, [])
-        for phrase, chunk in noun_phrases(s, taken):
+        for phrase, chunk in noun_phrases(chunks_in.get(s.start, []), taken):
             kept = add_entity(phrase, "CONCEPT" if "CONCEPT" in entity_types else typed("", phrase), texts[s.start])
             if not kept:
                 break

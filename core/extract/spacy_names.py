@@ -14,6 +14,7 @@ describes the method: GraphRAG's fast NLP graph extraction, graphrag/index/opera
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from core.text import STOPWORDS
@@ -102,10 +103,11 @@ def _add_named(out: list, ent, label: str, inner: set[str]) -> None:
     out.append((name, "WORK_OF_ART" if quoted else label, ent))  # a quoted name is a title
 
 
-def noun_phrases(doc, taken: set[int]) -> list[tuple[str, Any]]:
-    """(phrase, span) of the noun chunks GraphRAG's syntactic extractor keeps, outside the named entities."""
+def noun_phrases(chunks: Iterable[Any], taken: set[int]) -> list[tuple[str, Any]]:
+    """(phrase, span) of the noun chunks (spaCy's, in order) GraphRAG's syntactic extractor keeps, outside the named
+    entities (`taken`: their token indices)."""
     out = []
-    for chunk in doc.noun_chunks:
+    for chunk in chunks:
         if any(t.i in taken for t in chunk) or chunk.root.pos_ != "NOUN":
             continue
         toks = [t for t in chunk if t.pos_ not in _NP_DROP_POS and t.lower_ not in STOPWORDS and not t.is_punct

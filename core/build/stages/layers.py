@@ -166,9 +166,11 @@ def _summary_layer(ctx, cfg: LayerSettings, layer: int, ids: list[str], clusters
         label = f"summary entities of {len(members)} layer-{layer} entities ({', '.join(p[0] for p in pairs[:3])})"
         return members, shown, ctx.failures.call(unit, lambda: ctx.backend.summary_entities(pairs, concepts), label)
 
-    workers = max(1, int(ctx.settings.backend.concurrency)) if not offline else 1
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        replies = list(pool.map(summarize, clusters))
+    if offline:  # extractive, in this process: no calls to overlap
+        replies = [summarize(c) for c in clusters]
+    else:
+        with ThreadPoolExecutor(max_workers=max(1, int(ctx.settings.backend.concurrency))) as pool:
+            replies = list(pool.map(summarize, clusters))
 
     nodes: dict[str, dict] = {}
     links: dict[str, dict[str, str]] = {}  # summary id -> member id -> relation description

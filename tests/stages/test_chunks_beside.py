@@ -1,0 +1,112 @@
+"""The chunks are embedded on a second thread while the extract stage runs (core/build/stages/embed.py
+`chunks_embedded_beside`): the vectors must be exactly those the embed stage stores, a failing embedder must not fail
+the extraction, and the thread must be gone when the stage is."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+from core.build.factory import make_context
+from core.build.runner import create_run, run_build
+from core.build.stages.embed import chunk_rows, chunks_embedded_beside
+from core.store import Store
+from core.workspace import ingest_paths
+from tests.conftest import SAMPLE_DIR
+
+
+def _chunked(home, settings_factory, embedder, name="w"):
+    settings = settings_factory(home)
+    store = Store(settings.storage.db_url)
+    ws = store.create_workspace(name)
+    ingest_paths(store, ws, [SAMPLE_DIR], settings)
+    ctx = make_context(store, ws, settings, embedder=embedder)
+    list(run_build(ctx, create_run(store, ws, settings).id, only=["chunk"]))
+    return store, ws, ctx
+
+
+def _beside_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "embed-chunks-beside"]
+
+
+def test_vectors_embedded_beside_are_the_embed_stages(tmp_path, make_settings, embedder):
+    store, ws, ctx = _chunked(tmp_path / "beside", make_settings, embedder)
+    ids = [i for i, _, _ in chunk_rows(ctx)]
+    assert len(ids) > 20
+    with chunks_embedded_beside(ctx):  # the body waits for the thread to store every chunk
+        deadline = time.monotonic() + 120
+        while ctx.index.count("chunk") < len(ids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert not _beside_threads()
+    assert ctx.index.count("chunk") == len(ids)
+    beside = ctx.index.vectors("chunk", ids)
+
+    # the same corpus embedded by the embed stage alone (no extraction beside it)
+    store2, ws2, ctx2 = _chunked(tmp_path / "stage", make_settings, embedder)
+    list(run_build(ctx2, create_run(store2, ws2, ctx2.settings).id, only=["embed"]))
+    alone = ctx2.index.vectors("chunk", ids)
+    assert set(beside) == set(alone) == set(ids)
+    assert all(np.array_equal(beside[i], alone[i]) for i in ids)  # bit for bit
+
+    # and the embed stage of the first workspace finds every chunk stored: it writes no chunk vector again
+    kinds: list[str] = []
+    upsert = ctx.index.upsert
+    ctx.index.upsert = lambda kind, *a, **k: (kinds.append(kind), upsert(kind, *a, **k))[1]  # type: ignore[method-assign]
+    events = list(run_build(ctx, create_run(store, ws, ctx.settings).id, only=["embed"]))
+    assert events[-1].status == "done"
+    assert "chunk" not in kinds
+
+
+def test_a_failing_embedder_beside_does_not_fail_the_extraction(tmp_path, make_settings, embedder, caplog):
+    store, ws, ctx = _chunked(tmp_path / "w", make_settings, embedder)
+
+    class Broken:
+        name, dim = embedder.name, embedder.dim
+
+        def embed(self, texts):
+            raise RuntimeError("embedder down")
+
+    ctx.embedder = Broken()  # type: ignore[assignment]
+    events = list(run_build(ctx, create_run(store, ws, ctx.settings).id, only=["extract"]))
+    assert events[-1].status == "done", events[-1]
+    assert not _beside_threads()
+    assert ctx.index.count("chunk") == 0
+    assert "embedder down" in caplog.text  # logged, not raised
+    ctx.embedder = embedder  # the embed stage then embeds every chunk
+    list(run_build(ctx, create_run(store, ws, ctx.settings).id, only=["embed"]))
+    assert ctx.index.count("chunk") == len(chunk_rows(ctx))
+
+
+def test_the_thread_stops_after_the_part_in_hand_when_the_body_raises(tmp_path, make_settings, embedder):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for k in range(300):  # more chunks than one part of embed_missing (256 rows)
+        (corpus / f"note-{k:03d}.txt").write_text(f"Note {k} says that station {k} reported rain at dawn.\n")
+    settings = make_settings(tmp_path / "home")
+    store = Store(settings.storage.db_url)
+    ws = store.create_workspace("w")
+    ingest_paths(store, ws, [corpus], settings)
+    ctx = make_context(store, ws, settings, embedder=embedder)
+    list(run_build(ctx, create_run(store, ws, settings).id, only=["chunk"]))
+    assert len(chunk_rows(ctx)) == 300
+    started = threading.Event()
+
+    class Slow:
+        name, dim = embedder.name, embedder.dim
+
+        def embed(self, texts):
+            started.set()
+            time.sleep(0.02)
+            return embedder.embed(texts)
+
+    ctx.embedder = Slow()  # type: ignore[assignment]
+    try:
+        with chunks_embedded_beside(ctx):
+            assert started.wait(60)
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        pass
+    assert not _beside_threads()
+    assert ctx.index.count("chunk") == 256  # the part in hand, stored whole; then it stopped
