@@ -188,6 +188,11 @@ def _terms(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def forget_terms() -> None:
+    """Drop the cached member terms (the layers stage, when it ends)."""
+    _terms.cache_clear()
+
+
 def meta_summary_concepts(texts: list[str], k: int = 8) -> list[str]:
     """A small set of guiding concepts for a layer's summary entities: the paper's meta-summary entities X (§4.1,
     Algorithm 1 line 17), which an LLM would produce ("organization", "technology", ...). Offline: the top terms

@@ -27,30 +27,41 @@ def reads_as_noun(tok) -> bool:
     return tok.pos_ == "NOUN"
 
 
+_READ: dict[str, list[tuple[str, bool]]] = {}  # sentence -> (word, read as a noun) per token
+_READ_LOCK = threading.Lock()
+
+
+def readings(sentences: list[str]) -> list[list[tuple[str, bool]]]:
+    """(lower-cased word, read as a noun) of each token of each sentence. A sentence is tagged once until
+    `forget_readings` (the same sentence comes back in the clusters of a soft clustering and in the layers above):
+    the summary layers of a one-million-token corpus were the same, entity for entity, with this cache as without."""
+    with _READ_LOCK:
+        new = [s for s in dict.fromkeys(sentences) if s not in _READ]
+        if len(_READ) + len(new) > CACHED:
+            _READ.clear()  # bounded
+        for sent, doc in zip(new, spacy_nlp.tag(new) if new else []):
+            _READ[sent] = [(tok.lower_, reads_as_noun(tok)) for tok in doc]
+        return [_READ[s] for s in sentences]
+
+
+def forget_readings() -> None:
+    """Drop the cached readings (the layers stage, when it ends: its memory goes back before the next stage)."""
+    with _READ_LOCK:
+        _READ.clear()
+
+
 class NounReader:
     """`nouns(contexts)`: of the words of `contexts` (word -> sentences containing it), those read as nouns."""
 
     def __init__(self) -> None:
         self.counts: dict[str, list[int]] = {}  # word -> [noun occurrences, tagged occurrences]
-        self._read: dict[str, list[tuple[str, bool]]] = {}  # sentence -> (word, read as a noun) per token
         self._lock = threading.Lock()
-
-    def readings(self, sentences: list[str]) -> list[list[tuple[str, bool]]]:
-        """(lower-cased word, read as a noun) of each token of each sentence. A sentence is tagged once (the same
-        sentence comes back in the clusters of a soft clustering and in the layers above): its tags do not depend
-        on the sentences tagged beside it (spaCy's tagger reads one sentence at a time)."""
-        new = [s for s in dict.fromkeys(sentences) if s not in self._read]
-        if len(self._read) + len(new) > CACHED:
-            self._read.clear()  # bounded: a long-lived process (the app) builds many workspaces
-        for sent, doc in zip(new, spacy_nlp.tag(new) if new else []):
-            self._read[sent] = [(tok.lower_, reads_as_noun(tok)) for tok in doc]
-        return [self._read[s] for s in sentences]
 
     def nouns(self, contexts: dict[str, list[str]]) -> set[str]:
         with self._lock:
             todo = {w: s[:PER_WORD] for w, s in contexts.items() if self.counts.get(w, [0, 0])[1] < SETTLED and s}
             sentences = list(dict.fromkeys(s for ss in todo.values() for s in ss))
-            for tokens in self.readings(sentences):
+            for tokens in readings(sentences):
                 for w, noun in tokens:
                     if w in todo:
                         c = self.counts.setdefault(w, [0, 0])

@@ -35,6 +35,7 @@ from sqlalchemy import func, insert
 from sqlmodel import col, select
 
 from core.algorithms import noderag
+from core.build.beside import embedded_beside
 from core.build.context import BuildContext, Progress
 from core.build.noderag_communities import (
     HeteroPartition,
@@ -47,6 +48,7 @@ from core.build.noderag_communities import (
     node_row,
 )
 from core.build.noderag_edges import EMBEDDED, embed_rows, load_vectors, write_edges
+from core.build.stages.index import report_rows
 from core.index.embedding import embed_missing
 from core.models import Edge, Node, sql_table
 from core.protocols import Summary
@@ -172,6 +174,11 @@ def _attributes(ctx: BuildContext, dec: Decomposed, important: list[str]) -> Ite
 
 # ---------------------------------------------------------------------------------------------- the stage
 def augment_stage(ctx: BuildContext) -> Iterator[Progress]:
+    with embedded_beside(ctx, "community", report_rows):  # the index stage's reports, on the core this leaves idle
+        yield from _augment(ctx)
+
+
+def _augment(ctx: BuildContext) -> Iterator[Progress]:
     cfg = ctx.settings.noderag
     if not cfg.enabled:
         yield Progress(0, 0, "NodeRAG augmentation is turned off", {})

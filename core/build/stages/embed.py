@@ -6,22 +6,14 @@ It skips ids already in their collection with the same text, so an interrupted b
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 
-import numpy as np
 from sqlmodel import select
 
 from core.build.context import BuildContext, Progress
 from core.index.embedding import embed_missing, node_text_for_embedding, statement_rows
 from core.models import Document, Node
-from core.protocols import Embedder
 from core.store import release_memory
-
-log = logging.getLogger(__name__)
-BESIDE_ROWS = 8  # texts per embedder call beside the extract stage: one forward at a time (torch: 2,048 tokens)
 
 
 def chunk_rows(ctx: BuildContext) -> list[tuple[str, str, dict]]:
@@ -34,44 +26,6 @@ def chunk_rows(ctx: BuildContext) -> list[tuple[str, str, dict]]:
     titled = ctx.settings.embed.title_prefix
     return [(i, node_text_for_embedding("chunk", t, x, titles.get(d, "") if titled else ""),
              {"document_id": d or ""}) for i, t, x, d in chunks]
-
-
-class _OneForward:
-    """An embedder fed a few texts per call, so the runtime runs one forward at a time (one core)."""
-
-    def __init__(self, inner: Embedder):
-        self.inner = inner
-        self.name, self.dim = inner.name, inner.dim
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        parts = [self.inner.embed(texts[i : i + BESIDE_ROWS]) for i in range(0, len(texts), BESIDE_ROWS)]
-        return np.vstack(parts) if parts else np.zeros((0, 0), dtype=np.float32)
-
-
-@contextmanager
-def chunks_embedded_beside(ctx: BuildContext) -> Iterator[None]:
-    """Embed the chunks on a second thread while the body runs: the extract stage, whose offline parser keeps one
-    core while the embedder takes the other. A chunk's vector is the same whichever thread or batch embeds it
-    (core/backends/minilm_runtime.py), and the embed stage skips what is stored (same id, same text); what this
-    did not store (the body ended first, a stop, a failure: logged, not raised) the embed stage embeds and
-    reports. When the body ends, the part in hand is finished and stored, then the thread stops."""
-    done = threading.Event()
-
-    def run() -> None:
-        try:
-            for _ in embed_missing(ctx.index, _OneForward(ctx.embedder), "chunk", chunk_rows(ctx), 1,
-                                   lambda: done.is_set() or ctx.should_stop()):
-                pass
-        except Exception as exc:  # noqa: BLE001 - the embed stage embeds these chunks again and reports the error
-            log.warning("embedding chunks beside the extraction stopped: %s: %s", type(exc).__name__, exc)
-
-    worker = threading.Thread(target=run, name="embed-chunks-beside", daemon=True)
-    worker.start()
-    try:
-        yield
-    finally:
-        done.set()
-        worker.join()
 
 
 def embed_stage(ctx: BuildContext) -> Iterator[Progress]:

@@ -20,9 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 from sqlmodel import col, select
 
+from core.build.beside import embedded_beside
 from core.build.context import BuildContext, Progress
 from core.build.mentions import chunk_ords, fold_entity, fold_relationship
-from core.build.stages.embed import chunks_embedded_beside
+from core.build.stages.embed import chunk_rows
 from core.models import Document, Node, sql_table
 from core.protocols import Extraction
 from core.resolution.merge import merged_into
@@ -81,7 +82,7 @@ def extract_stage(ctx: BuildContext) -> Iterator[Progress]:
     if by:
         log.info("extract: offline extractor %s", ctx.backend.model)
     batch = max(1, workers * 4) if ctx.backend.name != "offline" else min(_OFFLINE_BATCH, max(1, total // 50))
-    with ThreadPoolExecutor(max_workers=workers) as pool, chunks_embedded_beside(ctx):
+    with ThreadPoolExecutor(max_workers=workers) as pool, embedded_beside(ctx, "chunk", chunk_rows):  # for the embed stage
         for start in range(0, total, batch):
             part = todo[start : start + batch]
             results = run_part(part)

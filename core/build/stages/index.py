@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sqlmodel import select
+from sqlmodel import col, select
 
 from core.build.context import BuildContext, Progress
 from core.build.report_material import REPORTED
@@ -16,16 +16,23 @@ from core.index.embedding import embed_missing, node_text_for_embedding
 from core.models import Community
 
 
+def report_rows(ctx: BuildContext) -> list[tuple[str, str, dict]]:
+    """(id, text embedded, meta) of the reports retrieval searches (leiden, hirag, attributed); NodeRAG's communities
+    are searched through their high-level element and overview nodes, which the augment stage embeds."""
+    with ctx.store.session() as s:
+        comms = s.exec(select(Community).where(Community.workspace_id == ctx.ws.id,
+                                               col(Community.method).in_(REPORTED))).all()
+    return [(c.id, node_text_for_embedding("community", c.title, c.summary), {"method": c.method, "level": c.level})
+            for c in comms if c.summary]
+
+
 def index_stage(ctx: BuildContext) -> Iterator[Progress]:
     with ctx.store.session() as s:
-        comms = s.exec(select(Community).where(Community.workspace_id == ctx.ws.id)).all()
-    live = {c.id for c in comms if c.method in REPORTED}
+        live = set(s.exec(select(Community.id).where(Community.workspace_id == ctx.ws.id,
+                                                     col(Community.method).in_(REPORTED))).all())
     stale = [i for i in ctx.index.existing("community") if i not in live]
     ctx.index.delete("community", stale)
-    # the reports retrieval searches (leiden, hirag, attributed); NodeRAG's communities are searched through their
-    # high-level element and overview nodes, which the embed stage indexes
-    rows = [(c.id, node_text_for_embedding("community", c.title, c.summary), {"method": c.method, "level": c.level})
-            for c in comms if c.summary and c.method in REPORTED]
+    rows = report_rows(ctx)  # most were embedded beside the augment stage (core/build/beside.py)
     for done, total in embed_missing(ctx.index, ctx.embedder, "community", rows, ctx.settings.embed.batch_size,
                                      ctx.should_stop):
         yield Progress(done, total, f"embedded {done}/{total} community reports", {"community": done})

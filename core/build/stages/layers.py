@@ -33,12 +33,14 @@ from sqlmodel import col, delete, select
 
 from core.algorithms.layers import (
     cluster_layer,
+    forget_terms,
     meta_summary_concepts,
     stop_reason,
     too_few_reason,
 )
 from core.build.context import BuildContext, Progress
 from core.config import LayerSettings
+from core.extract.nouns import forget_readings
 from core.index.embedding import embed_missing, node_text_for_embedding
 from core.models import Edge, Node, sql_table
 from core.store import content_id, release_memory
@@ -123,6 +125,8 @@ def layers_stage(ctx: BuildContext) -> Iterator[Progress]:
     row["stop_reason"] = reason
     _drop_stale_vectors(ctx)
     del vec_of, titles, texts
+    forget_terms()
+    forget_readings()
     release_memory()
     clustered = sum(1 for r in layers if r["cluster_sparsity"] is not None)
     yield Progress(1, 1, f"{clustered} layer(s) clustered; stopped: {reason}",

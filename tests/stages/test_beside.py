@@ -1,6 +1,6 @@
-"""The chunks are embedded on a second thread while the extract stage runs (core/build/stages/embed.py
-`chunks_embedded_beside`): the vectors must be exactly those the embed stage stores, a failing embedder must not fail
-the extraction, and the thread must be gone when the stage is."""
+"""Vectors embedded on a second thread beside a stage (core/build/beside.py): the chunks beside `extract`, the
+community reports beside `augment`. The vectors must be exactly those the later stage (embed, index) would store, a
+failing embedder must not fail the stage, and the thread must be gone when the stage is."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ import time
 
 import numpy as np
 
+from core.build.beside import embedded_beside
 from core.build.factory import make_context
 from core.build.runner import create_run, run_build
-from core.build.stages.embed import chunk_rows, chunks_embedded_beside
+from core.build.stages.embed import chunk_rows
+from core.build.stages.index import report_rows
+from core.index.vectors import settle
 from core.store import Store
 from core.workspace import ingest_paths
 from tests.conftest import SAMPLE_DIR
@@ -28,14 +31,14 @@ def _chunked(home, settings_factory, embedder, name="w"):
 
 
 def _beside_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "embed-chunks-beside"]
+    return [t for t in threading.enumerate() if t.name.startswith("embed-") and t.name.endswith("-beside")]
 
 
 def test_vectors_embedded_beside_are_the_embed_stages(tmp_path, make_settings, embedder):
     store, ws, ctx = _chunked(tmp_path / "beside", make_settings, embedder)
     ids = [i for i, _, _ in chunk_rows(ctx)]
     assert len(ids) > 20
-    with chunks_embedded_beside(ctx):  # the body waits for the thread to store every chunk
+    with embedded_beside(ctx, "chunk", chunk_rows):  # the body waits for the thread to store every chunk
         deadline = time.monotonic() + 120
         while ctx.index.count("chunk") < len(ids) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -103,10 +106,33 @@ def test_the_thread_stops_after_the_part_in_hand_when_the_body_raises(tmp_path, 
 
     ctx.embedder = Slow()  # type: ignore[assignment]
     try:
-        with chunks_embedded_beside(ctx):
+        with embedded_beside(ctx, "chunk", chunk_rows):
             assert started.wait(60)
             raise KeyboardInterrupt
     except KeyboardInterrupt:
         pass
     assert not _beside_threads()
     assert ctx.index.count("chunk") == 256  # the part in hand, stored whole; then it stopped
+
+
+def test_reports_embedded_beside_augment_are_the_index_stages(tmp_path, make_settings, embedder):
+    store, ws, ctx = _chunked(tmp_path / "w", make_settings, embedder)
+    stages = ["extract", "resolve", "embed", "merge", "layers", "communities", "attributed", "reports", "lexical"]
+    list(run_build(ctx, create_run(store, ws, ctx.settings).id, only=stages))
+    rows = report_rows(ctx)
+    had = set(ctx.index.existing("community"))  # the attributed stage embeds its own levels' reports
+    new = [(i, t) for i, t, _ in rows if i not in had]
+    assert len(new) > 10
+    events = list(run_build(ctx, create_run(store, ws, ctx.settings).id, only=["augment"]))
+    assert events[-1].status == "done"
+    assert not _beside_threads()
+    assert ctx.index.count("community") == len(rows)  # fewer than one part (256 rows): the part in hand is all
+    stored = ctx.index.vectors("community", [i for i, _ in new])
+    direct = settle(embedder.embed([t for _, t in new]))  # as the store writes any vector (core/index/vectors.py)
+    assert all(np.array_equal(stored[i], direct[k]) for k, (i, _) in enumerate(new))  # bit for bit
+    kinds: list[str] = []
+    upsert = ctx.index.upsert
+    ctx.index.upsert = lambda kind, *a, **k: (kinds.append(kind), upsert(kind, *a, **k))[1]  # type: ignore[method-assign]
+    events = list(run_build(ctx, create_run(store, ws, ctx.settings).id, only=["index"]))
+    assert events[-1].status == "done" and "community" not in kinds
+    assert ctx.index.count("community") == len(rows)

@@ -1,0 +1,68 @@
+"""Vectors embedded on a second thread while a stage whose own work keeps one core runs.
+
+The extract stage's offline parser and most of the augment stage (HNSW, Leiden, SQL writes) run on one thread; on
+a two-core machine the other core would idle. `embedded_beside` fills it with an embedding job a later stage would
+run anyway: the chunks beside `extract` (for `embed`), the community reports beside `augment` (for `index`).
+
+A vector is the same whichever thread or batch embeds it (core/backends/minilm_runtime.py: each text padded to its
+own width), and `embed_missing` skips what is stored with the same text, so the later stage finds these rows done and
+the build's vectors are bit for bit those it would have made alone. What the thread did not store (the stage ended
+first, a stop, a failure: logged, not raised) the later stage embeds and reports.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import numpy as np
+
+from core.build.context import BuildContext
+from core.index.embedding import embed_missing
+from core.protocols import Embedder
+
+log = logging.getLogger(__name__)
+ROWS_PER_CALL = 8  # texts per embedder call: one forward at a time (the torch runtime's 2,048 tokens at 256 each)
+
+Rows = list[tuple[str, str, dict]]  # (id, text embedded, meta), as embed_missing takes them
+
+
+class _OneForward:
+    """An embedder fed a few texts per call, so its runtime runs one forward at a time (one core)."""
+
+    def __init__(self, inner: Embedder):
+        self.inner = inner
+        self.name, self.dim = inner.name, inner.dim
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        parts = [self.inner.embed(texts[i : i + ROWS_PER_CALL]) for i in range(0, len(texts), ROWS_PER_CALL)]
+        return np.vstack(parts) if parts else np.zeros((0, self.dim), dtype=np.float32)
+
+
+def thread_name(kind: str) -> str:
+    return f"embed-{kind}-beside"
+
+
+@contextmanager
+def embedded_beside(ctx: BuildContext, kind: str, rows: Callable[[BuildContext], Rows]) -> Iterator[None]:
+    """While the body runs, a second thread embeds the `rows(ctx)` the collection `kind` lacks. When the body ends
+    (or raises), the part in hand (at most 256 rows) is finished and stored, then the thread stops and is joined."""
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            for _ in embed_missing(ctx.index, _OneForward(ctx.embedder), kind, rows(ctx), 1,
+                                   lambda: done.is_set() or ctx.should_stop()):
+                pass
+        except Exception as exc:  # noqa: BLE001 - the later stage embeds these rows again and reports the error
+            log.warning("embedding %s vectors beside the stage stopped: %s: %s", kind, type(exc).__name__, exc)
+
+    worker = threading.Thread(target=run, name=thread_name(kind), daemon=True)
+    worker.start()
+    try:
+        yield
+    finally:
+        done.set()
+        worker.join()
