@@ -29,15 +29,40 @@ ROWS_PER_CALL = 8  # texts per embedder call: one forward at a time (the torch r
 Rows = list[tuple[str, str, dict]]  # (id, text embedded, meta), as embed_missing takes them
 
 
-class _OneForward:
-    """An embedder fed a few texts per call, so its runtime runs one forward at a time (one core)."""
+class Beside:
+    """The thread of `embedded_beside`: `paused()` holds it while the stage embeds on every core itself."""
 
-    def __init__(self, inner: Embedder):
-        self.inner = inner
+    def __init__(self) -> None:
+        self._go = threading.Event()
+        self._go.set()
+        self.done = threading.Event()
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        self._go.clear()
+        try:
+            yield
+        finally:
+            self._go.set()
+
+    def wait_turn(self) -> None:
+        while not self._go.wait(0.1) and not self.done.is_set():
+            pass
+
+
+class _OneForward:
+    """An embedder fed a few texts per call, so its runtime runs one forward at a time (one core); each call
+    first waits while the stage holds the thread (`Beside.paused`)."""
+
+    def __init__(self, inner: Embedder, turn: Beside):
+        self.inner, self.turn = inner, turn
         self.name, self.dim = inner.name, inner.dim
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        parts = [self.inner.embed(texts[i : i + ROWS_PER_CALL]) for i in range(0, len(texts), ROWS_PER_CALL)]
+        parts = []
+        for i in range(0, len(texts), ROWS_PER_CALL):
+            self.turn.wait_turn()
+            parts.append(self.inner.embed(texts[i : i + ROWS_PER_CALL]))
         return np.vstack(parts) if parts else np.zeros((0, self.dim), dtype=np.float32)
 
 
@@ -46,15 +71,15 @@ def thread_name(kind: str) -> str:
 
 
 @contextmanager
-def embedded_beside(ctx: BuildContext, kind: str, rows: Callable[[BuildContext], Rows]) -> Iterator[None]:
+def embedded_beside(ctx: BuildContext, kind: str, rows: Callable[[BuildContext], Rows]) -> Iterator[Beside]:
     """While the body runs, a second thread embeds the `rows(ctx)` the collection `kind` lacks. When the body ends
     (or raises), the part in hand (at most 256 rows) is finished and stored, then the thread stops and is joined."""
-    done = threading.Event()
+    turn = Beside()
 
     def run() -> None:
         try:
-            for _ in embed_missing(ctx.index, _OneForward(ctx.embedder), kind, rows(ctx), 1,
-                                   lambda: done.is_set() or ctx.should_stop()):
+            for _ in embed_missing(ctx.index, _OneForward(ctx.embedder, turn), kind, rows(ctx), 1,
+                                   lambda: turn.done.is_set() or ctx.should_stop()):
                 pass
         except Exception as exc:  # noqa: BLE001 - the later stage embeds these rows again and reports the error
             log.warning("embedding %s vectors beside the stage stopped: %s: %s", kind, type(exc).__name__, exc)
@@ -62,7 +87,8 @@ def embedded_beside(ctx: BuildContext, kind: str, rows: Callable[[BuildContext],
     worker = threading.Thread(target=run, name=thread_name(kind), daemon=True)
     worker.start()
     try:
-        yield
+        yield turn
     finally:
-        done.set()
+        turn.done.set()
+        turn._go.set()
         worker.join()

@@ -136,3 +136,28 @@ def test_reports_embedded_beside_augment_are_the_index_stages(tmp_path, make_set
     events = list(run_build(ctx, create_run(store, ws, ctx.settings).id, only=["index"]))
     assert events[-1].status == "done" and "community" not in kinds
     assert ctx.index.count("community") == len(rows)
+
+
+def test_paused_holds_the_thread_until_the_stage_lets_go(tmp_path, make_settings, embedder):
+    _, _, ctx = _chunked(tmp_path / "w", make_settings, embedder)
+    calls: list[int] = []
+
+    class Counting:
+        name, dim = embedder.name, embedder.dim
+
+        def embed(self, texts):
+            calls.append(len(texts))
+            return embedder.embed(texts)
+
+    ctx.embedder = Counting()  # type: ignore[assignment]
+    n = len(chunk_rows(ctx))
+    with embedded_beside(ctx, "chunk", chunk_rows) as beside:
+        with beside.paused():
+            time.sleep(0.5)  # a call already in flight finishes
+            held = len(calls)
+            time.sleep(1.0)
+            assert len(calls) == held  # no call while the stage holds it
+        deadline = time.monotonic() + 120
+        while ctx.index.count("chunk") < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert ctx.index.count("chunk") == n and sum(calls) == n

@@ -35,7 +35,7 @@ from sqlalchemy import func, insert
 from sqlmodel import col, select
 
 from core.algorithms import noderag
-from core.build.beside import embedded_beside
+from core.build.beside import Beside, embedded_beside
 from core.build.context import BuildContext, Progress
 from core.build.noderag_communities import (
     HeteroPartition,
@@ -174,11 +174,12 @@ def _attributes(ctx: BuildContext, dec: Decomposed, important: list[str]) -> Ite
 
 # ---------------------------------------------------------------------------------------------- the stage
 def augment_stage(ctx: BuildContext) -> Iterator[Progress]:
-    with embedded_beside(ctx, "community", report_rows):  # the index stage's reports, on the core this leaves idle
-        yield from _augment(ctx)
+    # the index stage's reports, on the core this stage leaves idle (held while it embeds on both itself)
+    with embedded_beside(ctx, "community", report_rows) as beside:
+        yield from _augment(ctx, beside)
 
 
-def _augment(ctx: BuildContext) -> Iterator[Progress]:
+def _augment(ctx: BuildContext, beside: Beside) -> Iterator[Progress]:
     cfg = ctx.settings.noderag
     if not cfg.enabled:
         yield Progress(0, 0, "NodeRAG augmentation is turned off", {})
@@ -207,9 +208,10 @@ def _augment(ctx: BuildContext) -> Iterator[Progress]:
         rows = embed_rows(ctx, kind)
         live = {r[0] for r in rows}
         ctx.index.delete(kind, [i for i in ctx.index.existing(kind) if i not in live])
-        for done, total in embed_missing(ctx.index, ctx.embedder, kind, rows, ctx.settings.embed.batch_size,
-                                         ctx.should_stop):
-            yield Progress(done, total, f"embedded {done}/{total} {kind.replace('_', '-')} nodes", counts)
+        with beside.paused():
+            for done, total in embed_missing(ctx.index, ctx.embedder, kind, rows, ctx.settings.embed.batch_size,
+                                             ctx.should_stop):
+                yield Progress(done, total, f"embedded {done}/{total} {kind.replace('_', '-')} nodes", counts)
         if ctx.should_stop():
             return
     yield Progress(0, 0, "semantic matching within communities", counts)
