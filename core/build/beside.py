@@ -2,7 +2,9 @@
 
 The extract stage's offline parser and most of the augment stage (HNSW, Leiden, SQL writes) run on one thread; on
 a two-core machine the other core would idle. `embedded_beside` fills it with an embedding job a later stage would
-run anyway: the chunks beside `extract` (for `embed`), the community reports beside `augment` (for `index`).
+run anyway: the chunks, then the statements written so far, beside `extract` (for `embed`), the community reports
+beside `augment` (for `index`). A statement whose embedded text changes later (its document's subject mark comes with
+a later chunk, or a merge moves it) is embedded again by the later stage, as any row whose text is not the stored one.
 
 A vector is the same whichever thread or batch embeds it (core/backends/minilm_runtime.py: each text padded to its
 own width), and `embed_missing` skips what is stored with the same text, so the later stage finds these rows done and
@@ -71,20 +73,25 @@ def thread_name(kind: str) -> str:
 
 
 @contextmanager
-def embedded_beside(ctx: BuildContext, kind: str, rows: Callable[[BuildContext], Rows]) -> Iterator[Beside]:
-    """While the body runs, a second thread embeds the `rows(ctx)` the collection `kind` lacks. When the body ends
-    (or raises), the part in hand (at most 256 rows) is finished and stored, then the thread stops and is joined."""
+def embedded_beside(ctx: BuildContext, *jobs: tuple[str, Callable[[BuildContext], Rows]]) -> Iterator[Beside]:
+    """While the body runs, a second thread embeds, job after job, the `rows(ctx)` (read when the job starts) the
+    collection `kind` lacks. When the body ends (or raises), the part in hand (at most 256 rows) is finished and
+    stored, then the thread stops and is joined."""
     turn = Beside()
 
     def run() -> None:
-        try:
-            for _ in embed_missing(ctx.index, _OneForward(ctx.embedder, turn), kind, rows(ctx), 1,
-                                   lambda: turn.done.is_set() or ctx.should_stop()):
-                pass
-        except Exception as exc:  # noqa: BLE001 - the later stage embeds these rows again and reports the error
-            log.warning("embedding %s vectors beside the stage stopped: %s: %s", kind, type(exc).__name__, exc)
+        for kind, rows in jobs:
+            try:
+                for _ in embed_missing(ctx.index, _OneForward(ctx.embedder, turn), kind, rows(ctx), 1,
+                                       lambda: turn.done.is_set() or ctx.should_stop()):
+                    pass
+            except Exception as exc:  # noqa: BLE001 - the later stage embeds these rows again and reports the error
+                log.warning("embedding %s vectors beside the stage stopped: %s: %s", kind, type(exc).__name__, exc)
+                return
+            if turn.done.is_set() or ctx.should_stop():
+                return
 
-    worker = threading.Thread(target=run, name=thread_name(kind), daemon=True)
+    worker = threading.Thread(target=run, name=thread_name(jobs[0][0]), daemon=True)
     worker.start()
     try:
         yield turn

@@ -12,7 +12,7 @@ import numpy as np
 from core.build.beside import embedded_beside
 from core.build.factory import make_context
 from core.build.runner import create_run, run_build
-from core.build.stages.embed import chunk_rows
+from core.build.stages.embed import chunk_rows, statements_so_far
 from core.build.stages.index import report_rows
 from core.index.vectors import settle
 from core.store import Store
@@ -38,7 +38,7 @@ def test_vectors_embedded_beside_are_the_embed_stages(tmp_path, make_settings, e
     store, ws, ctx = _chunked(tmp_path / "beside", make_settings, embedder)
     ids = [i for i, _, _ in chunk_rows(ctx)]
     assert len(ids) > 20
-    with embedded_beside(ctx, "chunk", chunk_rows):  # the body waits for the thread to store every chunk
+    with embedded_beside(ctx, ("chunk", chunk_rows)):  # the body waits for the thread to store every chunk
         deadline = time.monotonic() + 120
         while ctx.index.count("chunk") < len(ids) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -106,7 +106,7 @@ def test_the_thread_stops_after_the_part_in_hand_when_the_body_raises(tmp_path, 
 
     ctx.embedder = Slow()  # type: ignore[assignment]
     try:
-        with embedded_beside(ctx, "chunk", chunk_rows):
+        with embedded_beside(ctx, ("chunk", chunk_rows)):
             assert started.wait(60)
             raise KeyboardInterrupt
     except KeyboardInterrupt:
@@ -151,7 +151,7 @@ def test_paused_holds_the_thread_until_the_stage_lets_go(tmp_path, make_settings
 
     ctx.embedder = Counting()  # type: ignore[assignment]
     n = len(chunk_rows(ctx))
-    with embedded_beside(ctx, "chunk", chunk_rows) as beside:
+    with embedded_beside(ctx, ("chunk", chunk_rows)) as beside:
         with beside.paused():
             time.sleep(0.5)  # a call already in flight finishes
             held = len(calls)
@@ -161,3 +161,26 @@ def test_paused_holds_the_thread_until_the_stage_lets_go(tmp_path, make_settings
         while ctx.index.count("chunk") < n and time.monotonic() < deadline:
             time.sleep(0.05)
     assert ctx.index.count("chunk") == n and sum(calls) == n
+
+
+def test_statements_follow_the_chunks_and_equal_the_embed_stages(tmp_path, make_settings, embedder):
+    store, ws, ctx = _chunked(tmp_path / "beside", make_settings, embedder)
+    list(run_build(ctx, create_run(store, ws, ctx.settings).id, only=["extract"]))
+    for kind in ("chunk", "statement"):  # what the thread beside the extraction stored: made again below
+        ctx.index.delete(kind, list(ctx.index.existing(kind)))
+    rows = statements_so_far(ctx)
+    assert len(rows) > 50 and ctx.index.count("statement") == 0
+    ctx.should_stop = lambda: False  # the finished run's lease says stop
+    with embedded_beside(ctx, ("chunk", chunk_rows), ("statement", statements_so_far)):
+        deadline = time.monotonic() + 120
+        while ctx.index.count("statement") < len(rows) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert ctx.index.count("chunk") == len(chunk_rows(ctx)) and ctx.index.count("statement") == len(rows)
+    ids = [i for i, _, _ in rows]
+    beside = ctx.index.vectors("statement", ids)
+
+    store2, ws2, ctx2 = _chunked(tmp_path / "stage", make_settings, embedder)
+    list(run_build(ctx2, create_run(store2, ws2, ctx2.settings).id, only=["extract", "embed"]))
+    alone = ctx2.index.vectors("statement", ids)
+    assert set(alone) == set(ids)
+    assert all(np.array_equal(beside[i], alone[i]) for i in ids)  # bit for bit

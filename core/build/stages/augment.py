@@ -175,7 +175,7 @@ def _attributes(ctx: BuildContext, dec: Decomposed, important: list[str]) -> Ite
 # ---------------------------------------------------------------------------------------------- the stage
 def augment_stage(ctx: BuildContext) -> Iterator[Progress]:
     # the index stage's reports, on the core this stage leaves idle (held while it embeds on both itself)
-    with embedded_beside(ctx, "community", report_rows) as beside:
+    with embedded_beside(ctx, ("community", report_rows)) as beside:
         yield from _augment(ctx, beside)
 
 

@@ -28,6 +28,11 @@ def chunk_rows(ctx: BuildContext) -> list[tuple[str, str, dict]]:
              {"document_id": d or ""}) for i, t, x, d in chunks]
 
 
+def statements_so_far(ctx: BuildContext) -> list[tuple[str, str, dict]]:
+    """`statement_rows` of the workspace as it stands (beside the extract stage: the chunks extracted so far)."""
+    return statement_rows(ctx.store, ctx.ws_id, titled=ctx.settings.embed.title_prefix)
+
+
 def embed_stage(ctx: BuildContext) -> Iterator[Progress]:
     ws = ctx.ws
     assert ws.id is not None  # a stored workspace

@@ -23,7 +23,7 @@ from sqlmodel import col, select
 from core.build.beside import embedded_beside
 from core.build.context import BuildContext, Progress
 from core.build.mentions import chunk_ords, fold_entity, fold_relationship
-from core.build.stages.embed import chunk_rows
+from core.build.stages.embed import chunk_rows, statements_so_far
 from core.models import Document, Node, sql_table
 from core.protocols import Extraction
 from core.resolution.merge import merged_into
@@ -82,7 +82,8 @@ def extract_stage(ctx: BuildContext) -> Iterator[Progress]:
     if by:
         log.info("extract: offline extractor %s", ctx.backend.model)
     batch = max(1, workers * 4) if ctx.backend.name != "offline" else min(_OFFLINE_BATCH, max(1, total // 50))
-    with ThreadPoolExecutor(max_workers=workers) as pool, embedded_beside(ctx, "chunk", chunk_rows):  # for the embed stage
+    with ThreadPoolExecutor(max_workers=workers) as pool, embedded_beside(ctx, ("chunk", chunk_rows),
+                                                                              ("statement", statements_so_far)):
         for start in range(0, total, batch):
             part = todo[start : start + batch]
             results = run_part(part)
