@@ -107,25 +107,31 @@ def _build_section(b: dict) -> list[str]:
 # Why each stage of the generated build costs what it does (profiles of 2026-11, cProfile and per-stage CPU time).
 STAGE_NOTES = {
     "embed": "the bundled MiniLM over every chunk (cut at 256 tokens), statement and layer-0 entity ('name: "
-             "description'): about 4.5M tokens (1.1M, 1.2M, 2.2M) for 1M tokens of text. The torch runtime does "
-             "9-12k tokens per CPU-second with bfloat16 matmuls, two batches at once on the two cores; rows are sorted by length so "
-             "batches carry little padding, and repeated statements (chunk overlap) are embedded once. chromadb's "
-             "HNSW insertion adds about 0.4 ms of CPU per vector (~45 s for the 105k vectors).",
+             "description'): about 4.5M tokens (1.1M, 1.2M, 2.2M) for 1M tokens of text, of which the chunks and "
+             "part of the statements were already embedded beside the extract stage (core/build/beside.py). The "
+             "torch runtime does 9-12k tokens per CPU-second with bfloat16 matmuls, two batches at once on the two "
+             "cores; rows are sorted by length so batches carry little padding, and repeated statements (chunk "
+             "overlap) are embedded once. chromadb's HNSW insertion adds about 0.4 ms of CPU per vector (~45 s for "
+             "the 105k vectors).",
     "lexical": "HLG topics: 17k topic texts (title, summary and statements, up to 4,000 characters) are embedded: "
                "~1.9M tokens, the second-largest embedding job of the build.",
     "merge": "entity-resolution candidates: nearest neighbours of 41k entity vectors and name similarity.",
     "augment": "NodeRAG: betweenness, K-means, HNSW semantic edges (1.5M with the published code's M 50 and "
-               "efConstruction 200; 460k with Strata's former M 8) and the attribute / high-level vectors; the "
-               "build's peak memory.",
-    "index": "embedding the ~10k community reports (~0.8M tokens) into the 'community' collection.",
+               "efConstruction 200, on one thread so the graph is the same on every run: ~36 s) and the attribute / "
+               "high-level vectors; the build's peak memory. Beside it, on the other core, the community reports "
+               "of the index stage are embedded (held while the stage embeds on both cores).",
+    "index": "the ~10k community reports (~0.8M tokens) the thread beside the augment stage did not embed, and "
+             "stale report vectors removed.",
     "attributed": "ArchRAG: KNN augmentation, weighted Leiden per level capped at 15 members (6k communities on 4 "
                   "levels, with their extractive reports and vectors), C-HNSW.",
     "communities": "Leiden on the 41k-entity graph (level 0 about half of it), then recursive splits down to "
                    "communities of at most 10; 10k communities and 270k member edges written in bulk.",
-    "extract": "the offline heuristics (about a third) and SQLite writes of 230k nodes and 1M edges, 64 chunks per "
-               "transaction.",
+    "extract": "spaCy's parse of every chunk on one core, the extraction rules and SQLite writes of 230k nodes and "
+               "1M edges, 64 chunks per transaction; on the other core the chunks, then the statements written so "
+               "far, are embedded for the embed stage (core/build/beside.py).",
     "layers": "PCA and ~25 diagonal GMM fits on a 20k-row sample for the BIC search, then a set of extractive "
-              "summary entities per cluster (one per group of members sharing a term: 4.6k on layer 0), named and "
+              "summary entities per cluster (one per group of members sharing a term: 4.6k on layer 0), named "
+              "only by words spaCy tags as nouns (each sentence tagged once: 36k of the 60k asked for), and "
               "embedded.",
     "reports": "10k extractive reports (central sentences of members and inner relationships).",
 }
