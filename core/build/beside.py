@@ -51,6 +51,11 @@ class Beside:
         while not self._go.wait(0.1) and not self.done.is_set():
             pass
 
+    def stop(self) -> None:
+        """The stage ended: finish the part in hand, then stop (a held thread is let go to see it)."""
+        self.done.set()
+        self._go.set()
+
 
 class _OneForward:
     """An embedder fed a few texts per call, so its runtime runs one forward at a time (one core); each call
@@ -96,6 +101,5 @@ def embedded_beside(ctx: BuildContext, *jobs: tuple[str, Callable[[BuildContext]
     try:
         yield turn
     finally:
-        turn.done.set()
-        turn._go.set()
+        turn.stop()
         worker.join()
