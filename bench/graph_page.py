@@ -218,7 +218,8 @@ def report(res: dict, command: str) -> list[str]:
              "(the page opens on the 60 top communities as super-nodes); opening: from the click on a super-node "
              "in the canvas to its child communities and members (node cap 500, the default; then 1,500, the "
              "maximum), a different community each session, so each opening is computed on the server.", "",
-             f"* command: `{command}`", f"* machine: {machine()}", f"* date: {date.today().isoformat()}",
+             f"* command: `{command}`", f"* machine: {res.get('machine', machine())}",
+             f"* date: {res.get('date', date.today().isoformat())}",
              "* 1-minute load average before / after the run (other work on the machine): "
              + " / ".join(f"{x:.2f}" for x in res.get("load_average", [])), "",
              "| server | session | navigation: nodes | drawn | seen | opening: nodes | drawn | seen | nodes drawn |",

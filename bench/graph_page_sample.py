@@ -85,7 +85,8 @@ def report(res: dict, command: str) -> list[str]:
              "shown; *nodes*: the drawing is in the canvas frame's vis-network data set; *drawn*: its first paint; "
              "*after the page*: drawn minus title (target: under 1.5 s). *cold*: the first session after a server "
              "start (the page's modules imported, its caches filled); *warm*: the sessions after it.", "",
-             f"* command: `{command}`", f"* machine: {machine()}", f"* date: {date.today().isoformat()}",
+             f"* command: `{command}`", f"* machine: {res.get('machine', machine())}",
+             f"* date: {res.get('date', date.today().isoformat())}",
              "* 1-minute load average before / after: " + " / ".join(f"{x:.2f}" for x in res["load_average"]), "",
              "| sessions | title | nodes | drawn | after the page |", "|---|---:|---:|---:|---:|"]
     for label, ss in ((f"cold, median of {len(cold)} server starts", cold), (f"warm, median of {len(warm)}", warm)):

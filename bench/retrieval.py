@@ -30,9 +30,9 @@ the ones this machine measures).
 
 `--ablate title_subject` also builds bench/out/<set>-no-title-subject with the setting `extract.title_subject`
 off (ExtractSettings: the document title taken as the subject entity of its chunks) and adds its rows as
-"<strategy> (no title subject)"; `--ablate subject_weight` builds with `extract.subject_weight` 1 (a chunk's mention
-of its document's subject weighs as any other: "no subject weighting"), `--ablate title_prefix` with
-`embed.title_prefix` off (chunks and statements embedded without their document's title: "no title in vectors"). core's CLI reads no environment variable for that setting, so both the build
+"<strategy> (no title subject)"; `--ablate title_prefix` builds with `embed.title_prefix` off (chunks and
+statements embedded without their document's title: "no title in vectors"). core's CLI reads no environment
+variable for that setting, so both the build
 and the eval run through core's own `main()` in a child process whose `Settings.from_env` applies the override
 (ABLATIONS maps an ablation to its dotted setting).
 """
@@ -59,7 +59,6 @@ DATA = ROOT / "bench" / "data"
 KS = (2, 5, 10)
 ABLATIONS = {  # the title-field rules, each off in its own build (issue 26: what comes from the graph, what from titles)
     "title_subject": ("extract.title_subject", False, "no title subject"),
-    "subject_weight": ("extract.subject_weight", 1.0, "no subject weighting"),
     "title_prefix": ("embed.title_prefix", False, "no title in vectors"),
 }
 # Runs `python -m core ...` with dotted settings overridden: argv[1] is a JSON object {"section.field": value}.

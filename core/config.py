@@ -140,9 +140,6 @@ class ExtractSettings(BaseModel):
         ["PERSON", "ORGANIZATION", "LOCATION", "EVENT", "WORK", "DATE", "CONCEPT"],
         description="Entity types the extractor may assign.",
     )
-    subject_weight: float = Field(
-        4.0, description="Weight of a chunk's `mentions` edge to its document's subject (the entity a titled row is "
-                         "named after, e.g. an encyclopedia page); other mentions weigh 1.")
     title_subject: bool = Field(
         True, description="Treat a document's real title (a row's title field, a titled Markdown/HTML page) as the "
                           "subject its chunks are about; off for an ablation.")

@@ -64,15 +64,8 @@ class NodeRAGQuerySettings(BaseModel):
                              "(the published code's unbalance_adjust; not in the paper).")
     exact_weight: float = Field(1.0, description="Personalization weight of an exact-match entry relative to a "
                                 "vector entry (the published code's accuracy_weight / similarity_weight: 1 / 1).")
-    subject_share: float = Field(0.0, description="Not in the paper; 0 = off. Sources: each top entity (whose "
-                                 "attributes are returned) adds this multiple of its PPR score to the chunks about "
-                                 "it (its subject mentions), so an entity reached by the walk brings the passage "
-                                 "about it.")
     chunk_entity_links: bool = Field(False, description="Not in the paper (T links to S only): also walk a chunk's "
                                      "`mentions` edges to entities.")
-    subject_weight: bool = Field(False, description="Not in the paper: with chunk_entity_links, a chunk's mention of "
-                                 "its document's subject keeps its stored weight (ExtractSettings.subject_weight) "
-                                 "instead of 1.")
     relationship_chunk_links: bool = Field(False, description="Not in the paper: also walk a relationship's "
                                            "`derived_from` edges to the chunks it was extracted from.")
     statement_relationship_links: bool = Field(False, description="Not in the paper (S links to N, R to N): also "

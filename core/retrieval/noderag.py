@@ -19,9 +19,8 @@ R is a connector, retrievable but never an entry point.
    (§2.3), S-T `derived_from` (§2.4 text insertion) and the HNSW `semantic` edges (§2.4), each of weight 1 (§2.1)
    plus 1 where an HNSW edge fell on it (§2.4). Everything else stored in the graph is not walked (HiRAG
    `summarizes`, HLG `in_topic`, chunk `next`, ...). Options, off by default, add links NodeRAG does not define:
-   `chunk_entity_links` (a chunk's `mentions` of an entity; T links to S only in the paper), with
-   `subject_weight` that mention's stored subject weight (ExtractSettings.subject_weight on the passage about the
-   entity) instead of 1; `relationship_chunk_links` (a relationship's `derived_from` chunk);
+   `chunk_entity_links` (a chunk's `mentions` of an entity; T links to S only in the paper);
+   `relationship_chunk_links` (a relationship's `derived_from` chunk);
    `statement_relationship_links` (the HLG lexical stage's statement -> relationship `mentions`).
    `degree_cap` applies the published code's `unbalance_adjust` (each link weight capped at 1/degree of both
    ends); off by default since the paper does not describe it.
@@ -40,9 +39,7 @@ Each item's score is its PPR score (an attribute or element reached through its 
 larger of the two). The paper ranks no documents; sources here are the documents of the chunks behind the
 returned nodes (a chunk itself, a statement's or relationship's chunks, an attribute's entity's chunks, a
 high-level element's `matches` neighbours' chunks or else its community members' chunks), each node's PPR score
-split evenly over its chunks, summed per document. Option `subject_share` (0 = off, the default; not in the paper)
-backs the top entities with the passage *about* them: the chunks whose `mentions` link to the entity carries the
-subject weight (core/build/stages/extract.py: a titled row's own subject) get `subject_share` x the entity's PPR score.
+split evenly over its chunks, summed per document.
 
 Path: entry points (role entry), cross nodes (cross), the entities / overview titles that led to returned
 attributes / elements (key), those and the relationships (result); each non-entry node with one stored, walked
@@ -116,12 +113,10 @@ def walked_edges(cfg) -> frozenset[tuple[str, str, str]]:
 class Walk:
     """The heterograph as NodeRAG walks it: code tables and the weighted adjacency of the walked edges only.
 
-    Each walked edge weighs 1, plus 1 where an HNSW semantic edge fell on it (§2.1, §2.4); with `subject_weight`
-    a chunk's `mentions` edge keeps its stored weight (the extract stage's subject weight). A pair joined by several
+    Each walked edge weighs 1, plus 1 where an HNSW semantic edge fell on it (§2.1, §2.4). A pair joined by several
     walked edges sums them; `link_kind` (aligned with `adj.data`) is the kind of its first walked edge."""
 
-    def __init__(self, h, edges: EdgeList, allowed=HETEROGRAPH_EDGES, degree_cap: bool = False,
-                 subject_weight: bool = False):
+    def __init__(self, h, edges: EdgeList, allowed=HETEROGRAPH_EDGES, degree_cap: bool = False):
         self.h = h
         self.code = {k: i for i, k in enumerate(h.kind_names)}
         self.ecode = {k: i for i, k in enumerate(h.edge_kind_names)}
@@ -131,9 +126,6 @@ class Walk:
         key = (edges.kind.astype(np.int64) * nk + h.kinds[edges.src]) * nk + h.kinds[edges.dst]
         keep = np.isin(key, want) & (edges.kind >= 0)
         weight = 1.0 + edges.hnsw
-        if subject_weight and "mentions" in self.ecode and "chunk" in self.code:
-            chunk_mention = (edges.kind == self.ecode["mentions"]) & (h.kinds[edges.src] == self.code["chunk"])
-            weight = np.where(chunk_mention, edges.weight, weight)
         self.edge_kinds = sorted({h.edge_kind_names[k] for k in np.unique(edges.kind[keep])})
         src, dst, w, ek = edges.src[keep], edges.dst[keep], weight[keep], edges.kind[keep]
         n = len(h.ids)
@@ -198,9 +190,9 @@ class NodeRAGStrategy:
 
         def build() -> Walk:
             edges = res.cached(EDGES, lambda: EdgeList.load(res.store, res.ws_id, res.hetero))
-            return Walk(res.hetero, edges, allowed, cfg.degree_cap, cfg.subject_weight)
+            return Walk(res.hetero, edges, allowed, cfg.degree_cap)
 
-        return res.cached(WALK, build, variant=(allowed, cfg.degree_cap, cfg.subject_weight))
+        return res.cached(WALK, build, variant=(allowed, cfg.degree_cap))
 
     def retrieve(self, res: Resources, question: str, llm: RetrievalLLM | None = None) -> Retrieval:
         cfg = res.settings.retrieval.noderag
@@ -286,12 +278,7 @@ class NodeRAGStrategy:
                 section = "bridge"  # a T / S / A cross node: reached through the walk
             r.sections[section].append(ContextItem(nid, kind, node.title, node.text, round(s, 6),
                                                    level=None, documents=docs))
-        chunk_scores = self.rank_chunks(score, chunks_of)
-        if cfg.subject_share > 0:
-            for v in top_ent:
-                for c in self._subject_chunks(w, int(v)):
-                    chunk_scores[c] = chunk_scores.get(c, 0.0) + cfg.subject_share * float(p[v])
-        r.sources = sources_from_chunks(view, chunk_scores, res.settings.retrieval.max_sources)
+        r.sources = sources_from_chunks(view, self.rank_chunks(score, chunks_of), res.settings.retrieval.max_sources)
         t.lap("rank_sources")
 
         self._path(r, w, p, vec_entries, exact, cross, via, top_rel, nodes)
@@ -303,16 +290,6 @@ class NodeRAGStrategy:
             "reached": int((p > 0).sum()),
         }
         return r
-
-    @staticmethod
-    def _subject_chunks(w: Walk, v: int) -> list[str]:
-        """The chunks about entity v: its `mentions` links heavier than a plain mention (the subject weight)."""
-        h = w.h
-        lo, hi = h.adj.indptr[v], h.adj.indptr[v + 1]
-        nb = h.adj.indices[lo:hi]
-        ok = (h.link_kind[lo:hi] == w.ecode.get("mentions", -1)) & (h.adj.data[lo:hi] > 1.0)
-        ok &= h.kinds[nb] == w.code.get("chunk", -1)
-        return [h.ids[int(c)] for c in nb[ok]]
 
     @staticmethod
     def rank_chunks(score: dict[int, float], chunks_of: dict[int, list[str]]) -> dict[str, float]:

@@ -67,11 +67,11 @@ def test_batched_writes_equal_chunk_by_chunk_writes(tmp_path, make_settings, emb
     assert any(n[7] > 1 for n in entities), "some entity was met in several chunks"
 
 
-def test_a_titled_rows_mention_of_its_subject_weighs_more(tmp_path, make_settings, embedder, tiny_jsonl):
-    """A corpus row is about the entity it is titled after: that mention carries the subject weight and flag;
-    the same entity named in another row's chunk is an ordinary mention (weight 1)."""
+def test_a_titled_rows_mention_of_its_subject_is_marked(tmp_path, make_settings, embedder, tiny_jsonl):
+    """A corpus row is about the entity it is titled after: that mention carries the subject flag; the same entity
+    named in another row's chunk is an ordinary mention. Every mention weighs 1, the subject's too (no paper
+    weights a mention by a title field)."""
     settings = make_settings(tmp_path)
-    settings.extract.subject_weight = 5.0
     store = Store(settings.storage.db_url)
     ws = store.create_workspace("w")
     ingest_paths(store, ws, [tiny_jsonl], settings)
@@ -84,12 +84,15 @@ def test_a_titled_rows_mention_of_its_subject_weighs_more(tmp_path, make_setting
                                                                      Node.kind == "chunk"))}
         mentions = [(e.src, e.dst, e.weight, e.data) for e in s.exec(select(Edge).where(
             Edge.workspace_id == ws.id, Edge.kind == "mentions")) if e.src in chunk_doc]
-    subject = [(chunk_doc[c], title_of[e]) for c, e, w, d in mentions if w == 5.0 and (d or {}).get("subject") is True]
+    assert {w for _, _, w, _ in mentions} == {1.0}
+    subject = [(chunk_doc[c], title_of[e]) for c, e, w, d in mentions if (d or {}).get("subject") is True]
     assert sorted(t for t, _ in subject) == sorted(chunk_doc.values())  # one per row, each row's own subject
     assert all(t.startswith(name) for t, name in subject), subject
     lena = [(chunk_doc[c], w) for c, e, w, d in mentions if title_of[e] == "Lena Marsh"]
     assert ("Lena Marsh #1" in {t for t, _ in lena} or "Lena Marsh" in {t for t, _ in lena})
-    assert any(w == 1.0 and t.startswith("Tidewater") for t, w in lena), lena  # named in the bridge's row
+    assert any(t.startswith("Tidewater") for t, _ in lena), lena  # named in the bridge's row
+    assert not any((d or {}).get("subject") for c, e, _, d in mentions
+                   if title_of[e] == "Lena Marsh" and chunk_doc[c].startswith("Tidewater"))
 
 
 def test_an_entity_is_described_first_by_the_row_about_it(tmp_path, make_settings, embedder, tiny_jsonl):

@@ -12,7 +12,6 @@ from sqlmodel import select
 from core.build.factory import make_context, open_index
 from core.build.runner import create_run, run_build, stage_names
 from core.build.runs import request_cancel
-from core.config import ExtractSettings
 from core.models import BuildRun, Checkpoint, Community, Edge, Node, Workspace
 from core.store import Store
 from core.workspace import ingest_paths
@@ -131,13 +130,12 @@ def test_same_named_entities_are_one_node_weighted_by_mentions(sample_built):
     chunk_doc = {c.id: c.document_id for c in nodes(store, ws.id, "chunk")}
     mentions: dict[str, list[str]] = defaultdict(list)
     mention_weight: dict[str, float] = defaultdict(float)
-    # a chunk's mention of its page's subject (the profile of Amara Okafor is titled after her) is one mention that
-    # weighs `subject_weight`: it counts once in the entity's weight
-    extra = ExtractSettings().subject_weight - 1.0
+    # a chunk's mention of its page's subject (the profile of Amara Okafor is titled after her) is marked, and
+    # weighs 1 as any other mention
     for e in edges(store, ws.id, "mentions"):
         if e.src in chunk_doc:
             mentions[e.dst].append(e.src)
-            mention_weight[e.dst] += e.weight - (extra if (e.data or {}).get("subject") else 0.0)
+            mention_weight[e.dst] += e.weight
     assert any((e.data or {}).get("subject") and e.dst == amara.id for e in edges(store, ws.id, "mentions"))
     docs_of_amara = {chunk_doc[c] for c in mentions[amara.id]}
     assert len(docs_of_amara) >= 4, "Amara Okafor is named in several sample documents"

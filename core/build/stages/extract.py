@@ -89,8 +89,7 @@ def extract_stage(ctx: BuildContext) -> Iterator[Progress]:
             results = run_part(part)
             items = [(cid, doc_id, ex) for (cid, _, doc_id), ex in zip(part, results) if ex is not None]
             if items:
-                counts.update(write_extractions(store, ws_id, items, redirect, subjects,
-                                                ctx.settings.extract.subject_weight))
+                counts.update(write_extractions(store, ws_id, items, redirect, subjects))
             counts["chunks"] = start + len(part)
             if len(items) < len(part):
                 counts["failed_chunks"] += len(part) - len(items)
@@ -141,13 +140,13 @@ def subject_keys(title: str | None) -> set[str]:
 
 
 def write_extractions(store, ws_id: int, items: list[tuple[str, str | None, Extraction]],
-                      redirect: dict[str, str] | None = None, subjects: dict[str, str] | None = None,
-                      subject_weight: float = 1.0) -> Counter:
+                      redirect: dict[str, str] | None = None, subjects: dict[str, str] | None = None) -> Counter:
     """Write the extractions of several chunks, in order, with their checkpoints, in one transaction.
 
     `subjects` maps a document to the title naming its subject (`row_subject`): a chunk's `mentions` edge to the
-    entity of that name weighs `subject_weight` and is marked {"subject": true}, so walks over the graph know
-    which chunks are *about* an entity rather than merely naming it.
+    entity of that name is marked {"subject": true}, so what reads the graph knows which chunks are *about* an
+    entity rather than merely naming it (an entity's descriptions from those passages come first,
+    core/build/mentions.py). It weighs 1, as every mention: no paper weights a mention by a title field.
 
     `redirect` maps entities merged away by entity resolution to the entity holding their mentions now, so a new
     mention of a merged name joins that entity instead of bringing the merged node back.
@@ -214,13 +213,11 @@ def write_extractions(store, ws_id: int, items: list[tuple[str, str | None, Extr
                                                       data={"aliases": {}, "types": {}, "descriptions": []})
                     counts["entities_new"] += 1
                 fold_entity(node, name, e.type, desc, pos, key in about)
-                mention = {"x": [[name, e.type, desc]]}  # this chunk's contribution, for a refold
+                mention: dict = {"x": [[name, e.type, desc]]}  # this chunk's contribution, for a refold
                 if key in about:
-                    edges.append((ws_id, chunk_id, eid, "mentions", subject_weight,
-                                  json.dumps({"subject": True} | mention)))
+                    mention = {"subject": True} | mention
                     counts["subject_mentions"] += 1
-                else:
-                    edges.append((ws_id, chunk_id, eid, "mentions", 1.0, json.dumps(mention)))
+                edges.append((ws_id, chunk_id, eid, "mentions", 1.0, json.dumps(mention)))
                 counts["mentions"] += 1
             # relationships: nodalized, keyed by (subject, object)
             titles = {by_name[e.name.lower()]: e.name for e in reversed(ex.entities) if e.name.lower() in by_name}
