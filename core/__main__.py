@@ -321,7 +321,8 @@ def cmd_history(args, settings: Settings, store: Store) -> int:
         print(export_json(store, ws.id))
         return 0
     for q in list_queries(store, ws.id, args.limit or 20):
-        print(f"{q.created_at:%Y-%m-%d %H:%M:%S}  {q.strategy:<20} {q.ms:8.1f} ms  {q.question}")
+        print(f"{q.created_at:%Y-%m-%d %H:%M:%S}  {q.strategy:<20} {q.ms:8.1f} ms  {q.question}"
+              + (f"  (asked by {q.asked_by})" if q.asked_by else ""))
     return 0
 
 

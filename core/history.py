@@ -22,6 +22,7 @@ class QueryEntry:
     question: str
     ms: float
     n_sources: int
+    asked_by: str | None = None  # the signed-in user who asked; None without sign-in
 
 
 def utc(dt: datetime) -> datetime:
@@ -38,7 +39,7 @@ def list_queries(store: Store, ws_id: int, limit: int = 50) -> list[QueryEntry]:
         for q in rows:
             assert q.id is not None  # a row read from the store has its key
             entries.append(QueryEntry(q.id, utc(q.created_at), q.strategy, q.question, q.ms,
-                                      len((q.result or {}).get("sources", []))))
+                                      len((q.result or {}).get("sources", [])), q.asked_by))
         return entries
 
 
@@ -63,12 +64,13 @@ def open_query(store: Store, ws_id: int, query_id: int) -> tuple[Retrieval, str]
 
 def export_rows(store: Store, ws_id: int) -> list[dict]:
     """Every question of the workspace, oldest first: question, strategy, answer, the full retrieval result,
-    retrieval ms and time asked (ISO 8601, UTC)."""
+    retrieval ms, time asked (ISO 8601, UTC) and who asked (null without sign-in)."""
     with store.session() as s:
         rows = s.exec(select(QueryLog).where(QueryLog.workspace_id == ws_id)
                       .order_by(col(QueryLog.created_at), col(QueryLog.id))).all()
         return [{"id": q.id, "created_at": utc(q.created_at).isoformat(), "question": q.question,
-                 "strategy": q.strategy, "answer": q.answer, "ms": q.ms, "result": q.result} for q in rows]
+                 "strategy": q.strategy, "answer": q.answer, "ms": q.ms, "result": q.result,
+                 "asked_by": q.asked_by} for q in rows]
 
 
 def export_json(store: Store, ws_id: int) -> str:

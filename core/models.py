@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from sqlalchemy import JSON, Column, Index, LargeBinary, Table, UniqueConstraint
+from sqlalchemy import JSON, Column, Index, LargeBinary, Table, UniqueConstraint, inspect
 from sqlmodel import Field, SQLModel
 
 from core.config import WorkerSettings
@@ -240,6 +240,7 @@ class QueryLog(SQLModel, table=True):
     result: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
     ms: float = 0.0
     created_at: datetime = Field(default_factory=utcnow)
+    asked_by: Optional[str] = None  # the signed-in user's name; None without sign-in (and in rows from before)
 
 
 class CommunityVariant(SQLModel, table=True):
@@ -330,3 +331,22 @@ def sql_table(model: type[SQLModel]) -> Table:
     """The SQLAlchemy table behind a table model, for bulk inserts and updates (`insert(sql_table(Node))`)."""
     t: Table = model.__table__  # type: ignore[attr-defined]  # set by SQLModel's metaclass, absent from its stubs
     return t
+
+
+NEW_COLUMNS = {"buildrun": {"kind": "VARCHAR NOT NULL DEFAULT 'build'", "params": "JSON", "worker": "VARCHAR",
+                             "lease_s": f"FLOAT DEFAULT {LEASE_S}"},
+               "querylog": {"asked_by": "VARCHAR"}}
+
+
+def add_new_columns(engine) -> None:
+    """Add the columns of NEW_COLUMNS that an older database lacks (Store() calls it on opening)."""
+    with engine.connect() as conn:
+        found = inspect(conn)
+        for table, columns in NEW_COLUMNS.items():
+            if not found.has_table(table):
+                continue
+            have = {c["name"] for c in found.get_columns(table)}
+            for name, ddl in columns.items():
+                if name not in have:
+                    conn.exec_driver_sql(f'ALTER TABLE "{table}" ADD COLUMN "{name}" {ddl}')
+        conn.commit()

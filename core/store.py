@@ -14,13 +14,12 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sqlalchemy import JSON, event, func, inspect, text, update
+from sqlalchemy import JSON, event, func, text, update
 from sqlalchemy.engine import URL, make_url
 from sqlmodel import Session, SQLModel, col, create_engine, delete, select
 
 from core.models import (
     IDLE_TRANSACTION_S,
-    LEASE_S,
     Artifact,
     BuildRun,
     Checkpoint,
@@ -38,6 +37,7 @@ from core.models import (
     QueryLog,
     StageRun,
     Workspace,
+    add_new_columns,
     utcnow,
 )
 
@@ -187,7 +187,7 @@ class Store:
                 conn.execute(text("SELECT pg_advisory_xact_lock(1936028001)"))
                 SQLModel.metadata.create_all(conn)
         self.url = url.render_as_string(hide_password=False)
-        _add_new_columns(self.engine)
+        add_new_columns(self.engine)
 
     @property
     def dialect(self) -> str:
@@ -367,29 +367,12 @@ def database_url(url_or_path: str | Path) -> URL:
 
 # columns added to a table after its first release: create_all makes missing tables, never missing columns, so a
 # database from before them gains them here (table -> column -> column definition, valid on SQLite and PostgreSQL)
-NEW_COLUMNS = {"buildrun": {"kind": "VARCHAR NOT NULL DEFAULT 'build'", "params": "JSON", "worker": "VARCHAR",
-                             "lease_s": f"FLOAT DEFAULT {LEASE_S}"}}
-
-
 def db_now(conn):
     """The database's current UTC time (naive) for a statement on `conn`: PostgreSQL's own clock (an SQL expression),
     on SQLite this host's (a value): heartbeats and lease cut-offs are measured by it (see `Store.now`)."""
     if is_sqlite(conn):
         return utcnow()
     return func.timezone("UTC", func.statement_timestamp())
-
-
-def _add_new_columns(engine) -> None:
-    with engine.connect() as conn:
-        found = inspect(conn)
-        for table, columns in NEW_COLUMNS.items():
-            if not found.has_table(table):
-                continue
-            have = {c["name"] for c in found.get_columns(table)}
-            for name, ddl in columns.items():
-                if name not in have:
-                    conn.exec_driver_sql(f'ALTER TABLE "{table}" ADD COLUMN "{name}" {ddl}')
-        conn.commit()
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - exercised by every test

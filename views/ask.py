@@ -9,6 +9,7 @@ import re
 
 import streamlit as st
 
+from core.access import LOCAL
 from core.backends.servers import backend_kind
 from core.build.factory import make_backend
 from core.history import count_queries, export_json, list_queries, open_query
@@ -130,11 +131,12 @@ if submitted:
         answer_settings = settings.model_copy(deep=True)
         answer_settings.backend.kind = backend_kind(ws.backend)  # type: ignore[assignment]
         backend, done = make_backend(answer_settings, store), []
+        who = R.me()
         try:
             res = R.resources(ws.name, R.ws_key(ws))  # an unreachable vector server: BackendError, one line
             for name in chosen:
                 with st.spinner(f"Retrieving and answering with {strategy_about(name)[0]}…"):
-                    r, a = ask(res, backend, q, name)
+                    r, a = ask(res, backend, q, name, asked_by=None if who == LOCAL else who.name)
                 done.append((r, a.text))
         except BackendError as exc:
             st.error(str(exc))
@@ -166,9 +168,11 @@ if not entries:
     st.caption("No question asked in this workspace yet.")
 else:
     total = count_queries(store, ws_id)
-    st.dataframe([{"asked (UTC)": e.created_at.strftime("%Y-%m-%d %H:%M:%S"), "strategy": e.strategy,
-                   "question": e.question, "retrieval ms": round(e.ms, 1), "sources": e.n_sources}
-                  for e in entries], hide_index=True, width="stretch", key="history_table")
+    by_whom = any(e.asked_by for e in entries)  # a team's workspace (sign-in on): who asked each question
+    st.dataframe([{"asked (UTC)": e.created_at.strftime("%Y-%m-%d %H:%M:%S")} | (
+                      {"asked by": e.asked_by or ""} if by_whom else {}) | {
+                   "strategy": e.strategy, "question": e.question, "retrieval ms": round(e.ms, 1),
+                   "sources": e.n_sources} for e in entries], hide_index=True, width="stretch", key="history_table")
     st.caption(f"{total:,} question(s) asked in this workspace" + (", the latest 50 shown." if total > 50 else "."))
     by_id = {e.id: e for e in entries}
     pick_col, open_col, save_col = st.columns([6, 1, 2], vertical_alignment="bottom")

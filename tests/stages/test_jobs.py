@@ -278,3 +278,25 @@ def test_a_database_from_before_jobs_gains_their_columns(tmp_path):
     run = worker.create_job(store, ws, Settings(), "whatif", {"name": "v", "settings": {}})
     assert build_runs.get_run(store, run.id).params["name"] == "v"
     assert store.latest_run(ws.id, ("build",)).id == old.id
+
+
+def test_a_database_from_before_who_asked_gains_the_column(tmp_path):
+    """A query log written before questions recorded who asked: the column is added, the old rows say nobody, and
+    a new question names its asker."""
+    from core.history import list_queries
+    from core.models import QueryLog
+
+    path = tmp_path / "old.db"
+    store = Store(path)
+    ws = store.create_workspace("w")
+    store.engine.dispose()
+    with sqlite3.connect(path) as conn:
+        conn.execute("ALTER TABLE querylog DROP COLUMN asked_by")
+        conn.execute("INSERT INTO querylog (workspace_id, question, strategy, answer, result, ms, created_at) "
+                     "VALUES (?, 'old?', 'naive', '', '{}', 1.0, '2024-01-01 00:00:00')", (ws.id,))
+    store = Store(path)
+    with store.session() as s:
+        s.add(QueryLog(workspace_id=ws.id, question="new?", strategy="naive", asked_by="ana@example.org"))
+        s.commit()
+    assert [(e.question, e.asked_by) for e in list_queries(store, ws.id)] == [("new?", "ana@example.org"),
+                                                                              ("old?", None)]

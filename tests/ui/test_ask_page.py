@@ -178,6 +178,7 @@ def test_two_strategies_side_by_side_with_panels_paths_and_history(page, ask_hom
     table = next(d.value for d in at.dataframe if "question" in d.value.columns)
     assert list(table["question"][:2]) == [QUESTION_2, QUESTION_2]
     assert list(table["strategy"][:2]) == ["hirag", "naive"]
+    assert "asked by" not in table.columns  # no sign-in: nobody to name
     assert at.get("download_button") and at.get("download_button")[0].proto.label == "Download JSON"
     data = json.loads(export_json(store, ws.id))
     mine = [q for q in data["queries"] if q["question"] == QUESTION_2]
@@ -226,3 +227,28 @@ def test_empty_question_or_no_strategy_warns(page):
     at = _ask(at, QUESTION, [])
     assert [w.value for w in at.warning] == ["Choose at least one strategy."]
     assert not _heads(at)
+
+
+def test_signed_in_the_history_says_who_asked(ask_home, monkeypatch):
+    """With sign-in on (a team's deployment), each question is recorded with who asked it: the history table gains an
+    "asked by" column and the JSON export an `asked_by` field; without sign-in (the other tests) neither appears."""
+    store, ws = ask_home
+    monkeypatch.setenv("STRATA_AUTH", "oidc")
+    monkeypatch.setenv("STRATA_ADMINS", "ana@example.org")  # sees every workspace, the sample copy included
+    _clear_caches()  # the settings are read once per process
+    try:
+        at = AppTest.from_file(str(APP), default_timeout=180)
+        at.user = {"is_logged_in": True, "email": "ana@example.org", "sub": "7"}
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        at.switch_page("views/ask.py")
+        at.run()
+        question = "Who led the Halden Barrier <b>survey</b>?"
+        at = _ask(at, question, ["naive"])
+        table = next(d.value for d in at.dataframe if "question" in d.value.columns)
+        assert list(table.columns[:2]) == ["asked (UTC)", "asked by"]
+        assert table["question"][0] == question and table["asked by"][0] == "ana@example.org"
+        mine = [q for q in json.loads(export_json(store, ws.id))["queries"] if q["question"] == question]
+        assert [q["asked_by"] for q in mine] == ["ana@example.org"]
+    finally:
+        _clear_caches()

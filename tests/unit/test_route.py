@@ -171,7 +171,7 @@ def test_history_lists_newest_first_reopens_and_exports(small):
         for i, q in enumerate(["first?", "second?", "third?"]):
             r.question = q
             s.add(QueryLog(workspace_id=ws.id, question=q, strategy="test", answer=f"answer {i}",
-                           result=r.to_dict(), ms=10.0 + i))
+                           result=r.to_dict(), ms=10.0 + i, asked_by="ana@example.org" if i == 2 else None))
             s.commit()
             time.sleep(0.01)
         s.add(QueryLog(workspace_id=other.id, question="elsewhere?", strategy="test", result={}))
@@ -179,6 +179,7 @@ def test_history_lists_newest_first_reopens_and_exports(small):
     entries = list_queries(store, ws.id, 2)
     assert [e.question for e in entries] == ["third?", "second?"]
     assert entries[0].n_sources == 1 and entries[0].ms == 12.0
+    assert [e.asked_by for e in entries] == ["ana@example.org", None]
     assert count_queries(store, ws.id) == 3
     back, text = open_query(store, ws.id, entries[0].id)
     assert back.question == "third?" and text == "answer 2"
@@ -190,6 +191,7 @@ def test_history_lists_newest_first_reopens_and_exports(small):
     assert {"question", "strategy", "answer", "result", "ms", "created_at"} <= set(first)
     assert Retrieval.from_dict(first["result"]).sources[0].document_id == "d1"
     assert first["created_at"].endswith("+00:00")
+    assert [q["asked_by"] for q in data["queries"]] == [None, None, "ana@example.org"]
 
 
 def test_gold_nodes_are_highlighted_and_a_gold_document_the_route_missed_is_drawn_apart(small):

@@ -116,12 +116,14 @@ def test_an_old_buildrun_table_gains_the_new_columns(tmp_path):
     with store.engine.begin() as conn:  # the table as it was before jobs, with one finished build in it
         conn.execute(text("ALTER TABLE buildrun DROP COLUMN kind"))
         conn.execute(text("ALTER TABLE buildrun DROP COLUMN params"))
+        conn.execute(text("ALTER TABLE querylog DROP COLUMN asked_by"))  # and before questions named who asked
         conn.execute(text("INSERT INTO buildrun (workspace_id, status, backend, settings, stage, message, error, "
                           "created_at) VALUES (:ws, 'done', 'offline', '{}', '', '', '', '2024-01-01 00:00:00')"),
                      {"ws": ws.id})
     store.close()
     store = Store(url)
     assert {"kind", "params"} <= {c["name"] for c in inspect(store.engine).get_columns("buildrun")}
+    assert "asked_by" in {c["name"] for c in inspect(store.engine).get_columns("querylog")}
     with store.session() as s:
         (old,) = s.exec(select(BuildRun)).all()
     assert old.kind == "build" and not old.params
