@@ -175,7 +175,7 @@ else:
                    "sources": e.n_sources} for e in entries], hide_index=True, width="stretch", key="history_table")
     st.caption(f"{total:,} question(s) asked in this workspace" + (", the latest 50 shown." if total > 50 else "."))
     by_id = {e.id: e for e in entries}
-    pick_col, open_col, save_col = st.columns([6, 1, 2], vertical_alignment="bottom")
+    pick_col, open_col, save_col = st.columns([5, 2, 2], vertical_alignment="bottom")
     picked = pick_col.multiselect("Re-open past results (up to three, side by side)", list(by_id), max_selections=3,
                            key="history_pick", format_func=lambda i: f"#{i} · {by_id[i].strategy} · "
                            f"{truncate(by_id[i].question, 80)}")

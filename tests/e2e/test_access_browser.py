@@ -5,7 +5,7 @@ trusts 127.0.0.1 here; tests/e2e/test_signin_browser.py shows the header refused
 Ann owns a built workspace, handed to her by the CLI (the service identity). Bob, signed in, cannot see it in the
 picker or the table, cannot open it by a deep link on any page (one line that does not say whether it exists),
 so cannot ask, export or delete it; his attempt is in the audit log Ann sees. Ann shares it with Bob as viewer on
-the Workspaces page; Bob then sees it and asks a question, while Build, upload, the merge review and Delete are
+the Workspaces page; Bob then sees it and asks a question (the history names him), while Build, upload, the merge review and Delete are
 closed to him with the line that says why."""
 
 from __future__ import annotations
@@ -91,6 +91,11 @@ def test_a_workspace_is_seen_and_used_only_by_whom_it_is_shared_with(team_app, b
         bob.get_by_label("Question").fill("Who founded the company?")
         bob.locator("[data-testid='stFormSubmitButton'] button", has_text="Ask").click()
         expect(bob.get_by_role("heading", name=re.compile(r"^Answer · ")).first).to_be_visible(timeout=120_000)
+        history = bob.locator("[data-testid='stDataFrame']").filter(has_text="question")
+        expect(history).to_contain_text("asked by")  # a team's history says who asked
+        expect(history).to_contain_text(BOB)
+        history.scroll_into_view_if_needed()
+        shot(bob, "access-bob-history")
         bob.goto(f"{url}/build")
         expect(_main(bob).get_by_text("Your role in “ann-ws” is viewer: to build it takes editor.")).to_be_visible()
         expect(bob.get_by_role("button", name="Build / resume")).to_be_disabled()
