@@ -19,6 +19,19 @@ from core.config import AuthSettings
 from ui import resources as R
 from ui.text import md_name
 
+# Streamlit's OIDC sign-in returns to the app's root; the link a signed-out visitor opened waits in the tab's
+# sessionStorage (written by the sign-in page, read once by the first signed-in page, which goes there). Only a path
+# on this server is kept or followed: "/..." but not "//..." or "/\..." (both lead to another host).
+AFTER_SIGN_IN = "strata.after_sign_in"
+_SAFE = r"/^\/(?![\/\\])/.test(w)"
+KEEP_LINK = (f"<script>try{{const l=window.location,w=l.pathname+l.search;if({_SAFE})"
+             f"sessionStorage.setItem('{AFTER_SIGN_IN}',w)}}catch(e){{}}</script>")
+FOLLOW_LINK = (f"<script>try{{const s=sessionStorage,w=s.getItem('{AFTER_SIGN_IN}'),l=window.location;"
+               f"if(w!==null){{s.removeItem('{AFTER_SIGN_IN}');if({_SAFE}&&w!==l.pathname+l.search)l.replace(w)}}}}"
+               "catch(e){}</script>")
+_FOLLOWED = "after_sign_in_followed"  # session state: this session has looked for a link to go back to
+
+
 # Streamlit serves through uvicorn, whose ProxyHeadersMiddleware rewrites the connection's peer address from
 # X-Forwarded-For when the TCP peer is in FORWARDED_ALLOW_IPS (default "127.0.0.1,::1"): any local process could then
 # claim to come from a trusted proxy. Only an empty FORWARDED_ALLOW_IPS leaves the peer the TCP peer.
@@ -115,6 +128,7 @@ def gate() -> User:
     elif auth.mode == "oidc":
         st.write("Strata holds your team's documents: sign in with your organisation's account to see the "
                  "workspaces shared with you.")
+        st.html(KEEP_LINK, unsafe_allow_javascript=True)  # this page's link, to come back to after the provider
         if st.button("Sign in", type="primary", icon=":material/login:"):
             if auth.oidc_provider:
                 st.login(auth.oidc_provider)
@@ -144,5 +158,8 @@ def _oidc_unset(provider: str | None) -> str | None:
 def _signed_in(who: User, auth: AuthSettings) -> None:
     with st.sidebar:
         st.caption(f"Signed in as {md_name(who.name)}")
+        if auth.mode == "oidc" and not st.session_state.get(_FOLLOWED):
+            st.session_state[_FOLLOWED] = True
+            st.html(FOLLOW_LINK, unsafe_allow_javascript=True)  # back to the link opened before signing in
         if auth.mode == "oidc" and st.button("Sign out", icon=":material/logout:", key="sign_out"):
             st.logout()
