@@ -80,9 +80,9 @@ def retrieval_llm(backend: LanguageBackend) -> RetrievalLLM | None:
 
 
 def ask(res: Resources, backend: LanguageBackend, question: str, strategy: str,
-        log: bool = True, asked_by: str | None = None) -> tuple[Retrieval, Answer]:
+        log: bool = True, asked_by: access.User | None = None) -> tuple[Retrieval, Answer]:
     """Retrieve with `strategy`, answer from the result, and record both in the workspace's query log (with who
-    asked: the signed-in user's name, None without sign-in). With a
+    asked: `asked_by`'s name when a person signed in; none for the local user of a laptop without sign-in). With a
     model backend (Ollama) the strategies' language steps use it too (GraphRAG's map, ArchRAG's filter, HLG's
     keywords and rerank, NodeRAG's question entities); offline they run their extractive versions."""
     question = question.strip()
@@ -102,7 +102,8 @@ def ask(res: Resources, backend: LanguageBackend, question: str, strategy: str,
         assert res.ws.id is not None  # a stored row has its key
         with res.store.session() as s:
             s.add(QueryLog(workspace_id=res.ws.id, question=question, strategy=strategy, answer=a.text,
-                           result=r.to_dict(), ms=round(retrieval_ms, 2), asked_by=asked_by))
+                           result=r.to_dict(), ms=round(retrieval_ms, 2),
+                           asked_by=None if asked_by is None or asked_by == access.LOCAL else asked_by.name))
             s.commit()
     return r, a
 

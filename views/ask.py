@@ -9,7 +9,6 @@ import re
 
 import streamlit as st
 
-from core.access import LOCAL
 from core.backends.servers import backend_kind
 from core.build.factory import make_backend
 from core.history import count_queries, export_json, list_queries, open_query
@@ -131,12 +130,11 @@ if submitted:
         answer_settings = settings.model_copy(deep=True)
         answer_settings.backend.kind = backend_kind(ws.backend)  # type: ignore[assignment]
         backend, done = make_backend(answer_settings, store), []
-        who = R.me()
         try:
             res = R.resources(ws.name, R.ws_key(ws))  # an unreachable vector server: BackendError, one line
             for name in chosen:
                 with st.spinner(f"Retrieving and answering with {strategy_about(name)[0]}…"):
-                    r, a = ask(res, backend, q, name, asked_by=None if who == LOCAL else who.name)
+                    r, a = ask(res, backend, q, name, asked_by=R.me())
                 done.append((r, a.text))
         except BackendError as exc:
             st.error(str(exc))

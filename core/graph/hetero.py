@@ -102,14 +102,13 @@ class HeteroGraph:
 @dataclass
 class EdgeList:
     """Every stored edge between two vertices of a HeteroGraph, one row per edge (not merged per pair): its
-    vertices, its kind (index into the graph's `edge_kind_names`, -1 for a kind the graph does not know), its stored
-    weight and the HNSW boost it carries (`data.hnsw`, 0 when none; core/build/noderag_edges.py). For a walk over
+    vertices, its kind (index into the graph's `edge_kind_names`, -1 for a kind the graph does not know) and the HNSW
+    boost it carries (`data.hnsw`, 0 when none; core/build/noderag_edges.py). For a walk over
     a chosen subset of the edges (NodeRAG's heterograph edges, core/retrieval/noderag.py)."""
 
     src: np.ndarray
     dst: np.ndarray
     kind: np.ndarray
-    weight: np.ndarray
     hnsw: np.ndarray
 
     @classmethod
@@ -117,13 +116,13 @@ class EdgeList:
         from core.store import json_field
 
         with store.session() as s:
-            edges = s.exec(select(Edge.src, Edge.dst, Edge.kind, Edge.weight)
+            edges = s.exec(select(Edge.src, Edge.dst, Edge.kind)
                            .add_columns(json_field(s, Edge.data, "hnsw")).where(col(Edge.workspace_id) == ws_id)
                            .order_by(col(Edge.id))).all()
         ecode = {k: i for i, k in enumerate(graph.edge_kind_names)}
-        rows = [(graph.index[a], graph.index[b], ecode.get(k, -1), float(w or 0.0), float(hb or 0.0))
-                for a, b, k, w, hb in edges if a in graph.index and b in graph.index and a != b]
-        arr = np.array(rows, dtype=np.float64).reshape(-1, 5)
+        rows = [(graph.index[a], graph.index[b], ecode.get(k, -1), float(hb or 0.0))
+                for a, b, k, hb in edges if a in graph.index and b in graph.index and a != b]
+        arr = np.array(rows, dtype=np.float64).reshape(-1, 4)
         return cls(src=arr[:, 0].astype(np.int64), dst=arr[:, 1].astype(np.int64), kind=arr[:, 2].astype(np.int16),
-                   weight=arr[:, 3], hnsw=arr[:, 4])
+                   hnsw=arr[:, 3])
 

@@ -113,7 +113,7 @@ def test_top_by_kind_ranks_one_kind_and_skips_excluded_and_unreached():
 # ---------------------------------------------------------------------------------------------- NodeRAG's walk matrix
 def tiny_heterograph():
     """chunk c - statement s - entity n - relationship r, plus the links NodeRAG does not define: c -> n (a subject
-    mention, weight 4), r -> c (derived_from), s -> r (mentions), c - c2 (next); s - c carries an HNSW boost."""
+    mention), r -> c (derived_from), s -> r (mentions), c - c2 (next); s - c carries an HNSW boost."""
     from core.graph.hetero import EdgeList, HeteroGraph
 
     ids = ["c", "c2", "n", "r", "s"]
@@ -123,12 +123,12 @@ def tiny_heterograph():
     h = HeteroGraph(ids=ids, index={i: v for v, i in enumerate(ids)},
                     kinds=np.array([kind_names.index(k) for k in kinds], dtype=np.int16), kind_names=kind_names,
                     adj=sp.csr_matrix((5, 5)), link_kind=np.zeros(0, dtype=np.int16), edge_kind_names=edge_kind_names)
-    rows = [("s", "c", "derived_from", 2.0, 1.0), ("s", "n", "mentions", 1.0, 0.0), ("r", "n", "subject", 1.0, 0.0),
-            ("c", "n", "mentions", 4.0, 0.0), ("r", "c", "derived_from", 1.0, 0.0), ("s", "r", "mentions", 1.0, 0.0),
-            ("c", "c2", "next", 1.0, 0.0)]
+    rows = [("s", "c", "derived_from", 1.0), ("s", "n", "mentions", 0.0), ("r", "n", "subject", 0.0),
+            ("c", "n", "mentions", 0.0), ("r", "c", "derived_from", 0.0), ("s", "r", "mentions", 0.0),
+            ("c", "c2", "next", 0.0)]
     edges = EdgeList(src=np.array([h.index[a] for a, *_ in rows]), dst=np.array([h.index[b] for _, b, *_ in rows]),
-                     kind=np.array([edge_kind_names.index(k) for _, _, k, _, _ in rows], dtype=np.int16),
-                     weight=np.array([w for *_, w, _ in rows]), hnsw=np.array([b for *_, b in rows]))
+                     kind=np.array([edge_kind_names.index(k) for _, _, k, _ in rows], dtype=np.int16),
+                     hnsw=np.array([b for *_, b in rows]))
     return h, edges
 
 
