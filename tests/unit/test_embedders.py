@@ -236,3 +236,77 @@ def test_a_broken_cached_export_is_redone(tmp_path, reference):
     v = again.embed(TEXTS)
     assert again._rt.export_s > 0 and path.stat().st_size > 1_000_000
     assert (v * reference).sum(axis=1).min() >= 0.99999
+
+
+def test_every_forward_has_the_fixed_shape_of_its_width(any_runtime):
+    """Structural, on any CPU: a forward pass of width w always has `rows(w)` rows, whatever was embedded with what
+    (a lone text, a few, a full batch and a tail): a CPU whose kernels block a matmul by its row count (oneDNN's AMX
+    does) then rounds every text the same way."""
+    rt = any_runtime._load()
+    shapes: list[tuple[int, int]] = []
+    real = rt.forward
+
+    def recording(ids, mask):
+        assert ids.shape == mask.shape
+        shapes.append(ids.shape)
+        return real(ids, mask)
+
+    rt.forward = recording
+    try:
+        texts = TEXTS + [f"{t} (variant {i})" for i, t in enumerate(TEXTS[1:12])] + [f"entity {i}" for i in range(70)]
+        for batch in ([texts[1]], texts[:3], texts, list(reversed(texts)), texts[5:9]):
+            any_runtime.embed(batch)
+    finally:
+        del rt.forward
+    assert shapes and all(rows == rt.rows(width) for rows, width in shapes), sorted(set(shapes))
+    assert len({rows for rows, _ in shapes}) > 1, "widths of other row counts were met"
+
+
+def test_a_texts_vector_does_not_depend_on_its_place(any_runtime):
+    """Bit for bit whichever row of a forward a text lands in: the same texts in other orders."""
+    texts = [f"{name} (entity {i})" for i, name in enumerate(("Marie Curie", "Kelmouth", "Salt River") * 30)]
+    whole = any_runtime.embed(texts)
+    for shift in (1, 7, 33):
+        order = list(range(shift, len(texts))) + list(range(shift))
+        assert np.array_equal(any_runtime.embed([texts[i] for i in order]), whole[order])
+
+
+def test_the_invariance_check_passes_here_and_catches_a_row_dependent_kernel(any_runtime):
+    rt = any_runtime._load()
+    assert rt.check_invariance() == ""
+    real = rt.forward
+
+    def row_count_rounding(ids, mask):  # what an AMX kernel did: rounding that depends on the row count
+        out = real(ids, mask)
+        return out + np.float32(1e-6) * (len(ids) % 3) if len(set(map(bytes, ids))) == 1 else out
+
+    rt.forward = row_count_rounding
+    try:
+        assert "alone" in rt.check_invariance()
+    finally:
+        del rt.forward
+
+
+def test_a_pinned_runtime_that_fails_the_check_is_refused_and_auto_moves_on(cache_dir, monkeypatch, caplog):
+    from core.backends.minilm_runtime import TorchRuntime
+    from core.protocols import BackendError
+
+    monkeypatch.delenv("STRATA_MINILM_RUNTIME", raising=False)
+    monkeypatch.setattr(emb_mod, "_CHECKED", {})
+    monkeypatch.setattr(emb_mod, "_SAID", set())
+    monkeypatch.setattr(emb_mod, "native_bf16", lambda: True)
+    monkeypatch.setattr(emb_mod, "cpu_isa", lambda: "amx_bf16")
+    monkeypatch.setattr(TorchRuntime, "check_invariance", lambda self: "a row of width 8 alone differs by 1.0e-06")
+    with pytest.raises(BackendError) as err:
+        MiniLMEmbedder(runtime="torch-bf16", cache_dir=cache_dir).embed(["x"])
+    line = str(err.value)
+    assert "\n" not in line and "amx_bf16" in line and "ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16" in line
+    with caplog.at_level(logging.WARNING, logger="core.backends.embedders"):
+        auto = MiniLMEmbedder(cache_dir=cache_dir)
+        auto.embed(["x"])
+        again = MiniLMEmbedder(cache_dir=cache_dir)
+        again.embed(["x"])
+    assert auto.runtime == again.runtime == "onnx"
+    assert "torch-bf16 fails the batch-invariance check" in auto.note and again.note == auto.note
+    said = [r.getMessage() for r in caplog.records if "falling back to onnx" in r.getMessage()]
+    assert len(said) == 1, "said once in the log"
