@@ -573,6 +573,10 @@ def main() -> None:
         from bench.kills import report as kills_report
 
         out += kills_report(json.loads(path.read_text()))
+    for path in sorted(res.glob("workspaces-*.json")):  # bench.workspaces: one corpus in three workspaces
+        from bench.workspaces import report as workspaces_report
+
+        out += workspaces_report(json.loads(path.read_text()))
     faults = res / "faults.json"  # builds through a model server that fails a share of its replies (bench/faults.py)
     if faults.exists():
         from bench.faults import report as faults_report

@@ -35,6 +35,7 @@ class Workspace(SQLModel, table=True):
     embedder: str = "minilm"
     chat_model: str = ""
     build_version: int = 0  # bumped after each successful build; keys the app's read caches
+    salted_ids: bool = False  # ids salted with the row number (built before content-only ids, core/ids.py)
 
 
 class Document(SQLModel, table=True):
@@ -335,7 +336,9 @@ def sql_table(model: type[SQLModel]) -> Table:
 
 NEW_COLUMNS = {"buildrun": {"kind": "VARCHAR NOT NULL DEFAULT 'build'", "params": "JSON", "worker": "VARCHAR",
                              "lease_s": f"FLOAT DEFAULT {LEASE_S}"},
-               "querylog": {"asked_by": "VARCHAR"}}
+               "querylog": {"asked_by": "VARCHAR"},
+               # a workspace from before content-only ids keeps making its ids as it did (core/ids.py)
+               "workspace": {"salted_ids": "BOOLEAN NOT NULL DEFAULT TRUE"}}
 
 
 def add_new_columns(engine) -> None:

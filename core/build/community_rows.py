@@ -9,29 +9,30 @@ from sqlalchemy import bindparam, delete, select, update
 
 from core.algorithms.leiden import Hierarchy
 from core.graph.entity_graph import EntityGraph
+from core.ids import IdScope, local_id
 from core.models import Community, Edge, sql_table
-from core.store import bulk_insert, content_id
+from core.store import bulk_insert
 
 METHODS = ("wcc", "leiden", "hirag")  # the methods the `communities` stage writes
 
 
-def community_id(ws_id: int, method: str, level: int, member_ids: list[str]) -> str:
-    return content_id(str(ws_id), method, str(level), ",".join(sorted(member_ids)))
+def community_id(ids: IdScope, method: str, level: int, member_ids: list[str]) -> str:
+    return ids.id(method, str(level), ",".join(sorted(local_id(m) for m in member_ids)))
 
 
-def cluster_rows(ws_id: int, method: str, eg: EntityGraph, h: Hierarchy, rows: list[Community],
+def cluster_rows(ids: IdScope, method: str, eg: EntityGraph, h: Hierarchy, rows: list[Community],
                  members_of: dict[str, list[str]]) -> None:
     """Community rows (and their members) of every level of `h`, each child pointing at its parent."""
     cluster_ids: list[str] = []
     for c in h.clusters:
-        ids = [eg.ids[v] for v in c.members]
-        cid = community_id(ws_id, method, c.level, ids)
+        members = [eg.ids[v] for v in c.members]
+        cid = community_id(ids, method, c.level, members)
         cluster_ids.append(cid)
-        rows.append(Community(id=cid, workspace_id=ws_id, method=method, level=c.level, size=len(ids),
+        rows.append(Community(id=cid, workspace_id=ids.ws_id, method=method, level=c.level, size=len(members),
                               parent_id=cluster_ids[c.parent] if c.parent is not None else None,
                               data={"children": len(c.children),
                                     "modularity_level": round(h.modularity.get(c.level, 0.0), 4)}))
-        members_of[cid] = ids
+        members_of[cid] = members
 
 
 def write_communities(store, ws_id: int, rows: list[Community], members_of: dict[str, list[str]],

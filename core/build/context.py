@@ -14,6 +14,7 @@ from typing import Protocol
 
 from core.build.failures import UnitFailures
 from core.config import Settings
+from core.ids import IdScope, scope_of
 from core.index.vectors import VectorIndex
 from core.models import Workspace
 from core.protocols import Embedder, LanguageBackend
@@ -53,6 +54,11 @@ class BuildContext:
         """The workspace's row id (a stage works on a stored workspace, which always has one)."""
         assert self.ws.id is not None
         return self.ws.id
+
+    @property
+    def ids(self) -> IdScope:
+        """Makes the workspace's ids (core/ids.py)."""
+        return scope_of(self.ws)
 
 
 class Stage(Protocol):

@@ -36,6 +36,7 @@ from sqlmodel import col, select
 from core.algorithms import noderag
 from core.build.community_rows import community_id, write_communities
 from core.build.context import BuildContext
+from core.ids import local_id, scope_by_id
 from core.models import Community, Edge, Node, sql_table
 from core.protocols import Report
 from core.store import content_id
@@ -110,7 +111,8 @@ class HeteroPartition:
                                                             cfg.seed)
         self.communities = [c for c in comms if len(c) >= max(1, cfg.min_community_size)]
         self.n_found = len(comms)
-        self.cids = [community_id(ws_id, METHOD, 0, [self.ids[v] for v in c]) for c in self.communities]
+        scope = scope_by_id(store, ws_id)
+        self.cids = [community_id(scope, METHOD, 0, [self.ids[v] for v in c]) for c in self.communities]
 
     def material(self, k: int) -> tuple[str, list[str]]:
         """(title hint, content lines) of community k: its semantic units and attributes, most linked first; the
@@ -198,10 +200,10 @@ def high_level(ctx: BuildContext) -> tuple[int, int]:
             elems = [(c.title or truncate(c.summary, 90), c.summary, c.title or keyword_title(c.summary),
                       rep.get("rating"))]
         for k, (head, text, overview, importance) in enumerate(elems):
-            hid = content_id(str(ws_id), "high_level", c.id, str(k))
+            hid = ctx.ids.id("high_level", local_id(c.id), str(k))
             want[hid] = node_row(ws_id, hid, "high_level", head or truncate(text, 90), text,
                                  {"community_id": c.id, "finding": k, "importance": importance})
-            oid = content_id(str(ws_id), "overview", hid)
+            oid = ctx.ids.id("overview", local_id(hid))
             want[oid] = node_row(ws_id, oid, "overview", overview, overview, {"high_level_id": hid,
                                                                              "community_id": c.id})
     with ctx.store.session() as s:
@@ -214,7 +216,7 @@ def high_level(ctx: BuildContext) -> tuple[int, int]:
         edges = []
         for r in new:
             if r["kind"] == "high_level":
-                edges.append(edge_row(ws_id, r["id"], content_id(str(ws_id), "overview", r["id"]), "has_overview"))
+                edges.append(edge_row(ws_id, r["id"], ctx.ids.id("overview", local_id(r["id"])), "has_overview"))
                 edges.append(edge_row(ws_id, r["id"], r["data"]["community_id"], "derived_from"))
         conn = s.connection()
         if new:

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 
 from sqlmodel import select
 
+from core.ids import scope_of
 from core.ingest.formats import clean_text
 from core.models import Document, Workspace
-from core.store import Store, content_id
+from core.store import Store
 
 
 @dataclass
@@ -41,7 +42,7 @@ def add_documents(store: Store, ws: Workspace, docs) -> AddResult:
                 s.add(doc)
                 continue
             doc = Document(
-                id=content_id(str(ws.id), h),
+                id=scope_of(ws).id(h),
                 workspace_id=ws.id,
                 content_hash=h,
                 external_id=ext_id,

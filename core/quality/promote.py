@@ -121,7 +121,7 @@ def replace_partition(ctx: BuildContext, name: str) -> Iterator[Progress]:
     ids, rows, members_of = [], [], {}
     for g in groups:
         member_ids = [base.ids[i] for i in g.members.tolist()]
-        ids.append(community_id(ws_id, "leiden", g.level, member_ids))
+        ids.append(community_id(ctx.ids, "leiden", g.level, member_ids))
         members_of[ids[-1]] = member_ids
     children = np.bincount([g.parent for g in groups if g.parent >= 0], minlength=len(groups))
     restored = (v.partition or {}).get("reports", {})

@@ -31,7 +31,7 @@ SPLIT = ("core.build",)
 LAYERS: list[tuple[str, ...]] = [
     ("core.text", "core.query_config", "core.config", "core.liveness", "core.models", "core.protocols",
      "core.secrets"),
-    ("core.store",),
+    ("core.store", "core.ids"),
     ("core.index", "core.ingest", "core.algorithms", "core.access"),
     ("core.extract",),
     ("core.backends",),

@@ -208,7 +208,7 @@ def attributed_stage(ctx: BuildContext) -> Iterator[Progress]:
             g = g.tolist()
             members = np.sort(np.concatenate([below[k].members for k in g])) if below else np.array(g)
             member_ids = [base.ids[m] for m in members.tolist()]
-            comms.append(Comm(community_id(ctx.ws_id, METHOD, layer, member_ids), layer, members, member_ids,
+            comms.append(Comm(community_id(ctx.ids, METHOD, layer, member_ids), layer, members, member_ids,
                               g if below else []))
         inner, rels = _inner_relationships(ctx, base, level, comms) if layer == 1 else ({}, {})
         todo: list[int] = []

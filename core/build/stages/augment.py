@@ -49,6 +49,7 @@ from core.build.noderag_communities import (
 )
 from core.build.noderag_edges import EMBEDDED, embed_rows, load_vectors, write_edges
 from core.build.stages.index import report_rows
+from core.ids import local_id
 from core.index.embedding import embed_missing
 from core.models import Edge, Node, sql_table
 from core.protocols import Summary
@@ -128,7 +129,7 @@ class Decomposed:
 def _attributes(ctx: BuildContext, dec: Decomposed, important: list[str]) -> Iterator[tuple[int, int]]:
     """Summarize each important entity once; drop attributes of entities no longer important."""
     store, ws_id = ctx.store, ctx.ws_id
-    want = {content_id(str(ws_id), "attribute", e): e for e in important}
+    want = {ctx.ids.id("attribute", local_id(e)): e for e in important}
     material = {aid: content_id(dec.entity[e][0], *dec.material(e)) for aid, e in want.items()}
     with store.session() as s:
         have = {i: (d or {}).get("material") for i, d in s.exec(select(Node.id, Node.data).where(

@@ -12,9 +12,9 @@ from sqlalchemy import insert
 from sqlmodel import col, select
 
 from core.build.context import BuildContext, Progress
+from core.ids import local_id
 from core.ingest.chunking import chunk_text
 from core.models import Checkpoint, Document, Edge, Node, sql_table
-from core.store import content_id
 
 STAGE = "chunk"
 _BATCH_CHARS = 400_000  # text chunked per transaction
@@ -46,7 +46,7 @@ def chunk_stage(ctx: BuildContext) -> Iterator[Progress]:
                 title = doc.title
                 prev = None
                 for k, sp in enumerate(chunk_text(doc.text, ctx.settings.chunk)):
-                    cid = content_id(str(ws_id), "chunk", doc.id, str(k), sp.text)
+                    cid = ctx.ids.id("chunk", local_id(doc.id), str(k), sp.text)
                     nodes.append({"id": cid, "workspace_id": ws_id, "kind": "chunk", "key": "",
                                   "title": f"{doc.title} #{k + 1}", "text": sp.text, "type": "", "layer": 0,
                                   "weight": float(sp.n_tokens), "document_id": doc.id, "ord": k,

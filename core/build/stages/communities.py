@@ -56,11 +56,11 @@ def communities_stage(ctx: BuildContext) -> Iterator[Progress]:
         if len(comp) < cfg.min_component_size:
             continue
         ids = [ex.ids[v] for v in comp]
-        cid = community_id(ws_id, "wcc", 0, ids)
+        cid = community_id(ctx.ids, "wcc", 0, ids)
         rows.append(Community(id=cid, workspace_id=ws_id, method="wcc", level=0, size=len(ids)))
         members_of[cid] = ids
-    cluster_rows(ws_id, "leiden", ex, h, rows, members_of)
-    cluster_rows(ws_id, "hirag", eg, hh, rows, members_of)
+    cluster_rows(ctx.ids, "leiden", ex, h, rows, members_of)
+    cluster_rows(ctx.ids, "hirag", eg, hh, rows, members_of)
     yield Progress(3, 4, f"writing {len(rows):,} communities")
     write_communities(store, ws_id, rows, members_of, METHODS)
     levels, hlevels = _level_counts(h), _level_counts(hh)

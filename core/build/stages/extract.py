@@ -24,10 +24,11 @@ from core.build.beside import embedded_beside
 from core.build.context import BuildContext, Progress
 from core.build.mentions import chunk_ords, fold_entity, fold_relationship
 from core.build.stages.embed import chunk_rows, statements_so_far
+from core.ids import IdScope, local_id, scope_by_id
 from core.models import Document, Node, sql_table
 from core.protocols import Extraction
 from core.resolution.merge import merged_into
-from core.store import bulk_insert, content_id, driver_sql
+from core.store import bulk_insert, driver_sql
 from core.text import norm_key
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,8 @@ REAL_TITLES = {"field", "heading", "html"}  # Document.meta["title_from"] values
 _OFFLINE_BATCH = 64  # chunks per transaction with the offline heuristics
 
 
-def entity_id(ws_id: int, key: str) -> str:
-    return content_id(str(ws_id), "entity", key)
+def entity_id(ids: IdScope, key: str) -> str:
+    return ids.id("entity", key)
 
 
 def extract_stage(ctx: BuildContext) -> Iterator[Progress]:
@@ -155,6 +156,7 @@ def write_extractions(store, ws_id: int, items: list[tuple[str, str | None, Extr
     met in an earlier chunk of the batch) are merged in memory, then written once; new rows and every edge go in
     through the driver's executemany (the ORM's per-object cost dominated large builds)."""
     counts: Counter = Counter()
+    ids = scope_by_id(store, ws_id)
     new_nodes: dict[str, dict] = {}  # id -> row, inserted at the end
     changed: dict[str, dict] = {}  # id -> {"weight", "data", "text"} of rows already stored, updated at the end
     edges: list[tuple] = []
@@ -168,7 +170,7 @@ def write_extractions(store, ws_id: int, items: list[tuple[str, str | None, Extr
             key = norm_key(e.name)
             if not key:
                 continue
-            eid = entity_id(ws_id, key)
+            eid = entity_id(ids, key)
             eid = redirect.get(eid, eid) if redirect else eid
             by_name[e.name.lower()] = eid
             wanted.setdefault(eid, (key, e))
@@ -177,7 +179,7 @@ def write_extractions(store, ws_id: int, items: list[tuple[str, str | None, Extr
             a, b = by_name.get(r.source.lower()), by_name.get(r.target.lower())
             if not a or not b or a == b:
                 continue
-            rid = content_id(str(ws_id), "relationship", a, b)
+            rid = ids.id("relationship", local_id(a), local_id(b))
             if rid in rel_ids:
                 prev = rel_ids[rid]
                 rel_ids[rid] = (a, b, prev[2], prev[3] + float(r.weight), prev[4])
@@ -235,7 +237,7 @@ def write_extractions(store, ws_id: int, items: list[tuple[str, str | None, Extr
             # statements: propositions of this chunk, mentioning the chunk's entities they name
             names = list(by_name.items())
             for k, text in enumerate(dict.fromkeys(t.strip() for t in ex.statements if t.strip())):
-                sid = content_id(str(ws_id), "statement", chunk_id, str(k))
+                sid = ids.id("statement", local_id(chunk_id), str(k))
                 new_nodes[sid] = _node_row(ws_id, sid, "statement", title=text[:80], text=text, document_id=doc_id,
                                            ord=k)
                 edges.append((ws_id, sid, chunk_id, "derived_from", 1.0, "{}"))

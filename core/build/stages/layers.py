@@ -41,6 +41,7 @@ from core.algorithms.layers import (
 from core.build.context import BuildContext, Progress
 from core.config import LayerSettings
 from core.extract.nouns import forget_readings
+from core.ids import local_id
 from core.index.embedding import embed_missing, node_text_for_embedding
 from core.models import Edge, Node, sql_table
 from core.store import content_id, release_memory
@@ -187,8 +188,8 @@ def _summary_layer(ctx, cfg: LayerSettings, layer: int, ids: list[str], clusters
             # a model's entities merge by name across the layer (HiRAG's code); offline, each is its cluster's own
             # (its extractive description is of that cluster's group): identified by the cluster and its name
             name_key = " ".join(e.name.casefold().split())
-            key = ",".join(members) + "|" + name_key if offline else name_key
-            sid = content_id(str(ctx.ws.id), "summary", str(layer + 1), key)
+            key = ",".join(map(local_id, members)) + "|" + name_key if offline else name_key
+            sid = ctx.ids.id("summary", str(layer + 1), key)
             sids[e.name.casefold()] = sid
             if sid not in nodes:
                 nodes[sid] = {"id": sid, "workspace_id": ctx.ws.id, "kind": "entity", "key": f"summary:{sid}",

@@ -41,10 +41,10 @@ from sqlmodel import col, delete, select
 
 from core.algorithms.topics import topic_groups
 from core.build.context import BuildContext, Progress
+from core.ids import IdScope, local_id
 from core.index.embedding import embed_missing, statement_rows
 from core.models import Checkpoint, Document, Edge, Node, sql_table
 from core.protocols import TopicModel
-from core.store import content_id
 
 STAGE = "lexical"
 _BATCH_STATEMENTS = 2000  # statements per write transaction (whole documents only)
@@ -194,8 +194,8 @@ def model_topics(ctx: BuildContext) -> bool:
             and isinstance(ctx.backend, TopicModel))
 
 
-def _topic(ws_id: int, doc_id: str, doc_title: str, n: int, members: list[str]) -> dict:
-    return {"id": content_id(str(ws_id), "topic", doc_id, *sorted(members)), "doc": doc_id, "doc_title": doc_title,
+def _topic(ids: IdScope, doc_id: str, doc_title: str, n: int, members: list[str]) -> dict:
+    return {"id": ids.id("topic", local_id(doc_id), *sorted(local_id(m) for m in members)), "doc": doc_id, "doc_title": doc_title,
             "ord": n, "statements": members}
 
 
@@ -203,7 +203,7 @@ def _topics_by_clustering(ctx: BuildContext, lx: _Lexicon, batch: list[tuple[str
                           by_doc: dict[str | None, list[str]], run) -> tuple[list[dict], set[str]]:
     """The stand-in: each document's statements clustered by their vectors, each group titled and summarized by
     the backend (one unit per topic). Returns the topics and the documents with a failed unit."""
-    cfg, ws_id = ctx.settings.lexical, ctx.ws_id
+    cfg = ctx.settings.lexical
     ids = [sid for d, _ in batch for sid in by_doc.get(d, [])]
     vec_of = _statement_vectors(ctx, lx, ids) if ids else {}
     topics: list[dict] = []
@@ -213,7 +213,7 @@ def _topics_by_clustering(ctx: BuildContext, lx: _Lexicon, batch: list[tuple[str
             continue
         vecs = np.vstack([vec_of[i] for i in stmts])
         for n, group in enumerate(topic_groups(vecs, cfg.topic_similarity, cfg.max_topic_statements)):
-            topics.append(_topic(ws_id, doc_id, title or "", n, [stmts[i] for i in group]))
+            topics.append(_topic(ctx.ids, doc_id, title or "", n, [stmts[i] for i in group]))
 
     def summarize(t: dict):
         """A topic's title and summary; None when the model failed it after its retries (a failed unit)."""
@@ -256,7 +256,7 @@ def _topics_by_model(ctx: BuildContext, lx: _Lexicon, batch: list[tuple[str, str
             failed.add(doc_id)
             continue
         for ct in reply.topics:
-            t = _topic(ctx.ws_id, doc_id, title, n_of[doc_id], [stmts[i - 1] for i in ct.statements])
+            t = _topic(ctx.ids, doc_id, title, n_of[doc_id], [stmts[i - 1] for i in ct.statements])
             t.update(title=ct.title, summary=ct.summary, keywords=list(ct.keywords))
             topics.append(t)
             n_of[doc_id] += 1
