@@ -163,8 +163,8 @@ def cmd_build(args, settings: Settings, store: Store) -> int:
     ctx = make_context(store, ws, settings)
     if args.paths:
         rep = ingest_paths(store, ws, args.paths, settings)
-        for r in rep.refusals:
-            print(f"refused {r.filename}: {r.reason}", file=sys.stderr)
+        for line in rep.refusals.lines():  # one per reason, a few names each (core/ingest/refusals.py)
+            print(f"refused {line}", file=sys.stderr)
         print(rep.summary(), file=sys.stderr)
     if not store.documents(ws.id):
         raise UsageError(f"workspace {ws.name!r} has no documents; pass files or folders to add")

@@ -52,6 +52,9 @@ class IngestSettings(BaseModel):
                                                    "(STRATA_MAX_ZIP_MEMBERS).")
     max_zip_total_bytes: int = Field(500 * 1024 * 1024, description="Uncompressed size limit of one zip archive "
                                                                     "(STRATA_MAX_ZIP_MB).")
+    max_archive_members: int = Field(10_000, description="Members read from one uploaded file's archives, the zips "
+                                     "inside it included; the rest of the file is refused in one line "
+                                     "(STRATA_MAX_ARCHIVE_MEMBERS).")
     min_chars: int = Field(1, description="Documents with fewer non-space characters are refused as empty.")
     upload_budget_bytes: int = Field(200 * 1024 * 1024, description="Total bytes of the files of one upload; files "
                                      "past it are refused (STRATA_UPLOAD_BUDGET_MB; .streamlit/config.toml's "
@@ -73,6 +76,7 @@ INGEST_ENV: dict[str, tuple[str, float]] = {
     "STRATA_MAX_FILE_MB": ("max_file_bytes", 1024 * 1024),
     "STRATA_MAX_ZIP_MEMBERS": ("max_zip_members", 1),
     "STRATA_MAX_ZIP_MB": ("max_zip_total_bytes", 1024 * 1024),
+    "STRATA_MAX_ARCHIVE_MEMBERS": ("max_archive_members", 1),
     "STRATA_UPLOAD_BUDGET_MB": ("upload_budget_bytes", 1024 * 1024),
     "STRATA_MAX_DOCX_XML_MB": ("max_docx_xml_bytes", 1024 * 1024),
     "STRATA_MAX_TABLE_ROWS": ("max_table_rows", 1),

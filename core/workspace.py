@@ -13,7 +13,7 @@ from core.build.factory import delete_vectors, open_index
 from core.build.runner import create_run
 from core.build.runs import active_run, check_idle, launch_worker
 from core.config import Settings
-from core.ingest import LoadedDoc, Refusal, count_tokens, load_path
+from core.ingest import LoadedDoc, Refusals, count_tokens, load_path
 from core.ingest.add import add_documents
 from core.ingest.isolate import load_uploads
 from core.models import BuildRun, QueryLog, Workspace
@@ -29,18 +29,18 @@ SAMPLE_DIR = Path(__file__).resolve().parent.parent / "data" / "sample"
 class IngestReport:
     added: list[str] = field(default_factory=list)  # titles
     duplicates: list[str] = field(default_factory=list)
-    refusals: list[Refusal] = field(default_factory=list)
+    refusals: Refusals = field(default_factory=Refusals)  # counted and grouped by reason: bounded
 
     def summary(self) -> str:
         parts = [f"{len(self.added)} document(s) added"]
         if self.duplicates:
             parts.append(f"{len(self.duplicates)} already present")
         if self.refusals:
-            parts.append(f"{len(self.refusals)} refused")
+            parts.append(f"{self.refusals.total:,} refused")
         return ", ".join(parts)
 
 
-def _store_loaded(store: Store, ws: Workspace, docs: list[LoadedDoc], refusals: list[Refusal]) -> IngestReport:
+def _store_loaded(store: Store, ws: Workspace, docs: list[LoadedDoc], refusals: Refusals) -> IngestReport:
     res = add_documents(store, ws, docs)
     return IngestReport([d.title for d in res.added], res.duplicates, refusals)
 
@@ -48,23 +48,23 @@ def _store_loaded(store: Store, ws: Workspace, docs: list[LoadedDoc], refusals: 
 def ingest_uploads(store: Store, ws: Workspace, files: list[tuple[str, bytes]], settings: Settings) -> IngestReport:
     """Uploaded (name, bytes) pairs: each accepted or refused on its own; nothing stored is touched on refusal."""
     docs: list[LoadedDoc] = []
-    refusals: list[Refusal] = []
+    refusals = Refusals()
     for d, r in load_uploads(files, settings.ingest):  # in a child process, within the upload's limits
         docs += d
-        refusals += r
+        refusals.merge(r)
     return _store_loaded(store, ws, docs, refusals)
 
 
 def ingest_paths(store: Store, ws: Workspace, paths: list[Path], settings: Settings) -> IngestReport:
     docs: list[LoadedDoc] = []
-    refusals: list[Refusal] = []
+    refusals = Refusals()
     for p in paths:
         if not Path(p).exists():
-            refusals.append(Refusal(str(p), "no such file or folder"))
+            refusals.add(str(p), "no such file or folder")
             continue
         d, r = load_path(Path(p), settings.ingest)
         docs += d
-        refusals += r
+        refusals.merge(r)
     return _store_loaded(store, ws, docs, refusals)
 
 

@@ -14,6 +14,7 @@ from core.workspace import delete_workspace, ingest_uploads, start_build
 from ui import access_panel, guard
 from ui import resources as R
 from ui.documents_panel import delete_documents_panel
+from ui.refusals import draw_refusals
 from ui.text import md_escape
 
 store, settings = R.store(), R.settings()
@@ -103,8 +104,7 @@ last = st.session_state.get("last_ingest")
 shown = last[1] if last is not None and last[0] == ws.name else None
 if shown is not None:
     (st.success if shown.added else st.info)(shown.summary())
-    for r in shown.refusals:
-        st.warning(f"**{md_escape(r.filename)}** refused: {md_escape(r.reason)}", icon=":material/block:")
+    draw_refusals(shown.refusals)  # one line per reason, a few names each: never one per refused file
     if shown.added:
         st.caption("Only the new documents are chunked and extracted; the entities they share with earlier "
                    "documents, the layers, communities, reports (only those whose material changed) and indexes "

@@ -5,8 +5,9 @@ fresh interpreter, not a fork of the app) whose address space is capped (`resour
 `ingest.parse_memory_bytes`) and whose every file has `ingest.parse_timeout_s`. A file that runs past its time is
 refused and the child killed; a file that makes the child die (a parser crash, the memory cap) is refused; either
 way a new child parses the rest of the upload. Files go in as bytes, results come back as JSON (never a pickle: a
-child that a parser bug took over must not run code in the app). The upload's budget (`ingest.upload_budget_bytes`)
-is counted here too, before any parsing.
+child that a parser bug took over must not run code in the app); a file's refusals come back counted and grouped
+(core/ingest/refusals.py), so a reply is bounded whatever the file held. The upload's budget
+(`ingest.upload_budget_bytes`) is counted here too, before any parsing.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from pathlib import Path
 from core.config import IngestSettings
 from core.ingest.formats import fmt_bytes
 from core.ingest.limits import over_limit
-from core.ingest.loaders import LoadedDoc, Refusal, load_bytes, safe_filename
+from core.ingest.loaders import LoadedDoc, Result, load_bytes, safe_filename
+from core.ingest.refusals import Refusals
 
-Result = tuple[list[LoadedDoc], list[Refusal]]
 START_TIMEOUT_S = 120.0  # a child's interpreter and imports (not counted in a file's parse time)
 _HEADER = struct.Struct(">Q")
 _ROOT = Path(__file__).resolve().parents[2]
@@ -108,7 +109,11 @@ def _crashed(status: int | None, settings: IngestSettings) -> str:
 
 
 def _from_json(reply: dict) -> Result:
-    return ([LoadedDoc(**d) for d in reply["docs"]], [Refusal(**r) for r in reply["refusals"]])
+    return [LoadedDoc(**d) for d in reply["docs"]], Refusals.from_json(reply["refusals"])
+
+
+def _refused(name: str, reason: str) -> Result:
+    return [], Refusals.one(safe_filename(name), reason)
 
 
 def load_uploads(files: list[tuple[str, bytes]], settings: IngestSettings) -> list[Result]:
@@ -119,12 +124,12 @@ def load_uploads(files: list[tuple[str, bytes]], settings: IngestSettings) -> li
     total = 0
     for i, (name, data) in enumerate(files):
         if total + len(data) > settings.upload_budget_bytes:
-            results.append(([], [Refusal(safe_filename(name), over_limit(
+            results.append(_refused(name, over_limit(
                 "upload over its budget", f"{fmt_bytes(total + len(data))} with this file",
-                fmt_bytes(settings.upload_budget_bytes), "upload_budget_bytes"))]))
+                fmt_bytes(settings.upload_budget_bytes), "upload_budget_bytes")))
             continue
         total += len(data)
-        results.append(([], []))
+        results.append(([], Refusals()))
         todo.append((i, name, data))
     if not settings.isolate:
         for i, name, data in todo:
@@ -141,13 +146,13 @@ def load_uploads(files: list[tuple[str, bytes]], settings: IngestSettings) -> li
                 if child is not None:
                     child.close(kill=True)
                 child = None
-                results[i] = ([], [Refusal(safe_filename(name), over_limit(
+                results[i] = _refused(name, over_limit(
                     "parsing took too long", f"over {settings.parse_timeout_s:g} s",
-                    f"{settings.parse_timeout_s:g} s", "parse_timeout_s"))])
+                    f"{settings.parse_timeout_s:g} s", "parse_timeout_s"))
             except (_ChildGone, ValueError, KeyError, TypeError):  # died, or a reply that is not ours
                 status = child.close(kill=True) if child is not None else None
                 child = None
-                results[i] = ([], [Refusal(safe_filename(name), _crashed(status, settings))])
+                results[i] = _refused(name, _crashed(status, settings))
     finally:
         if child is not None:
             child.close()
@@ -185,7 +190,7 @@ def _serve(settings: IngestSettings) -> None:
         data = inp.read(_HEADER.unpack(inp.read(_HEADER.size))[0])
         docs, refusals = load_bytes(meta["name"], data, settings)
         del data
-        reply({"docs": [asdict(d) for d in docs], "refusals": [asdict(r) for r in refusals]})
+        reply({"docs": [asdict(d) for d in docs], "refusals": refusals.to_json()})
 
 
 if __name__ == "__main__":

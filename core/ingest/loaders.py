@@ -1,7 +1,9 @@
 """Turn uploaded bytes or files on disk into documents, refusing what cannot be read with a one-line reason.
 
 Every file (and every archive member) is accepted or refused on its own: a bad member never loses the others, and
-no parser exception escapes `load_bytes`.
+no parser exception escapes `load_bytes`. Refusals are counted and grouped by reason (core/ingest/refusals.py), and
+one uploaded file's archives (a zip and the zips inside it) are read up to `ingest.max_archive_members` members in
+all: whatever an archive holds, what comes back is bounded.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from core.config import IngestSettings
 from core.ingest import formats, records
 from core.ingest.formats import RefusedError, fmt_bytes, nonspace_count, one_line
 from core.ingest.limits import over_limit
+from core.ingest.refusals import Refusals
 
 SUPPORTED_EXTENSIONS: tuple[str, ...] = (
     ".txt", ".text", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx",
@@ -46,9 +49,16 @@ class LoadedDoc:
 
 
 @dataclass
-class Refusal:
-    filename: str
-    reason: str
+class _Archive:
+    """What one uploaded file's archives may still unpack: bytes (ingest.max_zip_total_bytes) and members
+    (ingest.max_archive_members), shared by the zips inside it; `full` once a member was past the latter."""
+
+    bytes_left: int
+    members_left: int
+    full: bool = False
+
+
+Result = tuple[list[LoadedDoc], Refusals]
 
 
 def safe_filename(name: str) -> str:
@@ -83,47 +93,51 @@ def _unsupported(ext: str) -> str:
     return f"{what} (supported: {_SUPPORTED_SHORT})"
 
 
-def load_bytes(filename: str, data: bytes, settings: IngestSettings) -> tuple[list[LoadedDoc], list[Refusal]]:
+def _refused(name: str, reason: str) -> Result:
+    return [], Refusals.one(name, reason)
+
+
+def load_bytes(filename: str, data: bytes, settings: IngestSettings) -> Result:
     """Parse one uploaded file (any supported type, zip included) into documents and refusals."""
     name = safe_filename(filename)
     try:
-        return _load(name, bytes(data), settings, depth=0, budget=None)
+        return _load(name, bytes(data), settings, depth=0, archive=None)
     except MemoryError:
-        return [], [Refusal(name, f"out of memory while parsing: over the {fmt_bytes(settings.parse_memory_bytes)} "
-                                  "limit (ingest.parse_memory_bytes; raise STRATA_PARSE_MEMORY_MB)")]
+        return _refused(name, f"out of memory while parsing: over the {fmt_bytes(settings.parse_memory_bytes)} "
+                              "limit (ingest.parse_memory_bytes; raise STRATA_PARSE_MEMORY_MB)")
 
 
-def _load(
-    name: str, data: bytes, settings: IngestSettings, depth: int, budget: list[int] | None
-) -> tuple[list[LoadedDoc], list[Refusal]]:
+def _load(name: str, data: bytes, settings: IngestSettings, depth: int, archive: _Archive | None) -> Result:
     ext = _suffix(name)
     if ext not in SUPPORTED_EXTENSIONS:
-        return [], [Refusal(name, _unsupported(ext))]
+        return _refused(name, _unsupported(ext))
     if len(data) > settings.max_file_bytes:
-        return [], [Refusal(name, _too_large(len(data), settings.max_file_bytes))]
+        return _refused(name, _too_large(len(data), settings.max_file_bytes))
     if not data.strip():
-        return [], [Refusal(name, "empty file")]
+        return _refused(name, "empty file")
     if ext == ".zip":
-        return _load_zip(name, data, settings, depth, budget)
+        return _load_zip(name, data, settings, depth, archive)
     try:
         result = _parse(ext, data, _stem(name), settings)
     except RefusedError as exc:
-        return [], [Refusal(name, str(exc))]
+        return _refused(name, str(exc))
     except MemoryError:
         raise
     except Exception as exc:  # noqa: BLE001 - one bad file must never break an upload
-        return [], [Refusal(name, f"could not read file: {type(exc).__name__}: {one_line(exc, 100)}")]
+        return _refused(name, f"could not read file: {type(exc).__name__}: {one_line(exc, 100)}")
     docs: list[LoadedDoc] = []
-    refusals = [Refusal(name, problem) for problem in result.problems]
+    refusals = Refusals()
+    for problem in result.problems:
+        refusals.add(name, problem)
     rows = ext in (".csv", ".tsv", ".jsonl", ".ndjson", ".json")
     for rec in result.records:
         if nonspace_count(rec.text) < settings.min_chars:
             if not rows:
-                refusals.append(Refusal(name, "empty: no text found"))
+                refusals.add(name, "empty: no text found")
             continue
         docs.append(LoadedDoc(rec.title, rec.text, name, _MIME[ext], rec.external_id, {"format": ext[1:], **rec.meta}))
     if rows and not docs and not refusals:
-        refusals.append(Refusal(name, "empty: no rows with text"))
+        refusals.add(name, "empty: no rows with text")
     return docs, refusals
 
 
@@ -157,75 +171,84 @@ def _skip_member(path: str) -> bool:
     return not parts or parts[0] == "__MACOSX" or any(p.startswith(".") and p not in (".", "..") for p in parts)
 
 
-def _load_zip(
-    name: str, data: bytes, settings: IngestSettings, depth: int, budget: list[int] | None
-) -> tuple[list[LoadedDoc], list[Refusal]]:
+def _load_zip(name: str, data: bytes, settings: IngestSettings, depth: int, archive: _Archive | None) -> Result:
     if depth > _ZIP_DEPTH:
-        return [], [Refusal(name, "archive nested too deep (one level of zip inside zip is allowed)")]
+        return _refused(name, "archive nested too deep (one level of zip inside zip is allowed)")
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
         infos = zf.infolist()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
-        return [], [Refusal(name, f"corrupt zip: {one_line(exc, 100)}")]
+        return _refused(name, f"corrupt zip: {one_line(exc, 100)}")
     files = [i for i in infos if not i.is_dir()]
     if len(files) > settings.max_zip_members:
-        return [], [Refusal(name, over_limit("too many members", f"{len(files):,}", f"{settings.max_zip_members:,}",
-                                             "max_zip_members"))]
+        return _refused(name, over_limit("too many members", f"{len(files):,}", f"{settings.max_zip_members:,}",
+                                         "max_zip_members"))
     declared = sum(i.file_size for i in files)
     if declared > settings.max_zip_total_bytes:
-        return [], [
-            Refusal(name, over_limit("archive too large when unpacked", fmt_bytes(declared),
-                                     fmt_bytes(settings.max_zip_total_bytes), "max_zip_total_bytes"))
-        ]  # fmt: skip
-    if budget is None:
-        budget = [settings.max_zip_total_bytes]
+        return _refused(name, over_limit("archive too large when unpacked", fmt_bytes(declared),
+                                         fmt_bytes(settings.max_zip_total_bytes), "max_zip_total_bytes"))
+    top = archive is None
+    if archive is None:
+        archive = _Archive(settings.max_zip_total_bytes, settings.max_archive_members)
     docs: list[LoadedDoc] = []
-    refusals: list[Refusal] = []
+    refusals = Refusals()
     with zf:
         for info in files:
+            if archive.members_left <= 0:  # the rest of the uploaded file is refused in one line, below
+                archive.full = True
+                break
+            archive.members_left -= 1
             if _skip_member(info.filename):
                 continue
-            member = f"{name}/{safe_filename(info.filename)}"
-            ext = _suffix(safe_filename(info.filename))
-            if ext not in SUPPORTED_EXTENSIONS:
-                refusals.append(Refusal(member, _unsupported(ext)))
+            base = safe_filename(info.filename)
+            member = f"{name}/{base}"
+            ext = _suffix(base)
+            if ext not in SUPPORTED_EXTENSIONS:  # counted, not kept: a zip of zips may hold a million of these
+                refusals.add(member, _unsupported(ext))
                 continue
             if info.file_size > settings.max_file_bytes:
-                refusals.append(Refusal(member, _too_large(info.file_size, settings.max_file_bytes)))
+                refusals.add(member, _too_large(info.file_size, settings.max_file_bytes))
                 continue
-            if budget[0] <= 0:
-                refusals.append(Refusal(member, "skipped: archive exceeds its uncompressed size limit "
-                                                "(ingest.max_zip_total_bytes; raise STRATA_MAX_ZIP_MB)"))
+            if archive.bytes_left <= 0:
+                refusals.add(member, "skipped: archive exceeds its uncompressed size limit "
+                                     "(ingest.max_zip_total_bytes; raise STRATA_MAX_ZIP_MB)")
                 continue
-            limit = min(settings.max_file_bytes, budget[0])
+            limit = min(settings.max_file_bytes, archive.bytes_left)
             try:
                 content = _read_member(zf, info, limit)
             except _Overflow:
-                if limit == budget[0]:
-                    budget[0] = 0
-                    refusals.append(Refusal(member, "archive exceeds its uncompressed size limit, sizes misdeclared "
-                                                    "(ingest.max_zip_total_bytes; raise STRATA_MAX_ZIP_MB)"))
+                if limit == archive.bytes_left:
+                    archive.bytes_left = 0
+                    refusals.add(member, "archive exceeds its uncompressed size limit, sizes misdeclared "
+                                         "(ingest.max_zip_total_bytes; raise STRATA_MAX_ZIP_MB)")
                 else:
-                    refusals.append(Refusal(member, over_limit("too large, size misdeclared", f"over {fmt_bytes(limit)}",
-                                                               fmt_bytes(limit), "max_file_bytes")))
+                    refusals.add(member, over_limit("too large, size misdeclared", f"over {fmt_bytes(limit)}",
+                                                    fmt_bytes(limit), "max_file_bytes"))
                 continue
             except MemoryError:
                 raise
             except RuntimeError as exc:  # encrypted member
-                refusals.append(Refusal(member, f"cannot read zip member: {one_line(exc, 80)}"))
+                refusals.add(member, f"cannot read zip member: {one_line(exc, 80)}")
                 continue
             except Exception as exc:  # noqa: BLE001 - bad CRC, unsupported compression, truncated data...
-                refusals.append(Refusal(member, f"corrupt zip member: {one_line(exc, 80)}"))
+                refusals.add(member, f"corrupt zip member: {one_line(exc, 80)}")
                 continue
-            budget[0] -= len(content)
-            sub_docs, sub_refusals = _load(member, content, settings, depth + 1, budget)
+            archive.bytes_left -= len(content)
+            sub_docs, sub_refusals = _load(member, content, settings, depth + 1, archive)
+            del content
             for d in sub_docs:
                 d.meta.setdefault("archive", name)
                 d.meta.setdefault("member_path", info.filename)
             docs.extend(sub_docs)
-            refusals.extend(sub_refusals)
-    if not docs and not refusals:
-        refusals.append(Refusal(name, "empty archive: no files to load"))
+            refusals.merge(sub_refusals)
+            if archive.full:
+                break
+    if top and archive.full:
+        limit_n = f"{settings.max_archive_members:,}"
+        refusals.add(name, over_limit("too many archive members (zips inside included), the rest not read",
+                                      f"over {limit_n}", limit_n, "max_archive_members"))
+    if not docs and not refusals and not archive.full:
+        refusals.add(name, "empty archive: no files to load")
     return docs, refusals
 
 
@@ -247,12 +270,12 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int) -> byte
     return buf.getvalue()
 
 
-def load_path(path: Path, settings: IngestSettings) -> tuple[list[LoadedDoc], list[Refusal]]:
+def load_path(path: Path, settings: IngestSettings) -> Result:
     """Load a file, or every supported non-hidden file under a directory (sorted, recursive, symlinks not followed)."""
     path = Path(path)
     if path.is_dir():
         docs: list[LoadedDoc] = []
-        refusals: list[Refusal] = []
+        refusals = Refusals()
         for root, dirnames, filenames in os.walk(path):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             for fname in sorted(filenames):
@@ -264,22 +287,22 @@ def load_path(path: Path, settings: IngestSettings) -> tuple[list[LoadedDoc], li
                 for doc in d:
                     doc.meta.setdefault("path", rel)
                 docs.extend(d)
-                refusals.extend(r)
+                refusals.merge(r)
         return docs, refusals
     return _load_file(path, settings)
 
 
-def _load_file(path: Path, settings: IngestSettings) -> tuple[list[LoadedDoc], list[Refusal]]:
+def _load_file(path: Path, settings: IngestSettings) -> Result:
     name = safe_filename(path.name)
     try:
         size = path.stat().st_size
         if not path.is_file():
-            return [], [Refusal(name, "not a regular file")]
+            return _refused(name, "not a regular file")
         if size > settings.max_file_bytes:
-            return [], [Refusal(name, _too_large(size, settings.max_file_bytes))]
+            return _refused(name, _too_large(size, settings.max_file_bytes))
         data = path.read_bytes()
     except FileNotFoundError:
-        return [], [Refusal(name, "file not found")]
+        return _refused(name, "file not found")
     except OSError as exc:
-        return [], [Refusal(name, f"cannot read file: {one_line(exc.strerror or exc, 80)}")]
+        return _refused(name, f"cannot read file: {one_line(exc.strerror or exc, 80)}")
     return load_bytes(path.name, data, settings)
