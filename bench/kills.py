@@ -38,7 +38,7 @@ def _env(home: Path) -> dict[str, str]:
                 ANONYMIZED_TELEMETRY="False")
 
 
-def _corpus(src: Path, docs: int, out: Path) -> Path:
+def copy_corpus(src: Path, docs: int, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     if src.is_dir():
         for f in sorted(p for p in src.iterdir() if p.is_file())[:docs]:
@@ -90,7 +90,7 @@ def main() -> None:
     args = ap.parse_args()
     out = ROOT / "bench" / "out" / f"kills-{args.name}"
     shutil.rmtree(out, ignore_errors=True)
-    corpus = _corpus(args.corpus, args.docs, out / "corpus")
+    corpus = copy_corpus(args.corpus, args.docs, out / "corpus")
     whole, killed = out / "whole", out / "killed"
     whole_s = run_cli(whole, ["build", "--workspace", WS, "--quiet", str(corpus)])
     rng = random.Random(args.seed)

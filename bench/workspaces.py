@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.kills import _corpus
+from bench.kills import copy_corpus
 from bench.machine import commit, machine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,8 +58,8 @@ def main() -> None:
 
     out = ROOT / "bench" / "out" / f"workspaces-{args.name}"
     shutil.rmtree(out, ignore_errors=True)
-    corpus = _corpus(args.corpus, args.docs, out / "corpus")
-    small = _corpus(args.corpus, 3, out / "small")
+    corpus = copy_corpus(args.corpus, args.docs, out / "corpus")
+    small = copy_corpus(args.corpus, 3, out / "small")
     seconds = {"one": _build(out / "home", "one", corpus), "two": _build(out / "home", "two", corpus),
                "other home, small first": _build(out / "other", "small", small),
                "other home": _build(out / "other", "again", corpus)}

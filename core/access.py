@@ -12,13 +12,14 @@ A refusal never says whether a workspace the user may not see exists: "no worksp
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 from sqlmodel import col, delete, select
 
 from core.config import Settings
 from core.models import AuditEvent, Member, Workspace
-from core.store import Store, StoreError
+from core.store import Store, StoreError, check_workspace_name
 
 ROLES = ("viewer", "editor", "owner")
 EVERYONE = "*"
@@ -96,6 +97,27 @@ def require(store: Store, user: User, ws: Workspace, action: str) -> None:
                   f"(ask one of its owners).")
 
 
+def history_of(store: Store, user: User, ws: Workspace) -> str | None:
+    """Whose questions of `ws` the user may read in its history: None for everyone's (a member in their own name,
+    an admin, the service, the local user), else only their own (their access comes from `*` alone: on a workspace
+    shared with everyone signed in, such as the sample, nobody reads a stranger's questions)."""
+    if user.unrestricted:
+        return None
+    with store.session() as s:
+        own = s.exec(select(Member.id).where(Member.workspace_id == ws.id, Member.user == user.name)).first()
+    return None if own is not None else user.name
+
+
+def printable(name: str) -> bool:
+    """No control characters (Unicode category C: newlines, tabs, escapes, format and private-use characters)."""
+    return not any(unicodedata.category(ch).startswith("C") for ch in name)
+
+
+def shown(text: str) -> str:
+    """`text` for a terminal line: control characters as escapes (a stored name never forges a line or a colour)."""
+    return "".join(ch if not unicodedata.category(ch).startswith("C") else ascii(ch)[1:-1] for ch in text)
+
+
 def visible(store: Store, user: User) -> list[Workspace]:
     """The workspaces the user may see, by name."""
     if user.unrestricted:
@@ -116,9 +138,11 @@ def find(store: Store, user: User, name: str, action: str = "browse") -> Workspa
 
 
 def create(store: Store, user: User, name: str) -> Workspace:
-    """A new workspace owned by `user` (StoreError for a bad or taken name)."""
+    """A new workspace owned by `user` (StoreError for a bad or taken name). A taken name gets the same line
+    whoever holds it, so creating never tells whether a workspace one may not see exists."""
+    check_workspace_name(name)
     if store.get_workspace(name) is not None:
-        raise StoreError(f"a workspace named {name!r} exists already")
+        raise StoreError(f"the name {name!r} cannot be used for a new workspace: choose another")
     ws = store.create_workspace(name)
     _set(store, ws, user.name, "owner", user.name)
     record(store, user, "create", ws, allowed=True)
@@ -144,6 +168,8 @@ def share(store: Store, by: User, ws: Workspace, name: str, role: str | None) ->
     name = name.strip()
     if not name:
         raise Refused("Name the person to share with (their sign-in email or user name).")
+    if not printable(name):
+        raise Refused("A person's name holds no control characters (newlines, tabs, escape sequences).")
     if role is not None and role not in ROLES:
         raise Refused(f"A role is one of {', '.join(ROLES)}, not {role!r}.")
     owners = [m.user for m in members(store, ws) if m.role == "owner"]

@@ -30,7 +30,7 @@ def cmd_workspaces(args: argparse.Namespace, settings: Settings, store: Store) -
     for ws in store.workspaces():
         assert ws.id is not None  # a row read from or written to the store has its key
         c = store.counts(ws.id)
-        who = ", ".join(f"{m.user} ({m.role})" for m in access.members(store, ws)) or "no members"
+        who = ", ".join(f"{access.shown(m.user)} ({m.role})" for m in access.members(store, ws)) or "no members"
         print(f"{ws.name}\tbuild {ws.build_version}\t{ws.backend}\t{c.get('document', 0)} documents\t"
               f"{c.get('entity', 0)} entities\t{c.get('community', 0)} communities\t{who}")
     return 0
@@ -43,13 +43,14 @@ def cmd_share(args: argparse.Namespace, settings: Settings, store: Store) -> int
         access.share(store, me, ws, args.user, None if args.role == "none" else args.role)
     except access.Refused as exc:
         raise ValueError(str(exc)) from None
-    print(f"{args.workspace}: {args.user} is {'no longer a member' if args.role == 'none' else args.role}")
+    print(f"{args.workspace}: {access.shown(args.user)} is "
+          f"{'no longer a member' if args.role == 'none' else args.role}")
     return 0
 
 
 def cmd_audit(args: argparse.Namespace, settings: Settings, store: Store) -> int:
     ws = store.require_workspace(args.workspace) if args.workspace else None
     for e in access.audit_log(store, ws, args.limit):
-        print(f"{e.at:%Y-%m-%d %H:%M:%S}\t{e.user}\t{'allowed' if e.allowed else 'REFUSED'}\t{e.action}\t"
-              f"{e.workspace or '-'}\t{e.detail}")
+        print(f"{e.at:%Y-%m-%d %H:%M:%S}\t{access.shown(e.user)}\t{'allowed' if e.allowed else 'REFUSED'}\t"
+              f"{e.action}\t{access.shown(e.workspace or '-')}\t{access.shown(e.detail)}")
     return 0

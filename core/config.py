@@ -338,10 +338,7 @@ class Settings(BaseModel):
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "Settings":
-        """Defaults, overridden by STRATA_HOME, STRATA_DATABASE_URL, STRATA_CHROMA_URL, STRATA_BACKEND, OLLAMA_HOST, STRATA_CHAT_MODEL, STRATA_EMBEDDER,
-        STRATA_SAMPLE, STRATA_OPENAI_BASE_URL (or OPENAI_BASE_URL), STRATA_OPENAI_API_KEY (or OPENAI_API_KEY),
-        STRATA_CHROMA_TOKEN, STRATA_CHROMA_CA,
-        STRATA_HOSTS."""
+        """Defaults, overridden by the STRATA_* variables of README (and OLLAMA_HOST, OPENAI_BASE_URL, OPENAI_API_KEY)."""
         env = dict(os.environ if env is None else env)
         s = cls()
         if env.get("STRATA_HOME"):
@@ -387,6 +384,8 @@ class Settings(BaseModel):
             s.auth.proxy_header = env["STRATA_AUTH_HEADER"]
         if "STRATA_TRUSTED_PROXIES" in env:
             s.auth.trusted_proxies = env["STRATA_TRUSTED_PROXIES"].replace(",", " ").split()
+        if env.get("STRATA_MAX_QUESTION_CHARS"):
+            s.retrieval.max_question_chars = int(env["STRATA_MAX_QUESTION_CHARS"])
         if env.get("STRATA_SERVICE_USER"):
             s.auth.service_user = env["STRATA_SERVICE_USER"]
         if env.get("STRATA_ADMINS"):

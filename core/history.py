@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 from sqlmodel import col, select
 
+from core.ids import owned
 from core.models import QueryLog
 from core.retrieval.base import Retrieval
 from core.store import Store
@@ -30,11 +31,14 @@ def utc(dt: datetime) -> datetime:
     return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)
 
 
-def list_queries(store: Store, ws_id: int, limit: int = 50) -> list[QueryEntry]:
-    """The workspace's latest `limit` questions, newest first."""
+def list_queries(store: Store, ws_id: int, limit: int = 50, only: str | None = None) -> list[QueryEntry]:
+    """The workspace's latest `limit` questions, newest first; `only`: those this person asked."""
     with store.session() as s:
         newest = (col(QueryLog.created_at).desc(), col(QueryLog.id).desc())
-        rows = s.exec(select(QueryLog).where(QueryLog.workspace_id == ws_id).order_by(*newest).limit(limit)).all()
+        sel = select(QueryLog).where(QueryLog.workspace_id == ws_id)
+        if only is not None:
+            sel = sel.where(QueryLog.asked_by == only)
+        rows = s.exec(sel.order_by(*newest).limit(limit)).all()
         entries: list[QueryEntry] = []
         for q in rows:
             assert q.id is not None  # a row read from the store has its key
@@ -43,18 +47,20 @@ def list_queries(store: Store, ws_id: int, limit: int = 50) -> list[QueryEntry]:
         return entries
 
 
-def count_queries(store: Store, ws_id: int) -> int:
+def count_queries(store: Store, ws_id: int, only: str | None = None) -> int:
     from sqlalchemy import func
 
+    q = select(func.count()).select_from(QueryLog).where(QueryLog.workspace_id == ws_id)
     with store.session() as s:
-        return s.exec(select(func.count()).select_from(QueryLog).where(QueryLog.workspace_id == ws_id)).one()
+        return s.exec(q.where(QueryLog.asked_by == only) if only is not None else q).one()
 
 
-def open_query(store: Store, ws_id: int, query_id: int) -> tuple[Retrieval, str] | None:
-    """A past result as it was returned (the stored Retrieval) and its answer; None when absent or unreadable."""
+def open_query(store: Store, ws_id: int, query_id: int, only: str | None = None) -> tuple[Retrieval, str] | None:
+    """A past result as it was returned (the stored Retrieval) and its answer; None when absent or unreadable (or,
+    with `only`, asked by someone else)."""
     with store.session() as s:
-        q = s.get(QueryLog, query_id)
-        if q is None or q.workspace_id != ws_id or not q.result:
+        q = owned(s, QueryLog, ws_id, query_id)
+        if q is None or not q.result or (only is not None and q.asked_by != only):
             return None
         try:
             return Retrieval.from_dict(q.result), q.answer
@@ -62,17 +68,19 @@ def open_query(store: Store, ws_id: int, query_id: int) -> tuple[Retrieval, str]
             return None
 
 
-def export_rows(store: Store, ws_id: int) -> list[dict]:
-    """Every question of the workspace, oldest first: question, strategy, answer, the full retrieval result,
-    retrieval ms, time asked (ISO 8601, UTC) and who asked (null without sign-in)."""
+def export_rows(store: Store, ws_id: int, only: str | None = None) -> list[dict]:
+    """Every question of the workspace (`only`: this person's), oldest first: question, strategy, answer, the full
+    retrieval result, retrieval ms, time asked (ISO 8601, UTC) and who asked (null without sign-in)."""
+    q = select(QueryLog).where(QueryLog.workspace_id == ws_id)
     with store.session() as s:
-        rows = s.exec(select(QueryLog).where(QueryLog.workspace_id == ws_id)
+        rows = s.exec((q.where(QueryLog.asked_by == only) if only is not None else q)
                       .order_by(col(QueryLog.created_at), col(QueryLog.id))).all()
         return [{"id": q.id, "created_at": utc(q.created_at).isoformat(), "question": q.question,
                  "strategy": q.strategy, "answer": q.answer, "ms": q.ms, "result": q.result,
                  "asked_by": q.asked_by} for q in rows]
 
 
-def export_json(store: Store, ws_id: int) -> str:
+def export_json(store: Store, ws_id: int, only: str | None = None) -> str:
     """export_rows as a JSON document {"workspace_id", "queries": [...]}."""
-    return json.dumps({"workspace_id": ws_id, "queries": export_rows(store, ws_id)}, ensure_ascii=False, indent=1)
+    return json.dumps({"workspace_id": ws_id, "queries": export_rows(store, ws_id, only)}, ensure_ascii=False,
+                      indent=1)

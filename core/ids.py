@@ -53,3 +53,14 @@ def scope_by_id(store, ws_id: int) -> IdScope:
     if ws is None:
         raise LookupError(f"no workspace {ws_id}")
     return scope_of(ws)
+
+
+def owned(s, model, ws_id: int, key):
+    """The row of `model` (a table with a `workspace_id`) whose primary key is `key`, when it belongs to workspace
+    `ws_id`; else None. Every read of a row by an id that may have come from outside (a page's widget, a link, a
+    component's click) goes through here or names the workspace in its query: an id never opens another
+    workspace's row, and a missing row and another workspace's read the same."""
+    if key is None or not isinstance(key, (str, int)) or isinstance(key, bool):
+        return None
+    row = s.get(model, key)
+    return row if row is not None and row.workspace_id == ws_id else None

@@ -128,6 +128,8 @@ class RetrievalSettings(BaseModel):
     noderag: NodeRAGQuerySettings = NodeRAGQuerySettings()
     archrag: ArchRAGQuerySettings = ArchRAGQuerySettings()
     hlg: HLGQuerySettings = HLGQuerySettings()
+    max_question_chars: int = Field(2000, description="The longest question accepted (STRATA_MAX_QUESTION_CHARS): "
+                                    "a question is stored in the workspace's history.")
     top_n_entities: int = Field(20, description="HiRAG n: entities retrieved for the local level.")
     top_m_key_entities: int = Field(10, description="HiRAG m: key entities taken per retrieved community.")
     max_communities: int | None = Field(None, description="HiRAG: None keeps every community that holds a retrieved "

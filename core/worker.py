@@ -17,6 +17,8 @@ import traceback
 from collections.abc import Callable
 from dataclasses import asdict
 
+from core import access
+from core.access import User
 from core.build.context import JobPlan
 from core.build.delete import delete_plan
 from core.build.factory import job_settings, make_context
@@ -54,6 +56,13 @@ def create_job(store: Store, ws: Workspace, settings: Settings, kind: str, param
     params = dict(params) | {"label": plan.label or KIND_LABELS[kind]}
     return insert_run(store, ws, settings, [(name, label) for name, label, _ in plan.steps], kind, params,
                       params["label"])
+
+
+def start_delete(store: Store, user: User, ws: Workspace, settings: Settings, documents: list[str]) -> BuildRun:
+    """Start the job that deletes `documents` (ids of this workspace) and what only they supported; access.Refused,
+    logged, unless the user may delete documents of the workspace."""
+    access.require(store, user, ws, "delete_documents")
+    return start_job(store, ws, settings, "delete", {"documents": list(documents)})
 
 
 def start_job(store: Store, ws: Workspace, settings: Settings, kind: str, params: dict) -> BuildRun:
@@ -158,15 +167,18 @@ def serve(store: Store, lease_s: float = LEASE_S, poll_s: float = 2.0,
     return 0
 
 
-def start_promote(store, ws: Workspace, settings: Settings, name: str) -> BuildRun:
-    """Start a promote job for variant `name` (refused with JobBusy while a build or job runs)."""
+def start_promote(store, user: User, ws: Workspace, settings: Settings, name: str) -> BuildRun:
+    """Start a promote job for variant `name` (access.Refused, logged, unless the user may run what-if variants of
+    the workspace; JobBusy while a build or job runs)."""
+    access.require(store, user, ws, "whatif")
     get_variant(store, ws, name)  # an unknown name is said now, not by the worker
     return start_job(store, ws, promote_settings(store, ws, settings), "promote", {"variant": name})
 
 
-def start_variant(store, ws: Workspace, name: str, vs: VariantSettings, settings: Settings) -> BuildRun:
-    """Start a what-if job (the name and settings are checked now; refused with JobBusy while a build or job
-    of the workspace runs)."""
+def start_variant(store, user: User, ws: Workspace, name: str, vs: VariantSettings, settings: Settings) -> BuildRun:
+    """Start a what-if job (access.Refused, logged, unless the user may; the name and settings are checked now;
+    refused with JobBusy while a build or job of the workspace runs)."""
+    access.require(store, user, ws, "whatif")
     assert ws.id is not None  # a row read from or written to the store has its key
     name = check_name(store, ws, name)
     vs = vs.check()

@@ -88,6 +88,10 @@ def ask(res: Resources, backend: LanguageBackend, question: str, strategy: str,
     question = question.strip()
     if not question:
         raise ValueError("the question is empty")
+    cap = res.settings.retrieval.max_question_chars
+    if len(question) > cap:
+        raise ValueError(f"the question is too long: {len(question):,} > {cap:,} characters "
+                         f"(retrieval.max_question_chars; raise STRATA_MAX_QUESTION_CHARS)")
     t0 = time.perf_counter()
     llm = retrieval_llm(backend)
     r = get_strategy(strategy).retrieve(res, question, llm=llm)
@@ -126,11 +130,14 @@ def ensure_sample(store: Store, settings: Settings) -> tuple[Workspace | None, B
     ws = store.create_workspace(SAMPLE_NAME)
     access.adopt(store, ws, access.service_user(settings).name, everyone="viewer")  # everyone may browse and ask it
     ingest_paths(store, ws, [SAMPLE_DIR], settings)
-    return ws, start_build(store, ws, settings, backend="offline")
+    return ws, start_build(store, access.service_user(settings), ws, settings, backend="offline")
 
 
-def start_build(store: Store, ws: Workspace, settings: Settings, backend: str | None = None) -> BuildRun:
-    """Start a background build of `ws` unless one is already running; checks its model servers first, if any."""
+def start_build(store: Store, user: access.User, ws: Workspace, settings: Settings,
+                backend: str | None = None) -> BuildRun:
+    """Start a background build of `ws` unless one is already running; checks its model servers first, if any.
+    access.Refused (logged) unless the user may build the workspace; the start is in the audit log."""
+    access.require(store, user, ws, "build")
     run = active_run(store, ws)
     if run is not None:
         return run
@@ -146,13 +153,13 @@ def start_build(store: Store, ws: Workspace, settings: Settings, backend: str | 
     return run
 
 
-def retry_failed(store: Store, ws: Workspace, settings: Settings) -> BuildRun:
+def retry_failed(store: Store, user: access.User, ws: Workspace, settings: Settings) -> BuildRun:
     """Start a build that retries the workspace's failed units (core/build/failures.py) with the backend and model
     of its last build, which failed them: any build retries them, this one never swaps their backend."""
     s = settings.model_copy(deep=True)
     if ws.backend != "offline" and ws.chat_model:
         s.backend.chat_model = ws.chat_model
-    return start_build(store, ws, s, backend=ws.backend)
+    return start_build(store, user, ws, s, backend=ws.backend)
 
 
 def delete_workspace(store: Store, ws: Workspace, settings: Settings) -> None:

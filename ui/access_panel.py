@@ -7,9 +7,9 @@ import streamlit as st
 
 from core import access
 from core.models import Workspace
-from ui import guard
+from ui import guard, offered
 from ui import resources as R
-from ui.text import md_name
+from ui.text import md_escape, md_name
 
 
 def _share(ws: Workspace) -> None:
@@ -38,14 +38,14 @@ def draw(ws: Workspace) -> None:
         with st.form("share_form"):
             a, b = st.columns([3, 2])
             a.text_input("Person", placeholder="their sign-in email or user name; * for everyone", key="share_user")
-            b.selectbox("Role", [*access.ROLES, "remove access"], key="share_role",
+            offered.one(b.selectbox, "Role", [*access.ROLES, "remove access"], key="share_role",
                         help="viewer: browse and ask · editor: also upload, build, merge review, what-if, delete "
                              "documents · owner: also share and delete the workspace")
             st.form_submit_button("Share", icon=":material/person_add:", on_click=_share, args=(ws,))
         if err := st.session_state.pop("share_error", None):
-            st.error(err, icon=":material/block:")
+            st.error(md_escape(err), icon=":material/block:")
         if done := st.session_state.pop("share_done", None):
-            st.success(done)
+            st.success(md_escape(done))
         events = access.audit_log(R.store(), ws, 200)
         st.markdown("**Audit log** (newest first)")
         with st.container(key="audit_log"):

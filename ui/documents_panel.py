@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core import access
 from core.build.delete import preview
 from core.build.runs import JobBusy
-from core.worker import start_job
+from core.worker import start_delete
+from ui import offered
+from ui import resources as R
 from ui.text import md_escape
 
 
@@ -26,7 +29,7 @@ def delete_documents_panel(store, ws, settings, docs) -> None:
         st.page_link("views/build.py", label="Watch the delete", icon=":material/construction:")
     with st.expander("Delete documents"):
         label = {d.id: f"{d.title} ({d.filename})" for d in docs}
-        chosen = st.multiselect("Documents to delete", list(label), format_func=lambda i: label.get(i, i),
+        chosen = offered.many(st.multiselect, "Documents to delete", list(label), format_func=lambda i: label.get(i, i),
                                 key=f"delete_docs_{ws.name}")
         if not chosen:
             st.caption("Pick the documents to delete: what only they support goes with them, nothing else.")
@@ -44,9 +47,9 @@ def delete_documents_panel(store, ws, settings, docs) -> None:
         if st.button("Delete", type="primary", disabled=not sure, icon=":material/delete:",
                      key=f"delete_docs_go_{ws.name}"):
             try:
-                start_job(store, ws, settings, "delete", {"documents": list(chosen)})
-            except JobBusy as exc:
-                st.error(str(exc))
+                start_delete(store, R.me(), ws, settings, list(chosen))
+            except (JobBusy, access.Refused) as exc:
+                st.error(md_escape(str(exc)))
                 return
             st.session_state["deleted_docs"] = (ws.name, len(chosen))
             st.session_state["delete_docs_reset"] = True

@@ -10,6 +10,7 @@ import streamlit as st
 from core.evaluation import records
 from core.evaluation.compare import compare
 from core.models import Workspace
+from ui import offered
 from ui import resources as R
 from ui.eval_results import describe
 from ui.retrieval_view import strategy_label as label
@@ -36,9 +37,9 @@ def draw(ws: Workspace) -> None:
     by_id = {e.id: e for evs in pairs.values() for e in evs}
     ids = list(by_id)  # newest first
     c = st.columns(2)
-    b_id = c[1].selectbox("B (after)", ids, key="ev_cmp_b", format_func=lambda i: describe(by_id[i]))
+    b_id = offered.one(c[1].selectbox, "B (after)", ids, key="ev_cmp_b", format_func=lambda i: describe(by_id[i]))
     same = [i for i in ids if i != b_id and by_id[i].question_hash == by_id[b_id].question_hash]
-    a_id = c[0].selectbox("A (before)", same, key="ev_cmp_a", format_func=lambda i: describe(by_id[i]))
+    a_id = offered.one(c[0].selectbox, "A (before)", same, key="ev_cmp_a", format_func=lambda i: describe(by_id[i]))
     if a_id is None or b_id is None:
         return
     a, b = by_id[a_id], by_id[b_id]
@@ -61,7 +62,7 @@ def draw(ws: Workspace) -> None:
         "arrayminus": [d["delta"] - d["low"] for d in deltas]}))
     fig.update_layout(height=300, margin=dict(l=8, r=8, t=36, b=8), title=f"Change of {key}, B − A (95 % interval)")
     st.plotly_chart(fig, key="ev_cmp_plot", width="stretch")
-    who = st.selectbox("Wins and losses of", names, format_func=label, key="ev_cmp_strategy")
+    who = offered.one(st.selectbox, "Wins and losses of", names, format_func=label, key="ev_cmp_strategy")
     rows = [p for p in out["questions"][who] if p["outcome"] != "tie"]
     if not rows:
         st.caption("Every question ties.")

@@ -15,6 +15,7 @@ from core.models import Evaluation, Workspace
 from core.protocols import BackendError
 from core.retrieval.base import SECTIONS
 from core.workspace import retrieval_llm
+from ui import offered
 from ui import resources as R
 from ui.retrieval_view import panel, path
 from ui.retrieval_view import strategy_label as label
@@ -35,7 +36,7 @@ def _view(ws: Workspace, ev: Evaluation, index: int) -> QuestionView | None:
                 kept.clear()  # one opened question kept: a view holds every strategy's retrieval
                 kept[key] = open_question(R.resources(ws.name, R.ws_key(ws)), ev, index, llm=llm)
         except BackendError as exc:
-            st.error(str(exc))
+            st.error(md_escape(str(exc)))
             return None
     return kept[key]
 
@@ -64,7 +65,7 @@ def draw(ws: Workspace, ev: Evaluation, index: int) -> None:
         if view.stale:
             st.caption("The workspace was rebuilt since this evaluation: the paths are today's, the ranks the "
                        "evaluation's.")
-        names = st.multiselect("Strategies drawn", list(view.retrievals), default=list(view.retrievals),
+        names = offered.many(st.multiselect, "Strategies drawn", list(view.retrievals), default=list(view.retrievals),
                                format_func=label, key=f"ev_q_strats_{ev.id}")
         top, version = max(ev.ks), R.ws_key(ws)
         for row in range(0, len(names), 2):

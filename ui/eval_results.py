@@ -17,7 +17,7 @@ from core.evaluation import job, records
 from core.evaluation.export import export_csv, export_json
 from core.evaluation.metrics import per_question, summarize, table_rows
 from core.models import UNFINISHED, Evaluation, EvaluationResult, Workspace
-from ui import eval_question, guard, job_panel
+from ui import eval_question, guard, job_panel, offered
 from ui import resources as R
 from ui.retrieval_view import strategy_label as label
 from ui.text import md_escape
@@ -91,7 +91,7 @@ def _per_question(ev: Evaluation, rows: list[EvaluationResult]) -> int | None:
         table.append(row)
     st.markdown(f"**Per question** · gold documents found in each strategy's top {top}")
     st.dataframe(table, hide_index=True, width="stretch", key=f"ev_questions_{ev.id}")
-    return st.selectbox("Open a question: every strategy's path with its gold highlighted",
+    return offered.maybe(st.selectbox, "Open a question: every strategy's path with its gold highlighted",
                         list(range(len(ev.questions))), index=None, key=f"ev_open_q_{ev.id}",
                         placeholder="Choose a question",
                         format_func=lambda i: f"{ev.questions[i]['id']} · {ev.questions[i]['question'][:120]}")
@@ -122,7 +122,7 @@ def _start(fn) -> None:
     try:
         ev, run = fn()
     except (JobBusy, ValueError) as exc:
-        st.error(str(exc), icon=":material/error:")
+        st.error(md_escape(str(exc)), icon=":material/error:")
         return
     job_panel.watch(run)
     st.session_state[OPEN] = ev.id
@@ -186,7 +186,7 @@ def draw(ws: Workspace) -> None:
         st.session_state["ev_pick"] = want
     elif st.session_state.get("ev_pick") not in ids:
         st.session_state["ev_pick"] = ids[0]
-    pick = st.selectbox("Evaluation", ids, key="ev_pick", format_func=lambda i: describe(by_id[i]))
+    pick = offered.one(st.selectbox, "Evaluation", ids, key="ev_pick", format_func=lambda i: describe(by_id[i]))
     st.session_state[OPEN] = pick
     ev = by_id[pick]
     live = records.status(store, ev) in UNFINISHED

@@ -16,7 +16,7 @@ from core.build.runs import JobBusy
 from core.evaluation import job, probes, questions, records
 from core.models import Workspace
 from core.retrieval.base import strategy_names
-from ui import guard, job_panel
+from ui import guard, job_panel, offered
 from ui import resources as R
 from ui.retrieval_view import strategy_label
 from ui.text import md_escape
@@ -118,7 +118,7 @@ def draw(ws: Workspace) -> None:
     if not guard.allowed(ws, "evaluate"):
         st.info(guard.why_not(ws, "evaluate"), icon=":material/lock:")
         return
-    source = st.radio("Questions", ["Upload a questions file", "Generate probes from this workspace"],
+    source = offered.one(st.radio, "Questions", ["Upload a questions file", "Generate probes from this workspace"],
                       horizontal=True, key="ev_source")
     with st.container(border=True):
         (_brought if source.startswith("Upload") else _made)(ws)
@@ -133,10 +133,10 @@ def draw(ws: Workspace) -> None:
     kept = _editor(d)
     names = strategy_names()
     with st.form("ev_run_form"):
-        chosen = st.multiselect("Strategies (dense and BM25 are always added as baselines)", names, default=names,
+        chosen = offered.many(st.multiselect, "Strategies (dense and BM25 are always added as baselines)", names, default=names,
                                 format_func=strategy_label, key="ev_strategies")
         c = st.columns([2, 3])
-        ks = c[0].multiselect("k", [1, 2, 3, 5, 10, 20], default=list(records.KS), key="ev_ks")
+        ks = offered.many(c[0].multiselect, "k", [1, 2, 3, 5, 10, 20], default=list(records.KS), key="ev_ks")
         name = c[1].text_input("Name", value=d["source"], key="ev_name")
         go = st.form_submit_button(f"Run on {len(kept)} question(s)", type="primary", icon=":material/play_arrow:",
                                    disabled=not kept)
@@ -146,7 +146,7 @@ def draw(ws: Workspace) -> None:
         ev, run = job.start_evaluation(R.store(), R.me(), ws, R.settings(), kept, chosen or None, ks or records.KS,
                                        name)
     except (JobBusy, ValueError) as exc:
-        st.error(str(exc), icon=":material/error:")
+        st.error(md_escape(str(exc)), icon=":material/error:")
         return
     job_panel.watch(run)
     st.session_state["ev_open"] = ev.id  # the Results tab shows it as it fills

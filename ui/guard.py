@@ -8,6 +8,7 @@ import streamlit as st
 from core import access
 from core.models import Workspace
 from ui import resources as R
+from ui.text import md_escape
 
 LINK = "workspace"  # the query parameter of a deep link
 _SEEN = "_link_seen"  # session state: the deep link already followed
@@ -34,7 +35,7 @@ def check(ws: Workspace, action: str) -> bool:
         access.require(R.store(), R.me(), ws, action)
         return True
     except access.Refused as exc:
-        st.error(str(exc), icon=":material/block:")
+        st.error(md_escape(str(exc)), icon=":material/block:")
         return False
 
 
@@ -55,4 +56,4 @@ def follow_link() -> None:
 
 def show_refused_link() -> None:
     if msg := st.session_state.pop("_link_refused", None):
-        st.error(msg, icon=":material/block:")
+        st.error(md_escape(msg), icon=":material/block:")

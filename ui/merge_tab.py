@@ -19,7 +19,7 @@ from core.resolution import review as rv
 from core.resolution.merge import MergeError
 from core.text import truncate
 from core.worker import start_job
-from ui import guard, job_panel
+from ui import guard, job_panel, offered
 from ui import resources as R
 from ui.text import md_escape, md_label
 
@@ -197,10 +197,10 @@ def draw(ws: Workspace) -> None:
         st.info("A build or job of this workspace is running: decisions wait until it has finished.")
 
     c1, c2, c3 = st.columns([5, 3, 2])
-    status = c1.radio("Show", list(STATUS_LABELS), horizontal=True, key="mr_status",
+    status = offered.one(c1.radio, "Show", list(STATUS_LABELS), horizontal=True, key="mr_status",
                       format_func=lambda k: f"{STATUS_LABELS[k]} ({counts[k] if k in counts else len(rows)})")
     query = c2.text_input("Find by name", key="mr_query", placeholder="part of either name")
-    rank = c3.selectbox("Rank by", list(rv.RANKS), key="mr_rank")
+    rank = offered.one(c3.selectbox, "Rank by", list(rv.RANKS), key="mr_rank")
     shown = rv.filter_rows(rows, status, query, rank)
 
     if status == "candidate" and shown:

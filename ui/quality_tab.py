@@ -12,6 +12,7 @@ from core.explore.hierarchy import plot_text
 from core.quality.data import METHODS, EntityBase, LevelData, build_settings, describe, load_base, load_levels
 from core.quality.metrics import LevelMetrics, level_metrics
 from core.text import truncate
+from ui import offered
 from ui import resources as R
 from ui.text import md_escape, md_label
 
@@ -153,7 +154,7 @@ def _table(m: LevelMetrics) -> None:
 def draw(ws) -> None:
     cfg = R.settings().quality
     a, b = st.columns([3, 2])
-    method = a.radio("Method", list(METHODS), format_func=METHODS.get, horizontal=True, key="q_method")
+    method = offered.one(a.radio, "Method", list(METHODS), format_func=METHODS.get, horizontal=True, key="q_method")
     levels = method_levels(ws.id, R.ws_key(ws), ws.name, ws.embedder, method)
     if not levels:
         st.info({"leiden": "No Leiden communities in this build.",
@@ -164,7 +165,7 @@ def draw(ws) -> None:
         return
     names = [x.level for x in levels]
     unit = "layer" if method == "hirag_layers" else "level"
-    level = b.selectbox(unit.capitalize(), names, key=f"q_level_{method}",
+    level = offered.one(b.selectbox, unit.capitalize(), names, key=f"q_level_{method}",
                         format_func=lambda lv: f"{unit} {lv}" + (" (coarsest)" if lv == names[0] and len(names) > 1
                                                                    and method != "hirag_layers" else ""))
     args = (ws.id, R.ws_key(ws), ws.name, ws.embedder, method)

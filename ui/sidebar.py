@@ -9,7 +9,7 @@ from core.build import runs
 from core.build.failures import count_failed, plural
 from core.build.runs import active_run
 from core.index import vectors
-from ui import guard
+from ui import guard, offered
 from ui import resources as R
 from ui.text import md_escape
 
@@ -80,7 +80,7 @@ def sidebar() -> None:
         ws = R.current_workspace()
         if names and ws is not None:
             st.session_state[PICKER] = ws.name  # (set before the widget is drawn: it shows the current one)
-            st.selectbox("Workspace", names, key=PICKER,
+            offered.one(st.selectbox, "Workspace", names, key=PICKER,
                          on_change=lambda: R.select_workspace(st.session_state.get(PICKER)))
             if R.settings().auth.mode != "none":
                 st.caption(f"Your role: **{guard.role(ws) or 'none'}**")

@@ -11,6 +11,7 @@ import math
 
 import streamlit as st
 
+from core import access
 from core.build.failures import count_failed, plural
 from core.build.runs import JobBusy, result, run_label
 from core.evaluation.partitions import measured_name, recall_effect
@@ -25,7 +26,7 @@ from core.quality.variants import (
     list_variants,
 )
 from core.worker import start_promote, start_variant
-from ui import job_panel, quality_tab
+from ui import job_panel, offered, quality_tab
 from ui import resources as R
 from ui.text import md_escape
 
@@ -111,9 +112,9 @@ def _form(ws) -> None:
                                             seed=seed, use_weights=weights, knn=knn, knn_k=knn_k,
                                             min_similarity=min_sim, min_component_size=d.min_component_size))
         st.session_state.pop(MSG, None)
-        job_panel.watch(start_variant(store, ws, name, vs, settings))
-    except (VariantError, JobBusy) as exc:
-        st.error(str(exc), icon=":material/error:")
+        job_panel.watch(start_variant(store, R.me(), ws, name, vs, settings))
+    except (VariantError, JobBusy, access.Refused) as exc:
+        st.error(md_escape(str(exc)), icon=":material/error:")
         return
     st.rerun()  # the job panel follows the run
 
@@ -130,7 +131,7 @@ def _compare(ws, variants) -> None:
     if "wi_compare" not in st.session_state:
         st.session_state["wi_compare"] = names[:4]
     st.session_state["wi_compare"] = [n for n in st.session_state["wi_compare"] if n in names]
-    chosen = st.multiselect("Compare with the current partition", names, key="wi_compare")
+    chosen = offered.many(st.multiselect, "Compare with the current partition", names, key="wi_compare")
     sig = tuple((v.id, v.name) for v in variants if v.name in chosen)
     rows = comparison(ws.id, R.ws_key(ws), ws.name, ws.embedder, tuple(chosen), sig)
     if not rows:
@@ -206,20 +207,24 @@ def _manage(ws, variants) -> None:
             a.markdown(f"**{md_escape(v.name)}** · {md_escape(desc)}{snap} · "
                        f"{v.created_at:%Y-%m-%d %H:%M} UTC · {v.seconds:.1f} s")
             if b.button("Delete", key=f"wi_del_{v.id}", icon=":material/delete:"):
-                delete_variant(store, ws, v.name)
+                try:
+                    delete_variant(store, R.me(), ws, v.name)
+                except access.Refused as exc:
+                    st.error(md_escape(str(exc)), icon=":material/block:")
+                    return
                 st.rerun()
     st.markdown("**Promote a variant** · its communities become the Leiden partition retrieval uses; reports are "
                 "written for the new communities and the community vectors replaced. The current partition is "
                 "kept as a variant named *before-…*, so promoting that one back undoes it.")
     a, b, c = st.columns([3, 2, 1])
-    pick = a.selectbox("Variant to promote", [v.name for v in variants], key="wi_promote_pick")
+    pick = offered.one(a.selectbox, "Variant to promote", [v.name for v in variants], key="wi_promote_pick")
     sure = b.checkbox("Yes, replace the current partition", key="wi_promote_sure")
     if c.button("Promote", key="wi_promote", icon=":material/upgrade:", disabled=not (pick and sure)):
         try:
             st.session_state.pop(MSG, None)
-            job_panel.watch(start_promote(store, ws, R.settings(), pick))
-        except (VariantError, JobBusy) as exc:
-            st.error(str(exc), icon=":material/error:")
+            job_panel.watch(start_promote(store, R.me(), ws, R.settings(), pick))
+        except (VariantError, JobBusy, access.Refused) as exc:
+            st.error(md_escape(str(exc)), icon=":material/error:")
             return
         st.session_state.pop("wi_promote_sure", None)
         st.rerun()

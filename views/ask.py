@@ -9,6 +9,7 @@ import re
 
 import streamlit as st
 
+from core import access
 from core.backends.servers import backend_kind
 from core.build.factory import make_backend
 from core.history import count_queries, export_json, list_queries, open_query
@@ -16,6 +17,7 @@ from core.protocols import BackendError
 from core.retrieval.base import SECTIONS, Retrieval, strategy_names
 from core.text import truncate
 from core.workspace import ask
+from ui import offered
 from ui import resources as R
 from ui.retrieval_view import panel, path, show_on_graph, strategy_about
 from ui.text import md_answer, md_escape, md_label
@@ -111,7 +113,7 @@ if kept and "question" not in st.session_state:  # back on the page: the form as
 with st.form("ask"):
     q = st.text_area("Question", key="question", height=80,
                      placeholder="e.g. Which university trained the engineer who designed the barrier's gates?")
-    chosen = st.multiselect("Strategies", names, default=None if "strategies" in st.session_state else
+    chosen = offered.many(st.multiselect, "Strategies", names, default=None if "strategies" in st.session_state else
                             (["hirag"] if "hirag" in names else names[:1]),
                             max_selections=3, key="strategies", format_func=lambda n: strategy_about(n)[0],
                             help="Up to three, answered side by side on the same question.")
@@ -137,7 +139,7 @@ if submitted:
                     r, a = ask(res, backend, q, name, asked_by=R.me())
                 done.append((r, a.text))
         except BackendError as exc:
-            st.error(str(exc))
+            st.error(md_escape(str(exc)))
         if done:
             st.session_state[RESULTS] = (ws.name, done)
             st.session_state[KEPT] = (q, list(chosen))
@@ -161,28 +163,30 @@ if shown is not None and shown[0] == ws.name:  # the last answers of this worksp
 
 st.divider()
 st.subheader("History")
-entries = list_queries(store, ws_id, 50)
+only = access.history_of(store, R.me(), ws)  # on a workspace shared with everyone: one's own questions only
+entries = list_queries(store, ws_id, 50, only)
 if not entries:
     st.caption("No question asked in this workspace yet.")
 else:
-    total = count_queries(store, ws_id)
+    total = count_queries(store, ws_id, only)
     by_whom = any(e.asked_by for e in entries)  # a team's workspace (sign-in on): who asked each question
     st.dataframe([{"asked (UTC)": e.created_at.strftime("%Y-%m-%d %H:%M:%S")} | (
                       {"asked by": e.asked_by or ""} if by_whom else {}) | {
                    "strategy": e.strategy, "question": e.question, "retrieval ms": round(e.ms, 1),
                    "sources": e.n_sources} for e in entries], hide_index=True, width="stretch", key="history_table")
-    st.caption(f"{total:,} question(s) asked in this workspace" + (", the latest 50 shown." if total > 50 else "."))
+    st.caption(f"{total:,} question(s) asked in this workspace" + (" by you" if only else "")
+               + (", the latest 50 shown." if total > 50 else "."))
     by_id = {e.id: e for e in entries}
     pick_col, open_col, save_col = st.columns([5, 2, 2], vertical_alignment="bottom")
-    picked = pick_col.multiselect("Re-open past results (up to three, side by side)", list(by_id), max_selections=3,
+    picked = offered.many(pick_col.multiselect, "Re-open past results (up to three, side by side)", list(by_id), max_selections=3,
                            key="history_pick", format_func=lambda i: f"#{i} · {by_id[i].strategy} · "
                            f"{truncate(by_id[i].question, 80)}")
     if open_col.button("Re-open", key="history_open", disabled=not picked, icon=":material/history:"):
-        opened = [x for x in (open_query(store, ws_id, i) for i in picked) if x is not None]
+        opened = [x for x in (open_query(store, ws_id, i, only) for i in picked) if x is not None]
         if opened:
             st.session_state[RESULTS] = (ws.name, opened)
             st.rerun()
         st.warning("Those results can no longer be read.")
-    save_col.download_button("Download JSON", data=lambda: export_json(store, ws_id), on_click="ignore",
+    save_col.download_button("Download JSON", data=lambda: export_json(store, ws_id, only), on_click="ignore",
                       file_name=f"strata-{ws.name}-queries.json", mime="application/json",
                       icon=":material/download:", key="history_download")

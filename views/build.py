@@ -6,6 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
+from core import access
 from core.build import runs
 from core.build.failures import count_failed, failed_units, plural
 from core.build.runs import active_run, request_cancel
@@ -14,7 +15,7 @@ from core.explore.hierarchy import METHODS, frame_signature, hierarchy_figure, h
 from core.models import UNFINISHED, Workspace, is_active
 from core.protocols import BackendError
 from core.workspace import retry_failed, start_build
-from ui import eval_results, guard
+from ui import eval_results, guard, offered
 from ui import failed_units as FU
 from ui import resources as R
 from ui.text import md_escape
@@ -33,18 +34,18 @@ PLURAL = {"document": "Documents", "chunk": "Chunks", "entity": "Entities", "rel
           "statement": "Statements", "community": "Communities", "edge": "Edges"}
 
 c1, c2, c3 = st.columns([1, 1, 3])
-backend = c3.radio("Backend", list(BACKEND_KINDS), horizontal=True,
+backend = offered.one(c3.radio, "Backend", list(BACKEND_KINDS), horizontal=True, key="build_backend",
                    index=BACKEND_KINDS.index(settings.backend.kind), label_visibility="collapsed")
 running = active_run(store, ws)
 can_build = guard.allowed(ws, "build")
 if not can_build:
     st.caption(guard.why_not(ws, "build"))
 if c1.button("Build / resume", type="primary", disabled=running is not None or not can_build,
-             icon=":material/play_arrow:") and guard.check(ws, "build"):
+             icon=":material/play_arrow:"):
     try:
-        start_build(store, ws, settings, backend)
+        start_build(store, R.me(), ws, settings, backend)
         st.rerun()
-    except BackendError as exc:
+    except (BackendError, access.Refused) as exc:
         st.error(md_escape(str(exc)))
 if running is not None and (running.kind or "build") != "build":  # a job (core/worker.py) holds the workspace
     st.info(f"{runs.run_label(running)} is running (see the Quality page): a build can start once it has finished.",
@@ -66,12 +67,11 @@ def _failed_units() -> None:
         a.warning(f"**{plural(len(units))}**: their model calls still failed after their retries, so nothing was "
                   "stored for them. The next build retries them (Build / resume), or retry them now.",
                   icon=":material/error:")
-        if b.button("Retry failed units", disabled=running is not None or not can_build, icon=":material/replay:") \
-                and guard.check(ws, "build"):
+        if b.button("Retry failed units", disabled=running is not None or not can_build, icon=":material/replay:"):
             try:
-                retry_failed(store, ws, settings)
+                retry_failed(store, R.me(), ws, settings)
                 st.rerun()
-            except BackendError as exc:
+            except (BackendError, access.Refused) as exc:
                 st.error(md_escape(str(exc)))
         FU.table(units, "failed_units_table")
 
@@ -189,7 +189,7 @@ def _hierarchy_so_far() -> None:
     with st.container(border=True, key="hierarchy_so_far"):
         method = present[0]
         if len(present) > 1:
-            method = st.radio("Hierarchy so far", present, format_func=METHODS.get, horizontal=True,
+            method = offered.one(st.radio, "Hierarchy so far", present, format_func=METHODS.get, horizontal=True,
                               key="build_hier_method", label_visibility="collapsed")
         fr = _frame_so_far(ws_id, method, sigs[method])
         levels = ", ".join(f"{n:,} at level {lv}" for lv, n in sorted(fr.per_level.items()))

@@ -16,6 +16,7 @@ from core.explore.details import describe_node, search_nodes
 from core.explore.display import KIND_COLORS, available, display_graph
 from core.explore.drawing import level_color, method_color, vis_payload
 from core.explore.explore_index import fingerprint, load_index
+from ui import offered
 from ui import resources as R
 from ui.graph_canvas import graph_canvas
 from ui.text import md_escape, md_label
@@ -132,7 +133,7 @@ def go_to(new_path: list[str]) -> None:
 
 # -- controls ------------------------------------------------------------------------------------------------
 c1, c2, c3, c4 = st.columns([2, 2, 1, 1.4])
-mode = c1.radio("View", MODES, key="graph_mode", horizontal=True,
+mode = offered.one(c1.radio, "View", MODES, key="graph_mode", horizontal=True,
                 help="Communities: super-nodes that open on a click. Nodes: the nodes themselves, most important first.")
 cap = c2.slider("Max nodes", 50, max(50, cfg.max_nodes), min(max(50, cfg.default_nodes), cfg.max_nodes), step=50,
                 help=f"The page never sends more than {cfg.max_nodes:,} nodes to the browser.")
@@ -141,20 +142,22 @@ hier = c4.toggle("Hierarchical layout", value=False, help="Levels: community lev
 methods_present = sorted(set(ix.comm_method))
 with st.expander("Filters", icon=":material/filter_alt:"):
     f1, f2, f3 = st.columns(3)
-    kinds = f1.multiselect("Node kinds", list(KIND_COLORS), default=list(X.DEFAULT_KINDS),
+    kinds = offered.many(f1.multiselect, "Node kinds", list(KIND_COLORS), key=f"graph_kinds_{ws.name}", default=list(X.DEFAULT_KINDS),
                            help="What the Nodes view draws and what expanding a node adds.")
-    layers = f2.multiselect("HiRAG layers", sorted({int(x) for x in set(ix.ent_layer.tolist())}),
+    layers = offered.many(f2.multiselect, "HiRAG layers", sorted({int(x) for x in set(ix.ent_layer.tolist())}),
+                          key=f"graph_layers_{ws.name}",
                             help="Entities of these layers only (none chosen: every layer).")
     min_degree = f3.number_input("Minimum degree", 0, 10_000, 0, help="Entities linked to at least this many "
                                  "other entities through relationships.")
     g1, g2, g3 = st.columns(3)
-    methods = g1.multiselect("Community methods", methods_present,
+    methods = offered.many(g1.multiselect, "Community methods", methods_present, key=f"graph_methods_{ws.name}",
                              default=[m for m in methods_present if m in X.DEFAULT_METHODS] or methods_present,
                              help="Leiden: GraphRAG's, on the extracted entities; hirag: HiRAG's, on its layered "
                                   "graph; noderag: NodeRAG's, on its heterograph; attributed: ArchRAG's.")
-    levels = g2.multiselect("Community levels", sorted({int(x) for x in set(ix.comm_level.tolist())}),
+    levels = offered.many(g2.multiselect, "Community levels", sorted({int(x) for x in set(ix.comm_level.tolist())}),
+                          key=f"graph_levels_{ws.name}",
                             help="Super-nodes of these levels (none chosen: the top of each hierarchy).")
-    color_by = g3.radio("Colour communities by", ["level", "method"], horizontal=True)
+    color_by = offered.one(g3.radio, "Colour communities by", ["level", "method"], horizontal=True, key="graph_color_by")
 f = X.Filters(methods=tuple(methods), levels=tuple(sorted(levels)), layers=tuple(sorted(layers)),
               min_degree=int(min_degree), kinds=tuple(kinds), color_by=color_by)
 extra = tuple(S.get("graph_extra", []))
@@ -180,7 +183,7 @@ if mode == "Communities":
     payload, note, choices, drawn = community_view(ws_id, key, path[-1] if path else None, f, cap, extra,
                                                    physics, hier)
     labels = dict(choices)
-    st.selectbox("Open community", list(labels), format_func=cast(Label, labels.get), index=None, key="graph_open",
+    offered.maybe(st.selectbox, "Open community", list(labels), format_func=cast(Label, labels.get), index=None, key="graph_open",
                  placeholder="Click a super-node, or pick a drawn community here", on_change=on_open_select)
     shown = sorted({int(lv) for c in labels for lv in [ix.comm_level[ix.comm_index[c]]]})
     legend = ([chip(method_color(m), f"{m} communities") for m in methods_present if m in set(methods)]
@@ -225,12 +228,12 @@ def finder(drawn: list[tuple[str, str, str]]) -> None:
     matches = search(ws_id, key, query.strip()) if query and query.strip() else []
     options = {nid: f"{title} · {kind}" for nid, kind, title in matches}
     if options:
-        a.selectbox("Matches", list(options), format_func=cast(Label, options.get), key="graph_match",
+        offered.one(a.selectbox, "Matches", list(options), format_func=cast(Label, options.get), key="graph_match",
                     on_change=lambda: S.update(graph_pick=S.get("graph_match")))
     elif query and query.strip():
         a.caption("No entity, community or document with that name.")
     on_view = {nid: f"{label} · {kind}" for nid, kind, label in drawn}
-    b.selectbox("…or pick a drawn node", list(on_view), format_func=cast(Label, on_view.get), index=None, key="graph_drawn",
+    offered.maybe(b.selectbox, "…or pick a drawn node", list(on_view), format_func=cast(Label, on_view.get), index=None, key="graph_drawn",
                 placeholder="—", on_change=lambda: S.update(graph_pick=S.get("graph_drawn")))
     nid: str | None = S.get("graph_pick")
     if not nid:
@@ -275,9 +278,9 @@ with st.expander("Export", icon=":material/download:"):
     from core.export import communities_csv, graph_export
 
     e1, e2 = st.columns(2)
-    scope = e1.radio("What", ["Current view", "Whole graph"], horizontal=True, key="graph_export_scope",
+    scope = offered.one(e1.radio, "What", ["Current view", "Whole graph"], horizontal=True, key="graph_export_scope",
                      help=f"Current view: the {len(drawn):,} nodes drawn above and the edges among them.")
-    fmt = e2.selectbox("Format", ["graphml", "gexf", "json"], key="graph_export_fmt")
+    fmt = offered.one(e2.selectbox, "Format", ["graphml", "gexf", "json"], key="graph_export_fmt")
     ids = {i for i, _, _ in drawn} if scope == "Current view" else None
     name = f"{ws.name}-{'view' if ids is not None else 'graph'}.{fmt}"
     st.download_button(f"Download {name}", data=lambda: graph_export(store, ws_id, fmt, ids), file_name=name,

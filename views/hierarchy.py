@@ -11,6 +11,7 @@ import streamlit as st
 from core.explore.community_detail import community_detail
 from core.explore.hierarchy import METHODS, find, hierarchy_figure, hierarchy_frame
 from core.text import truncate
+from ui import offered
 from ui import resources as R
 from ui.graph_canvas import graph_canvas
 from ui.text import md_escape, md_label
@@ -77,9 +78,9 @@ def _importance(finding: dict) -> float:
 
 
 c1, c2, c3 = st.columns([3, 2, 2])
-method = c1.radio("Hierarchy", list(METHODS), format_func=METHODS.get, horizontal=True, key="hier_method")
-view = c2.radio("View", VIEWS, horizontal=True, key="hier_view")
-cap = c3.select_slider("Max sectors", [100, 200, 400, 800, 1500, 3000], value=800, key="hier_cap")
+method = offered.one(c1.radio, "Hierarchy", list(METHODS), format_func=METHODS.get, horizontal=True, key="hier_method")
+view = offered.one(c2.radio, "View", VIEWS, horizontal=True, key="hier_view")
+cap = offered.one(c3.select_slider, "Max sectors", [100, 200, 400, 800, 1500, 3000], value=800, key="hier_cap")
 fr = frame(ws.name, R.ws_key(ws), method, cap)
 if not fr.sectors:
     st.info({"leiden": "No Leiden communities in this build.",
@@ -117,7 +118,7 @@ labels = {s.id: f"{truncate(s.title, 80) or 'untitled'} · "
           for s in found + fr.choices()}  # matches first, then every drawn sector
 if st.session_state.get(pick_key) not in labels:
     st.session_state[pick_key] = None  # nothing open (or no longer offered)
-pick = left.selectbox("Open a summary entity" if layers else "Open a community", list(labels),
+pick = offered.one(left.selectbox, "Open a summary entity" if layers else "Open a community", list(labels),
                       format_func=cast(Label, labels.get), key=pick_key, placeholder="Click a sector, or pick one here")
 if pick is None:
     st.stop()
@@ -182,7 +183,7 @@ with st.container(border=True, key="hier_detail"):
             st.dataframe([{"document": d.title, "file": d.filename, "mentions": d.mentions, "members": d.members}
                           for d in det.documents], hide_index=True, width="stretch")
             doc_titles = {d.id: f"{truncate(d.title, 80)} · {d.mentions} mentions" for d in det.documents}
-            read = st.selectbox("Read a source document", list(doc_titles), format_func=cast(Label, doc_titles.get),
+            read = offered.one(st.selectbox, "Read a source document", list(doc_titles), format_func=cast(Label, doc_titles.get),
                                 key=f"hier_read_{pick}")
             filename, body = document_text(ws.name, R.ws_key(ws), read)
             st.caption(md_escape(filename) + (f" · first 20,000 of {len(body):,} characters" if len(body) > 20000

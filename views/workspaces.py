@@ -11,7 +11,7 @@ from core.ingest import SUPPORTED_EXTENSIONS
 from core.protocols import BackendError
 from core.store import StoreError
 from core.workspace import delete_workspace, ingest_uploads, start_build
-from ui import access_panel, guard
+from ui import access_panel, guard, offered
 from ui import resources as R
 from ui.documents_panel import delete_documents_panel
 from ui.refusals import draw_refusals
@@ -52,7 +52,7 @@ with right:
         st.text_input("Name", placeholder="e.g. contracts-2024", max_chars=64, key="new_ws_name")
         st.form_submit_button("Create", icon=":material/add:", on_click=_create)
     if st.session_state.get("new_ws_error"):
-        st.error(st.session_state.pop("new_ws_error"))
+        st.error(md_escape(st.session_state.pop("new_ws_error")))
 
 ws = R.current_workspace()
 with left:
@@ -82,7 +82,7 @@ st.caption("txt, md, html, pdf, docx, csv and jsonl (one document per row, a tex
            "or zip archives of these. The same content is never added twice.")
 files = st.file_uploader("Documents", type=[e.lstrip(".") for e in SUPPORTED_EXTENSIONS], accept_multiple_files=True, disabled=not can_upload,
                          key=f"upload_{ws.name}_{st.session_state.get('upload_round', 0)}")
-backend = st.radio("Build with", list(BACKEND_KINDS), horizontal=True,
+backend = offered.one(st.radio, "Build with", list(BACKEND_KINDS), horizontal=True, key="upload_backend",
                    index=BACKEND_KINDS.index(settings.backend.kind),
                    help="offline: spaCy extraction (heuristics as fallback), no model server. ollama: the configured "
                         "Ollama host(s). openai: the configured OpenAI-compatible server(s) (llama-server, vLLM, "
@@ -95,8 +95,8 @@ if st.button("Add and build", type="primary", disabled=not files or not can_uplo
     st.session_state["upload_round"] = st.session_state.get("upload_round", 0) + 1
     if report.added:
         try:
-            start_build(store, ws, settings, backend)
-        except BackendError as exc:
+            start_build(store, R.me(), ws, settings, backend)
+        except (BackendError, access.Refused) as exc:
             st.session_state["build_error"] = str(exc)
     st.rerun()
 

@@ -9,6 +9,7 @@ from sqlmodel import col, delete, select
 
 from core.evaluation.metrics import BASELINES
 from core.evaluation.questions import check_questions, question_hash
+from core.ids import owned
 from core.models import UNFINISHED, BuildRun, Community, Evaluation, EvaluationResult, Workspace, is_active, utcnow
 from core.retrieval.base import get_strategy, strategy_names
 from core.store import Store
@@ -63,8 +64,7 @@ def create_evaluation(store: Store, ws: Workspace, questions: list[dict], strate
 
 def get_evaluation(store: Store, ws_id: int, eval_id: int) -> Evaluation | None:
     with store.session() as s:
-        ev = s.get(Evaluation, eval_id)
-    return ev if ev is not None and ev.workspace_id == ws_id else None
+        return owned(s, Evaluation, ws_id, eval_id)
 
 
 def list_evaluations(store: Store, ws_id: int) -> list[Evaluation]:
@@ -80,7 +80,7 @@ def status(store: Store, ev: Evaluation) -> str:
     if ev.status == "done" or ev.run_id is None:
         return ev.status
     with store.session() as s:
-        run = s.get(BuildRun, ev.run_id)
+        run = owned(s, BuildRun, ev.workspace_id, ev.run_id)
     if run is None:
         return ev.status
     return "interrupted" if run.status in UNFINISHED and not is_active(run, store.now()) else run.status
@@ -118,7 +118,8 @@ def measured(store: Store, ev: Evaluation) -> set[tuple[int, str]]:
     """(question index, strategy) already measured: the job's checkpoints."""
     with store.session() as s:
         return set(s.exec(select(EvaluationResult.question, EvaluationResult.strategy)
-                          .where(EvaluationResult.evaluation_id == ev.id)).all())
+                          .where(EvaluationResult.workspace_id == ev.workspace_id,
+                                 EvaluationResult.evaluation_id == ev.id)).all())
 
 
 def count_results(store: Store, ev: Evaluation) -> int:

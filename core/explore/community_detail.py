@@ -97,7 +97,8 @@ def community_detail(store, ws_id: int, cid: str, per_kind: int = 200, max_docum
         if c:
             _, method, level, parent_id, size, title, summary, report = c[0]
             kind, gather = "community", _BY_COMMUNITY
-            parent = _read(s, "SELECT id, title FROM community WHERE id=:p", p=parent_id) if parent_id else []
+            parent = _read(s, "SELECT id, title FROM community WHERE id=:p AND workspace_id=:ws", p=parent_id,
+                           ws=ws_id) if parent_id else []
             children = _read(s, "SELECT id, title, size FROM community WHERE workspace_id=:ws AND method=:m "
                                     "AND parent_id=:cid AND id!=:cid ORDER BY size DESC, id LIMIT 100",
                                  ws=ws_id, m=method, cid=cid)

@@ -13,6 +13,7 @@ from sqlalchemy import bindparam, text
 from sqlmodel import col, select
 
 from core.explore.display import materialize
+from core.ids import owned
 from core.models import Community, Document, Edge, Node
 from core.store import like, without_hints
 
@@ -63,9 +64,9 @@ def _rows(s, sql: str, **params) -> list:
 def describe_node(store, ws_id: int, node_id: str, per_kind: int = 15) -> NodeDetails | None:
     """Everything the details panel shows about one node of any kind."""
     with store.session() as s:
-        n = s.get(Node, node_id)
-        c = s.get(Community, node_id) if n is None else None
-        d = s.get(Document, node_id) if n is None and c is None else None
+        n = owned(s, Node, ws_id, node_id)
+        c = owned(s, Community, ws_id, node_id) if n is None else None
+        d = owned(s, Document, ws_id, node_id) if n is None and c is None else None
         if n is not None:
             facts = [f"kind: {n.kind}", f"type: {n.type}" if n.type else "", f"layer: {n.layer}",
                      f"weight: {n.weight:g}"]
@@ -119,7 +120,8 @@ def _communities(s, ws_id: int, det: NodeDetails) -> list[tuple[str, str, int, s
                      ws=ws_id, id=det.id)
     elif det.kind == "community":
         rows = _rows(s, "SELECT p.id, p.method, p.level, p.title FROM community c JOIN community p "
-                        "ON p.id = c.parent_id WHERE c.id=:id AND p.id != c.id", id=det.id)
+                        "ON p.id = c.parent_id AND p.workspace_id = c.workspace_id "
+                        "WHERE c.workspace_id=:ws AND c.id=:id AND p.id != c.id", ws=ws_id, id=det.id)
         rows += _rows(s, "SELECT id, method, level, title FROM community WHERE workspace_id=:ws AND parent_id=:id "
                          "AND id != :id ORDER BY size DESC LIMIT 50", ws=ws_id, id=det.id)
     else:
@@ -151,7 +153,8 @@ def _sources(s, ws_id: int, det: NodeDetails, n: Node | None, limit: int = 10) -
                               "WHERE e.workspace_id=:ws AND e.src=:id AND e.kind='derived_from' "
                               "GROUP BY n.document_id ORDER BY count(*) DESC LIMIT :k", ws=ws_id, id=det.id, k=limit)
     docs = [dc for dc, _ in counts if dc]
-    titles = dict(_rows(s, "SELECT id, title FROM document WHERE id IN :ids", ids=docs)) if docs else {}
+    titles = dict(_rows(s, "SELECT id, title FROM document WHERE workspace_id=:ws AND id IN :ids", ws=ws_id,
+                        ids=docs)) if docs else {}
     return [(dc, titles.get(dc, dc), int(k)) for dc, k in counts if dc]
 
 

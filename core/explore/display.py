@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import func
 from sqlmodel import col, select
 
+from core.ids import owned
 from core.models import Community, Document, Edge, Node
 from core.text import truncate
 
@@ -196,7 +197,7 @@ def _neighbourhood(store, ws_id: int, focus: str, limit: int) -> list[str]:
     with store.session() as s:
         out = list(s.exec(select(Edge.dst).where(Edge.workspace_id == ws_id, Edge.src == focus).limit(limit)))
         out += list(s.exec(select(Edge.src).where(Edge.workspace_id == ws_id, Edge.dst == focus).limit(limit)))
-        c = s.get(Community, focus)
+        c = owned(s, Community, ws_id, focus)
         if c is not None and c.parent_id:
             out.append(c.parent_id)
     return out
@@ -208,18 +209,18 @@ def materialize(store, ws_id: int, ids: list[str]) -> list[DisplayNode]:
     with store.session() as s:
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
-            for n in s.exec(select(Node).where(col(Node.id).in_(part))):
+            for n in s.exec(select(Node).where(Node.workspace_id == ws_id, col(Node.id).in_(part))):
                 label = n.title if n.kind in ("entity", "relationship") else truncate(n.title or n.text, 40)
                 extra = f"{n.type} · layer {n.layer} · weight {n.weight:g}" if n.kind == "entity" else ""
                 out[n.id] = DisplayNode(n.id, n.kind, truncate(label, 40), tooltip(n.kind, n.title, n.text, extra),
                                         size=min(40.0, 10 + 2 * (n.weight or 1) ** 0.5),
                                         level=n.layer if n.kind == "entity" else None)
-            for c in s.exec(select(Community).where(col(Community.id).in_(part))):
+            for c in s.exec(select(Community).where(Community.workspace_id == ws_id, col(Community.id).in_(part))):
                 out[c.id] = DisplayNode(c.id, "community", truncate(c.title or "community", 40),
                                         tooltip("community", c.title, c.summary,
                                                  f"{c.method} level {c.level} · {c.size} members"),
                                         size=min(50.0, 14 + 3 * c.size ** 0.5), level=c.level, members=c.size)
-            for d in s.exec(select(Document).where(col(Document.id).in_(part))):
+            for d in s.exec(select(Document).where(Document.workspace_id == ws_id, col(Document.id).in_(part))):
                 out[d.id] = DisplayNode(d.id, "document", truncate(d.title, 40),
                                         tooltip("document", d.title, d.text[:400], d.filename), size=22)
     return [out[i] for i in ids if i in out]
@@ -238,7 +239,8 @@ def edges_between(store, ws_id: int, ids: set[str], collapse_relationships: bool
                     Edge.workspace_id == ws_id, col(Edge.src).in_(part))):
                 if dst in ids:
                     out.append(DisplayEdge(src, dst, kind))
-        for c in s.exec(select(Community.id, Community.parent_id).where(col(Community.id).in_(lst))):
+        for c in s.exec(select(Community.id, Community.parent_id).where(Community.workspace_id == ws_id,
+                                                                        col(Community.id).in_(lst))):
             if c[1] in ids:
                 out.append(DisplayEdge(c[0], c[1], "child_of"))
         if collapse_relationships:
@@ -251,7 +253,8 @@ def edges_between(store, ws_id: int, ids: set[str], collapse_relationships: bool
             full = [r for r, e in ends.items() if len(e) == 2]
             preds = {}
             for i in range(0, len(full), 400):
-                preds.update(dict(s.exec(select(Node.id, Node.type).where(col(Node.id).in_(full[i : i + 400]))).all()))
+                preds.update(dict(s.exec(select(Node.id, Node.type).where(
+                    Node.workspace_id == ws_id, col(Node.id).in_(full[i : i + 400]))).all()))
             for r in full:
                 a, b = ends[r]
                 out.append(DisplayEdge(a, b, "relationship", preds.get(r, "")))

@@ -38,7 +38,7 @@ def merge_plan(params: dict) -> JobPlan:
 
     def reembed(ctx: BuildContext) -> Iterator[Progress]:  # also any kept entity a stopped decision left behind
         kept = state["kept"] + rv.kept_of_merges(ctx.store, ctx.ws_id)
-        again = rv.reembed_kept(ctx.store, ctx.index, ctx.embedder, kept)
+        again = rv.reembed_kept(ctx.store, ctx.ws_id, ctx.index, ctx.embedder, kept)
         yield Progress(1, 1, f"{len(again)} entity vector(s) rewritten", {"reembedded": len(again)})
 
     n = len(ids)

@@ -34,11 +34,14 @@ import igraph as ig
 import numpy as np
 from sqlmodel import col, select
 
+from core import access
+from core.access import User
 from core.algorithms.attributed import canonical_pairs, edge_weights
 from core.algorithms.chnsw import knn_blocks
 from core.algorithms.leiden import Hierarchy, hierarchical_leiden
 from core.build.context import BuildContext, JobPlan, Progress
 from core.config import CommunitySettings, Settings
+from core.ids import owned
 from core.models import CommunityVariant, Workspace
 from core.quality.data import EntityBase, Group, build_settings, leiden_levels, load_base
 from core.quality.metrics import LevelData, level_metrics
@@ -161,10 +164,13 @@ def get_variant(store, ws: Workspace, name: str) -> CommunityVariant:
     return v
 
 
-def delete_variant(store, ws: Workspace, name: str) -> None:
+def delete_variant(store, user: User, ws: Workspace, name: str) -> None:
+    """Delete variant `name` (access.Refused, logged, unless the user may run what-if variants of `ws`)."""
+    access.require(store, user, ws, "whatif")
     v = get_variant(store, ws, name)
     with store.session() as s:
-        s.delete(s.get(CommunityVariant, v.id))
+        assert ws.id is not None  # a stored workspace
+        s.delete(owned(s, CommunityVariant, ws.id, v.id))
         s.commit()
 
 

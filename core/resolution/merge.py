@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 from sqlmodel import col, select
 
+from core.ids import owned
 from core.index.embedding import node_text_for_embedding
 from core.models import Community, Edge, EntityMerge, Node, sql_table, utcnow
 from core.resolution.candidates import Candidate, find_candidates  # noqa: F401  (re-exported: merge's public API)
@@ -74,8 +75,8 @@ def _merged_data(kept: Node, gone: Node) -> dict:
 
 
 def _get_merge(s, ws_id: int, merge_id: int) -> EntityMerge:
-    row = s.get(EntityMerge, merge_id)
-    if row is None or row.workspace_id != ws_id:
+    row = owned(s, EntityMerge, ws_id, merge_id)
+    if row is None:
         raise MergeError(f"no merge candidate {merge_id} in this workspace")
     return row
 
@@ -105,7 +106,7 @@ def apply_merge(s, ws_id: int, row: EntityMerge, auto: bool, vector: tuple | Non
     `vector` and `kept_vector` are the (vector, meta) of the merged and the kept entity, kept for `undo`."""
     if row.status == "merged":
         raise MergeError(f"candidate {row.id} is already merged")
-    kept, gone = s.get(Node, row.kept_id), s.get(Node, row.merged_id)
+    kept, gone = owned(s, Node, ws_id, row.kept_id), owned(s, Node, ws_id, row.merged_id)
     if kept is None or gone is None:
         raise MergeError(f"candidate {row.id} refers to an entity that no longer exists")
     K, M = kept.id, gone.id
@@ -139,7 +140,7 @@ def apply_merge(s, ws_id: int, row: EntityMerge, auto: bool, vector: tuple | Non
             e.src, e.dst, e.data = src, dst, {**(e.data or {}), "merged_from": M}
             theirs[(src, dst, e.kind)] = e
             s.add(e)
-    for rel in s.exec(select(Node).where(col(Node.id).in_(rel_ids))) if rel_ids else []:
+    for rel in s.exec(select(Node).where(Node.workspace_id == ws_id, col(Node.id).in_(rel_ids))) if rel_ids else []:
         snap["nodes"].append(_row(rel))
         rel.data = {k: (K if k in ("source", "target") and v == M else v) for k, v in (rel.data or {}).items()}
         s.add(rel)
@@ -183,16 +184,16 @@ def undo(store, ws_id: int, merge_id: int, index=None, embedder=None) -> list[st
             raise MergeError(f"candidate {merge_id} is not merged (status {row.status})")
         snap = row.snapshot
         K, M = snap["kept"]["id"], snap["merged"]["id"]
-        node = s.get(Node, K)
+        node = owned(s, Node, ws_id, K)
         if node is None:
             raise MergeError(f"{K} was merged away since; undo that merge first")
         if (node.data or {}).get("merged", [M])[-1:] != [M]:
             raise MergeError(f"{node.title} absorbed another entity since; undo that merge first")
-        if s.get(Node, M) is not None:
+        if s.get(Node, M) is not None:  # any workspace's: the id is about to be written again
             raise MergeError(f"an entity with the merged id {M} exists again; merge or remove it first")
         originals = snap["edges"] + snap["touched"]
         current = {e.id: e for e in s.exec(select(Edge).where(
-            col(Edge.id).in_([o["id"] for o in originals])))}
+            Edge.workspace_id == ws_id, col(Edge.id).in_([o["id"] for o in originals])))}
         for o in originals:
             e = current.get(o["id"])
             if e is None:
@@ -202,7 +203,7 @@ def undo(store, ws_id: int, merge_id: int, index=None, embedder=None) -> list[st
                     setattr(e, k, v)
                 s.add(e)
         for o in [snap["kept"]] + snap["nodes"]:
-            n = s.get(Node, o["id"])
+            n = owned(s, Node, ws_id, o["id"])
             if n is not None:
                 for k, v in o.items():
                     setattr(n, k, v)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import func
 from sqlmodel import col, select
 
+from core.ids import owned
 from core.models import Community, Edge, EntityMerge, Node, is_active
 from core.resolution.merge import MergeError, merge, reembed, reject, undo, unreject
 
@@ -138,7 +139,8 @@ def sides(store, ws_id: int, rows: list[MergeRow]) -> dict[str, Side]:
     missing = [r.id for r in rows if r.merged_id not in out or r.kept_id not in out]
     if missing:
         with store.session() as s:
-            for snap in s.exec(select(EntityMerge.snapshot).where(col(EntityMerge.id).in_(missing))):
+            for snap in s.exec(select(EntityMerge.snapshot).where(EntityMerge.workspace_id == ws_id,
+                                                                   col(EntityMerge.id).in_(missing))):
                 for part in ("merged", "kept"):
                     n = (snap or {}).get(part)
                     if n and n["id"] not in out:
@@ -197,8 +199,8 @@ def apply_undo(store, ws_id: int, merge_id: int, index) -> list[str]:
     """Undo merge `merge_id` (graph rows and both vectors from its snapshot); returns the kept entity's id, whose
     vector `reembed_kept` rewrites only when the snapshot's no longer matches its text."""
     with store.session() as s:
-        row = s.get(EntityMerge, merge_id)
-        kept = row.kept_id if row is not None and row.workspace_id == ws_id else None
+        row = owned(s, EntityMerge, ws_id, merge_id)
+        kept = row.kept_id if row is not None else None
     undo(store, ws_id, merge_id, index)
     return [kept] if kept else []
 
@@ -210,12 +212,12 @@ def kept_of_merges(store, ws_id: int) -> list[str]:
                                                                    EntityMerge.status == "merged"))))
 
 
-def reembed_kept(store, index, embedder, kept: list[str]) -> list[str]:
+def reembed_kept(store, ws_id: int, index, embedder, kept: list[str]) -> list[str]:
     """Re-embed the kept entities still in the graph whose stored vector no longer matches their text."""
     if not kept:
         return []
     with store.session() as s:
-        alive = list(s.exec(select(Node.id).where(col(Node.id).in_(sorted(set(kept))))))
+        alive = list(s.exec(select(Node.id).where(Node.workspace_id == ws_id, col(Node.id).in_(sorted(set(kept))))))
     return reembed(store, index, embedder, alive)
 
 
@@ -225,8 +227,10 @@ def accept(store, ws_id: int, merge_id: int, index, embedder) -> tuple[str, list
     _guard(store, ws_id)
     merge(store, ws_id, merge_id, index)
     with store.session() as s:
-        kept = s.get(EntityMerge, merge_id).kept_id
-    reembed_kept(store, index, embedder, [kept])
+        row = owned(s, EntityMerge, ws_id, merge_id)
+        assert row is not None  # merged just now, in this workspace
+        kept = row.kept_id
+    reembed_kept(store, ws_id, index, embedder, [kept])
     store.bump_version(ws_id)
     return kept, communities_of(store, ws_id, [kept])
 
@@ -243,7 +247,7 @@ def accept_all(store, ws_id: int, rows: list[MergeRow], index, embedder) -> tupl
         else:
             kept.append(outcome)
     if kept:
-        reembed_kept(store, index, embedder, kept)
+        reembed_kept(store, ws_id, index, embedder, kept)
         store.bump_version(ws_id)
     return len(kept), skipped
 
@@ -256,8 +260,8 @@ def decline(store, ws_id: int, merge_id: int) -> None:
 
 def record_status(store, ws_id: int, merge_id: int) -> str | None:
     with store.session() as s:
-        row = s.get(EntityMerge, merge_id)
-        return row.status if row is not None and row.workspace_id == ws_id else None
+        row = owned(s, EntityMerge, ws_id, merge_id)
+        return row.status if row is not None else None
 
 
 def revert(store, ws_id: int, merge_id: int, index, embedder) -> str:
@@ -267,7 +271,7 @@ def revert(store, ws_id: int, merge_id: int, index, embedder) -> str:
     if record_status(store, ws_id, merge_id) == "rejected":
         unreject(store, ws_id, merge_id)
         return "candidate"
-    reembed_kept(store, index, embedder, apply_undo(store, ws_id, merge_id, index))
+    reembed_kept(store, ws_id, index, embedder, apply_undo(store, ws_id, merge_id, index))
     store.bump_version(ws_id)
     return "undone"
 
@@ -275,8 +279,8 @@ def revert(store, ws_id: int, merge_id: int, index, embedder) -> str:
 def stale_reasons(store, ws_id: int, community_id: str) -> list[str]:
     """Why a community's report is stale, one line per merge or undo since it was written (empty: not stale)."""
     with store.session() as s:
-        c = s.get(Community, community_id)
-    data = (c.data or {}) if c is not None and c.workspace_id == ws_id else {}
+        c = owned(s, Community, ws_id, community_id)
+    data = (c.data or {}) if c is not None else {}
     if not data.get("stale"):
         return []
     out = []

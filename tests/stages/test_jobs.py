@@ -14,6 +14,7 @@ import pytest
 from sqlmodel import select
 
 from core import worker
+from core.access import LOCAL
 from core.build import factory
 from core.build import runs as build_runs
 from core.build.factory import make_context, open_index
@@ -172,7 +173,7 @@ def test_a_build_is_refused_while_a_job_runs_and_a_job_while_a_build_runs(master
     with pytest.raises(build_runs.JobBusy, match="a build of this workspace is running"):
         worker.create_job(store, ws, settings, "promote", {"variant": "res-2"})
     with pytest.raises(build_runs.JobBusy):
-        worker.start_variant(store, ws, "y", V.VariantSettings(), settings)
+        worker.start_variant(store, LOCAL, ws, "y", V.VariantSettings(), settings)
     with store.session() as s:
         row = s.get(BuildRun, build.id)
         row.status = "done"

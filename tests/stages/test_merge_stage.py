@@ -8,6 +8,7 @@ from sqlmodel import select
 from core.build.factory import make_context
 from core.build.runner import create_run, run_build
 from core.build.stages.extract import entity_id
+from core.ids import IdScope
 from core.models import Edge, EntityMerge, Node, StageRun
 from core.resolution.merge import list_merges, undo
 from core.text import norm_key
@@ -44,7 +45,7 @@ def write_docs(folder):
 
 def test_build_merges_a_company_named_two_ways_and_a_rerun_adds_nothing(tmp_path, build):
     settings, store, ws, embedder = build(tmp_path / "home", [write_docs(tmp_path / "docs")])
-    kept, gone = entity_id(ws.id, norm_key("Acme Corporation")), entity_id(ws.id, norm_key("Acme Corporation Inc"))
+    kept, gone = entity_id(IdScope(ws.id), norm_key("Acme Corporation")), entity_id(IdScope(ws.id), norm_key("Acme Corporation Inc"))
 
     merged = list_merges(store, ws.id, "merged")
     assert [(m.kept_id, m.merged_id, m.auto) for m in merged] == [(kept, gone, True)]
@@ -68,7 +69,7 @@ def test_build_merges_a_company_named_two_ways_and_a_rerun_adds_nothing(tmp_path
                                               Node.layer == 0)).all()
     assert stage.counts["auto_merged"] == 1 and stage.counts["entities"] == len(layer0)
     # the surname alone matches two full names: a candidate for review (flagged), never merged by the build
-    porcaro = [m for m in list_merges(store, ws.id, "candidate") if entity_id(ws.id, "porcaro") in
+    porcaro = [m for m in list_merges(store, ws.id, "candidate") if entity_id(IdScope(ws.id), "porcaro") in
                (m.kept_id, m.merged_id)]
     assert len(porcaro) == 2 and all(m.evidence["ambiguous"] for m in porcaro)
 
@@ -94,7 +95,7 @@ def test_a_new_mention_of_a_merged_name_joins_the_entity_it_was_merged_into(tmp_
     from core.workspace import ingest_paths
 
     settings, store, ws, embedder = build(tmp_path / "home", [write_docs(tmp_path / "docs")])
-    kept, gone = entity_id(ws.id, norm_key("Acme Corporation")), entity_id(ws.id, norm_key("Acme Corporation Inc"))
+    kept, gone = entity_id(IdScope(ws.id), norm_key("Acme Corporation")), entity_id(IdScope(ws.id), norm_key("Acme Corporation Inc"))
     assert [(m.kept_id, m.merged_id) for m in list_merges(store, ws.id, "merged")] == [(kept, gone)]
     with store.session() as s:
         weight = s.get(Node, kept).weight

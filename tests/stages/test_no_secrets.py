@@ -19,6 +19,7 @@ import pytest
 from pydantic import SecretStr
 from sqlalchemy import MetaData, create_engine, select
 
+from core.access import LOCAL
 from core.config import Settings
 from core.secrets import public_settings, redact_text, redact_url
 
@@ -146,10 +147,10 @@ def test_no_secret_is_stored_or_shown(tmp_path, tiny_corpus, monkeypatch, embedd
         ws = store.create_workspace("w")
         ingest_paths(store, ws, [tiny_corpus], settings)
 
-        build = _wait(store, start_build(store, ws, settings).id, home)  # a background worker, its own process
+        build = _wait(store, start_build(store, LOCAL, ws, settings).id, home)  # a background worker, its own process
         assert fake.bodies(), "the build called the OpenAI server"
         ws = store.require_workspace("w")
-        job = _wait(store, start_variant(store, ws, "res-2", VariantSettings(resolution=2.0), settings).id, home)
+        job = _wait(store, start_variant(store, LOCAL, ws, "res-2", VariantSettings(resolution=2.0), settings).id, home)
 
         res = open_resources(store, ws, settings, embedder)
         _, answer = ask(res, make_backend(settings, store), "Who conducts the Kelmouth Choir?", "hirag")

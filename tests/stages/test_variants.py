@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
+from core.access import LOCAL
 from core.build.factory import open_index
 from core.models import Community, CommunityVariant
 from core.quality import compare as C
@@ -108,7 +109,7 @@ def test_variant_persists_and_reloads(built, index):
     # the same settings and seed again give the same partition (deterministic)
     _run(built, index, "persisted-again", vs)
     assert _variant_sets(built, index, "persisted") == _variant_sets(built, index, "persisted-again")
-    V.delete_variant(fresh, fresh.require_workspace("sample"), "persisted-again")
+    V.delete_variant(fresh, LOCAL, fresh.require_workspace("sample"), "persisted-again")
     with pytest.raises(V.VariantError, match="no variant named"):
         V.get_variant(fresh, fresh.require_workspace("sample"), "persisted-again")
 

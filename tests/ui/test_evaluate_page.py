@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from core.access import LOCAL
 from core.build.runs import FINISHED
 from core.config import Settings
 from core.evaluation import probes, records
@@ -91,8 +92,8 @@ def test_after_a_promote_the_re_run_is_offered_and_the_what_if_tab_shows_each_pa
     settings = Settings.from_env()
     vs = defaults(store, ws.id, settings)
     vs.resolution = 3.0
-    assert _job(store, ws.id, ("whatif",)) if start_variant(store, ws, "res-3", vs, settings) else False
-    start_promote(store, ws, settings, "res-3")
+    assert _job(store, ws.id, ("whatif",)) if start_variant(store, LOCAL, ws, "res-3", vs, settings) else False
+    start_promote(store, LOCAL, ws, settings, "res-3")
     assert _job(store, ws.id, ("promote",)).status == "done"
     ws = store.require_workspace("sample")
     assert records.outdated(ws, first)

@@ -113,3 +113,26 @@ def test_cli_acts_as_the_service_identity_and_shares(tmp_path, tiny_corpus):
     assert p.returncode == 2 and "last owner" in p.stderr
     p = cli(tmp_path, "audit", "--workspace", "team", env=env)
     assert "ops-bot\tallowed\tshare\tteam\tbob@example.org: viewer" in p.stdout, p.stdout
+
+
+def test_a_name_with_control_characters_is_refused_and_stored_names_print_escaped(store, capsys):
+    ws = access.create(store, ANN, "w")
+    for bad in ("eve@example.org\n2026-01-01 00:00:00\tadmin\tallowed", "eve\tx", "\x1b[31mred", "a\u202eb"):
+        with pytest.raises(Refused, match="control characters"):
+            access.share(store, ANN, ws, bad, "viewer")
+    assert [m.user for m in access.members(store, ws)] == [ANN.name]
+    access.record(store, User("x\n\x1b[2Jforged"), "browse", ws, allowed=False)
+    assert access.shown("x\n\x1b[2Jforged") == "x\\n\\x1b[2Jforged"
+
+
+def test_creating_a_taken_name_reads_the_same_whoever_holds_it(store):
+    access.create(store, ANN, "ann-ws")
+    access.create(store, BOB, "bob-ws")
+    from core.store import StoreError
+
+    lines = []
+    for name in ("ann-ws", "bob-ws"):
+        with pytest.raises(StoreError) as err:
+            access.create(store, ANN, name)
+        lines.append(str(err.value).replace(name, "NAME"))
+    assert lines[0] == lines[1] and "exist" not in lines[0]

@@ -11,6 +11,7 @@ from sqlmodel import select
 
 from core.build.stages.merge import merge_stage
 from core.config import Settings
+from core.ids import IdScope
 from core.index.vectors import VectorIndex
 from core.models import Edge, EntityMerge, Node
 from core.resolution.merge import (
@@ -42,7 +43,7 @@ ENTITIES = {
 
 
 def eid(ws_id: int, name: str) -> str:
-    return content_id(str(ws_id), "entity", norm_key(name))
+    return IdScope(ws_id).id("entity", norm_key(name))
 
 
 class FakeEmbedder:

@@ -117,7 +117,7 @@ def _rel_elements(ctx, rel_ids: list[str]) -> dict[str, Element]:
         for i in range(0, len(rel_ids), 5000):
             part = rel_ids[i : i + 5000]
             for rid, t, x, w in s.exec(select(Node.id, Node.title, Node.text, Node.weight).where(
-                    col(Node.id).in_(part))):
+                    Node.workspace_id == ctx.ws_id, col(Node.id).in_(part))):
                 out[rid] = Element(t, "", x or "", float(w or 0.0))
     return out
 
@@ -127,7 +127,7 @@ def _persist(ctx, comms: list[Comm], level: int) -> None:
     with ctx.store.session() as s:
         have = {i: (x, t, None if (d or {}).get("stale") else (d or {}).get("material", "")) for i, x, t, d in s.exec(
             select(Community.id, Community.summary, Community.title, Community.data).where(
-                col(Community.id).in_([c.id for c in comms]))).all()}
+                Community.workspace_id == ctx.ws_id, col(Community.id).in_([c.id for c in comms]))).all()}
         new = [c for c in comms if c.id not in have]
         conn = s.connection()
         if new:

@@ -40,7 +40,8 @@ def chunk_stage(ctx: BuildContext) -> Iterator[Progress]:
         title = ""
         with store.session() as s:
             ids = [d for d, _ in todo[i:j]]
-            docs = {d.id: d for d in s.exec(select(Document).where(col(Document.id).in_(ids)))}
+            docs = {d.id: d for d in s.exec(select(Document).where(Document.workspace_id == ws_id,
+                                                                    col(Document.id).in_(ids)))}
             for doc_id, _ in todo[i:j]:
                 doc = docs[doc_id]
                 title = doc.title

@@ -33,7 +33,7 @@ def merge_stage(ctx: BuildContext) -> Iterator[Progress]:
             EntityMerge.workspace_id == ws_id)).all()}
         gone = list(s.exec(select(EntityMerge.merged_id).where(EntityMerge.workspace_id == ws_id,
                                                               EntityMerge.status == "merged")))
-        alive = set(s.exec(select(Node.id).where(col(Node.id).in_(gone)))) if gone else set()
+        alive = set(s.exec(select(Node.id).where(Node.workspace_id == ws_id, col(Node.id).in_(gone)))) if gone else set()
     stale = [i for i in ctx.index.vectors("entity", gone) if i not in alive] if gone else []
     ctx.index.delete("entity", stale)  # a build stopped between a merge and its vector deletion
     with store.session() as s:
