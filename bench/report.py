@@ -573,6 +573,11 @@ def main() -> None:
         from bench.kills import report as kills_report
 
         out += kills_report(json.loads(path.read_text()))
+    speeds = [json.loads(p.read_text()) for p in sorted(res.glob("embed-speed-*.json"))]
+    if speeds:  # bench.embed_speed: the embedder alone, this checkout and the one before it
+        from bench.embed_speed import report as embed_speed_report
+
+        out += embed_speed_report(speeds)
     for path in sorted(res.glob("workspaces-*.json")):  # bench.workspaces: one corpus in three workspaces
         from bench.workspaces import report as workspaces_report
 

@@ -276,11 +276,11 @@ def test_the_invariance_check_passes_here_and_catches_a_row_dependent_kernel(any
     assert rt.check_invariance() == ""
     real = rt.forward
 
-    def row_count_rounding(ids, mask):  # what an AMX kernel did: rounding that depends on the row count
+    def company_rounding(ids, mask):  # what an AMX kernel did: a row's rounding depends on the rows beside it
         out = real(ids, mask)
-        return out + np.float32(1e-6) * (len(ids) % 3) if len(set(map(bytes, ids))) == 1 else out
+        return out + np.float32(1e-6) if len(set(map(bytes, ids))) == 1 else out
 
-    rt.forward = row_count_rounding
+    rt.forward = company_rounding
     try:
         assert "alone" in rt.check_invariance()
     finally:
