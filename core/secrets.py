@@ -13,15 +13,22 @@ settings or messages somewhere another person can read: a run's stored settings 
 The secrets known to a process are those of its environment (STRATA_DATABASE_URL's password, STRATA_OPENAI_API_KEY,
 OPENAI_API_KEY, STRATA_CHROMA_TOKEN) and of every Settings passed to `remember` or `public_settings` (tests set
 them in code).
+
+What STRATA_HOME holds is no other user's to read either: `private_dir` (folders 0700, the home, vectors/,
+derived/, logs/), `private_file` (files 0600: the SQLite database, whose -wal and -shm SQLite gives the database's
+mode, and the worker logs) and `private_tree` (after chromadb, which writes its files with the usual modes).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import stat
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -165,3 +172,82 @@ def redacted_output(settings=None) -> Iterator[None]:
         yield
     finally:
         sys.stdout, sys.stderr = out, err
+
+
+# -- files only their owner reads --------------------------------------------------------------------------------------
+PRIVATE_DIR, PRIVATE_FILE = 0o700, 0o600
+_log = logging.getLogger(__name__)
+_TOLD: set[str] = set()  # folders open to others that this process could not close, said once each
+
+
+def _close(path: Path, mode: int, say: bool) -> None:
+    """`path` given `mode` when others may read or enter it and it is this user's own, not a shared folder (sticky,
+    like /tmp) and not the root; `say`: in one line of the log (or, when it cannot be closed, the line that says so,
+    once per process)."""
+    try:
+        real = path.resolve()
+        st = real.stat()
+    except OSError:
+        return
+    if not st.st_mode & 0o077:
+        return
+    if st.st_uid != os.geteuid():
+        why = "not this user's own"
+    elif st.st_mode & stat.S_ISVTX or real == Path(real.anchor):
+        why = "a shared folder"
+    else:
+        try:
+            real.chmod(mode)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+        else:
+            if say:
+                _log.warning("%s was open to other users (mode %o): now %o, its owner's alone", real,
+                             stat.S_IMODE(st.st_mode), mode)
+            return
+    if say and str(real) not in _TOLD:
+        _TOLD.add(str(real))
+        _log.warning("%s is open to other users (mode %o) and was left so (%s): chmod %o it", real,
+                     stat.S_IMODE(st.st_mode), why, mode)
+
+
+def private_dir(path: str | Path, close: bool = True) -> Path:
+    """Folder `path`, made 0700 with every missing folder above it; when `close`, an existing one that others may
+    read or enter is closed to 0700, in one line of the log (only this user's own: not a sticky folder like /tmp,
+    not /)."""
+    path = Path(path)
+    for p in reversed([p for p in (path, *path.parents) if not p.exists()]):
+        p.mkdir(mode=PRIVATE_DIR, exist_ok=True)
+    if close:
+        _close(path, PRIVATE_DIR, say=True)
+    return path
+
+
+def private_file(path: str | Path, create: bool = True) -> Path:
+    """File `path`, made empty and 0600 when missing (and `create`); an existing one that others may read closed to
+    0600 (this user's own only)."""
+    path = Path(path)
+    if create:
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
+            return path
+        except FileExistsError:
+            pass
+    _close(path, PRIVATE_FILE, say=False)  # (nothing when missing)
+    return path
+
+
+def private_tree(path: str | Path) -> None:
+    """Every folder and file at or below `path` that others may read or enter, closed (their owner's bits kept, the
+    rest cleared), silently: for what a library writes with the usual modes (chromadb's files)."""
+
+    def close(p: str) -> None:
+        with suppress(OSError):  # gone meanwhile (a journal), or not this user's to change
+            st = os.lstat(p)
+            if st.st_mode & 0o077 and not stat.S_ISLNK(st.st_mode) and st.st_uid == os.geteuid():
+                os.chmod(p, stat.S_IMODE(st.st_mode) & 0o700)
+
+    close(str(path))
+    for root, dirs, files in os.walk(path):
+        for name in (*dirs, *files):
+            close(os.path.join(root, name))

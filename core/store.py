@@ -40,6 +40,7 @@ from core.models import (
     add_new_columns,
     utcnow,
 )
+from core.secrets import private_dir, private_file
 
 _HINT = re.compile(r" INDEXED BY \w+")
 WORKSPACE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -172,8 +173,11 @@ class Store:
         url = database_url(url_or_path)
         if url.get_backend_name() == "sqlite":
             db_path = Path(url.database or ":memory:")
-            if url.database:
-                db_path.parent.mkdir(parents=True, exist_ok=True)
+            if url.database and url.database != ":memory:":  # private: STRATA_HOME (strata.db's folder) 0700, made
+                # so or closed (core/secrets.py), the file 0600 before SQLite opens it (its -wal, -shm get its mode)
+                private_dir(db_path.parent, close=db_path.name == "strata.db")
+                for path, create in ((db_path, True), *((Path(f"{db_path}{x}"), False) for x in ("-wal", "-shm"))):
+                    private_file(path, create)
             self.path: Path | str = db_path
             self.engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 60})
             event.listen(self.engine, "connect", _sqlite_pragmas)

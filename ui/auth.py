@@ -1,9 +1,10 @@
 """Who is there, and the sign-in every page shows instead of itself while nobody is.
 
 `STRATA_AUTH` (core/config.py `AuthSettings`): "none" (one laptop: the local user, nothing shown), "oidc" (Streamlit's
-own `st.login` / `st.user` with the OpenID Connect provider of `.streamlit/secrets.toml`), "proxy" (the user named by
-a header that an authenticating proxy sets, believed only on a connection from one of `trusted_proxies`). What a
-workspace lets that user do is core/access.py's business; this module only says who they are.
+own `st.login` / `st.user` with the OpenID Connect provider of `.streamlit/secrets.toml`; the user named by an email
+the provider verified, else by subject and issuer: `oidc_name`), "proxy" (the user named by a header that an
+authenticating proxy sets, believed only on a connection from one of `trusted_proxies`). What a workspace lets that
+user do is core/access.py's business; this module only says who they are.
 """
 
 from __future__ import annotations
@@ -88,20 +89,62 @@ def proxy_identity(headers_get_all, peer: str | None, auth: AuthSettings,
     return User(names[0], unrestricted=names[0] in auth.admins), None
 
 
-def oidc_identity(claims: Mapping[str, object], auth: AuthSettings) -> User | None:
-    """The user of a signed-in `st.user`: named by its email claim, else its subject."""
+def email_verified(claims: Mapping[str, object]) -> bool:
+    """Whether the provider vouches for the email claim: `email_verified` true (JSON true, or the string "true"
+    that some providers send); false, anything else or no such claim: not verified."""
+    flag = claims.get("email_verified")
+    return flag is True or (isinstance(flag, str) and flag.strip().lower() == "true")
+
+
+def oidc_name(claims: Mapping[str, object]) -> tuple[str | None, str | None]:
+    """(the name of the person these ID-token claims sign in, None) or (None, the one line why they are refused).
+
+    * An email claim is the name only when the provider says it verified it (`email_verified`): many providers let
+      people type any address, so an address the provider does not vouch for (false, or no `email_verified` at all)
+      is refused rather than believed, and is never anyone's name (a member's, or an admin's of STRATA_ADMINS).
+    * No email claim (or an empty one): the subject and its issuer, `SUB@ISSUER` (the issuer as the token names it,
+      e.g. `2f9c…@https://idp.example.org/realms/team`): a subject is unique only within its issuer, and the
+      issuer's "://" keeps every such name apart from every email address.
+    """
+    email = claims.get("email")
+    if isinstance(email, str):
+        email = email.strip() or None
+    if email is not None:
+        if not isinstance(email, str) or not _address(email):
+            return None, "Refused: the sign-in's email claim is not an email address. Ask your administrator."
+        if not email_verified(claims):
+            return None, (f"Refused: your sign-in provider has not verified the address {md_name(email)}, and "
+                          "Strata names people only by an address their provider has verified. Verify it with the "
+                          "provider, or sign in with another account.")
+        return email, None
+    sub, iss = (str(claims.get(k) or "").strip() for k in ("sub", "iss"))
+    if not sub or not iss:
+        return None, "Refused: the sign-in named no one (no verified email, no subject and issuer)."
+    return f"{sub}@{iss}", None
+
+
+def _address(email: str) -> bool:
+    """`local@domain` with a domain that could be a host's (no "/", ":" or space): never a `SUB@ISSUER` name."""
+    local, _, domain = email.rpartition("@")
+    return bool(local) and bool(domain) and not any(c in domain for c in "/\\: \t")
+
+
+def oidc_identity(claims: Mapping[str, object], auth: AuthSettings) -> tuple[User | None, str | None]:
+    """(the user of a signed-in `st.user`, None), (None, the one line why the sign-in is refused), or (None, None)
+    while nobody has signed in. Named by `oidc_name`; an admin of STRATA_ADMINS only by that name, so an address
+    there is matched only by a sign-in whose provider verified it."""
     if not claims.get("is_logged_in"):
-        return None
-    name = str(claims.get("email") or claims.get("sub") or "").strip()
-    if not name:
-        return None
-    return User(name, unrestricted=name in auth.admins)
+        return None, None
+    name, problem = oidc_name(claims)
+    if name is None:
+        return None, problem
+    return User(name, unrestricted=name in auth.admins), None
 
 
 def _who() -> tuple[User | None, str | None]:
     auth = R.settings().auth
     if auth.mode == "oidc":
-        return oidc_identity(st.user.to_dict(), auth), None
+        return oidc_identity(st.user.to_dict(), auth)
     if auth.mode == "proxy":
         peer = st.context.ip_address
         peer = peer if peer is None or isinstance(peer, str) else "an unknown address"
@@ -123,7 +166,11 @@ def gate() -> User:
             _signed_in(who, auth)
         return who
     st.title("Strata")
-    if auth.mode == "oidc" and (missing := _oidc_unset(auth.oidc_provider)):
+    if auth.mode == "oidc" and problem:  # signed in with the provider, but as no one Strata may take them for
+        st.error(problem, icon=":material/lock:")
+        if st.button("Sign out", icon=":material/logout:", key="sign_out"):
+            st.logout()
+    elif auth.mode == "oidc" and (missing := _oidc_unset(auth.oidc_provider)):
         st.error(missing, icon=":material/lock:")
     elif auth.mode == "oidc":
         st.write("Strata holds your team's documents: sign in with your organisation's account to see the "

@@ -27,7 +27,7 @@ from sqlmodel import col, select
 
 from core.config import Settings
 from core.models import UNFINISHED, BuildRun, StageRun, Workspace, is_active, utcnow
-from core.secrets import public_settings, redact, redact_text
+from core.secrets import private_dir, private_file, public_settings, redact, redact_text
 from core.store import Store
 
 FINISHED = ("done", "failed", "cancelled")
@@ -170,8 +170,7 @@ def launch_worker(settings: Settings, run_id: int) -> subprocess.Popen:
     """Start `python -m core worker --run ID` detached from the caller, logging to STRATA_HOME/logs, on the caller's
     database and vector store (STRATA_DATABASE_URL / STRATA_CHROMA_URL from `settings`) with their secrets (the
     run's stored settings hold none: core/secrets.py), through the environment only."""
-    logs = Path(settings.storage.home) / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    logs = private_dir(Path(settings.storage.home) / "logs")  # 0700, its logs 0600 (core/secrets.py)
     env = dict(os.environ)
     env["STRATA_HOME"] = str(Path(settings.storage.home).resolve())
     # the caller's stores, also when they were set in code (tests) rather than in this process's environment
@@ -190,7 +189,7 @@ def launch_worker(settings: Settings, run_id: int) -> subprocess.Popen:
     env["STRATA_WORKER_LEASE_S"] = str(settings.worker.lease_s)
     root = Path(__file__).resolve().parents[2]  # the checkout: core/build/runs.py -> ../../..
     env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
-    log = open(logs / f"run-{run_id}.log", "ab")  # noqa: SIM115 - handed to the child
+    log = open(private_file(logs / f"run-{run_id}.log"), "ab")  # noqa: SIM115 - handed to the child
     return subprocess.Popen(
         [sys.executable, "-m", "core", "worker", "--run", str(run_id)],
         cwd=str(root),

@@ -31,6 +31,7 @@ import numpy as np
 from scipy import sparse
 from sqlalchemy import text
 
+from core.secrets import private_dir
 from core.store import index_hint, is_sqlite
 
 FORMAT = 1  # bump when the file layout changes
@@ -252,8 +253,9 @@ def index_path(cache_dir: Path, ws_id: int, key: str) -> Path:
 
 
 def save_index(ix: ExploreIndex, path: Path) -> None:
-    """Write atomically (a temporary file renamed), so concurrent readers see the whole file or none."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write atomically (a temporary file renamed), so concurrent readers see the whole file or none; the folder
+    (STRATA_HOME/derived) 0700, the file 0600 as mkstemp makes it (core/secrets.py)."""
+    private_dir(path.parent)
     data = {k: getattr(ix, k) for k in _ARRAYS}
     data.update({k: np.frombuffer(_SEP.join(getattr(ix, k)).encode("utf-8"), dtype=np.uint8) for k in _STRINGS})
     data["n_strings"] = np.array([len(getattr(ix, k)) for k in _STRINGS], dtype=np.int64)

@@ -25,7 +25,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from core.protocols import BackendError
-from core.secrets import redact_url
+from core.secrets import private_dir, private_tree, redact_url
 
 WORKSPACE_META = "strata_workspace"
 
@@ -181,10 +181,14 @@ def _connect(addr: ServerAddress, auth: ServerAuth):
 
 
 def connect_embedded(path: Path):
+    """chromadb on disk in folder `path`, private (0700, core/secrets.py; chromadb writes its files with the usual
+    modes: `VectorIndex` closes what each write adds)."""
     import chromadb
 
-    Path(path).mkdir(parents=True, exist_ok=True)
-    return chromadb.PersistentClient(path=str(path), settings=_chroma_settings())
+    private_dir(path)
+    client = chromadb.PersistentClient(path=str(path), settings=_chroma_settings())
+    private_tree(path)
+    return client
 
 
 def server_collection_name(workspace: str, kind: str, embedder_name: str) -> str:

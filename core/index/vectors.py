@@ -24,6 +24,7 @@ import numpy as np
 
 from core.index import chroma
 from core.index.writer import Writer, mismatch, without_writer
+from core.secrets import private_tree
 
 
 @dataclass
@@ -91,6 +92,7 @@ class VectorIndex:
             if path is None:
                 raise ValueError("an embedded VectorIndex needs its directory")
             self.client = chroma.connect_embedded(Path(path))
+        self.dir: Path | None = None if url else Path(path or "")  # embedded: each write closes its new files
         self.workspace = workspace
         self.writer: Writer | None = None  # who writes now (set by core/build/factory.py): recorded, held to
         # a run's lease (core/build/lease.py `Lease.holding`): every write happens inside it, so a worker that lost
@@ -159,6 +161,12 @@ class VectorIndex:
                     embeddings=settle(vectors[i : i + step]),
                     metadatas=(metas[i : i + step] if metas else None),
                 )
+        self._private()
+
+    def _private(self) -> None:
+        """Close what chromadb has just written (a new collection's folder and files) to other users."""
+        if self.dir is not None:
+            private_tree(self.dir)
 
     def _guard(self) -> AbstractContextManager:
         return self.write_guard() if self.write_guard is not None else nullcontext()
@@ -182,6 +190,7 @@ class VectorIndex:
         for i in range(0, len(ids), step):
             with self._guard():
                 self.collection(kind).delete(ids=ids[i : i + step])
+        self._private()
 
     @_guarded
     def count(self, kind: str) -> int:

@@ -1,9 +1,11 @@
 """Sign-in as users and attackers meet it, in chromium (ui/auth.py).
 
 * `STRATA_AUTH=oidc`: a real OpenID Connect provider (oidc-provider-mock: Flask and Authlib's server classes) on
-  127.0.0.1; signed out, the root URL and a deep link show only the sign-in; two users sign in through the provider's
-  own authorize form in two browser contexts, each sees themself; one who signs in from a deep link comes back to
-  it (not to the root, where Streamlit's sign-in returns); signing out returns to the sign-in.
+  127.0.0.1; signed out, the root URL and a deep link show only the sign-in; two users whose provider verified their
+  email sign in through the provider's own authorize form in two browser contexts, each sees themself; one who signs
+  in from a deep link comes back to it (not to the root, where Streamlit's sign-in returns); signing out returns to
+  the sign-in. An account whose email the provider has not verified (an admin's address, typed by someone else) is
+  refused in one line and sees no workspace; an account without an email is named by its subject at its issuer.
 * `STRATA_AUTH=proxy`: the app behind Debian's nginx, which connects from 127.0.0.2 (the one trusted proxy) and sets
   the header; through nginx the browser is that user (a header the browser sends itself is replaced), while the same
   header sent straight to the app is refused.
@@ -31,13 +33,17 @@ SIGN_IN = "Sign in"
 
 @contextlib.contextmanager
 def oidc_provider():
-    """oidc-provider-mock on 127.0.0.1 and a free port, with two users whose subject is not their email (the app
-    must name a user by the email claim)."""
+    """oidc-provider-mock on 127.0.0.1 and a free port, with two users whose subject is not their email and whose
+    email the provider verified (the app must name them by it), one whose email (the admin's address) it has not
+    verified, and one without an email. The mock puts a user's claims, `email_verified` too (scope "email", which
+    Streamlit asks for), in the ID token that becomes `st.user`."""
     import werkzeug.serving
     from oidc_provider_mock import User, app
 
-    users = [User(sub="alice-sub", claims={"email": "alice@example.org"}),
-             User(sub="bob-sub", claims={"email": "bob@example.org"})]
+    users = [User(sub="alice-sub", claims={"email": "alice@example.org", "email_verified": True}),
+             User(sub="bob-sub", claims={"email": "bob@example.org", "email_verified": True}),
+             User(sub="eve-sub", claims={"email": "boss@example.org", "email_verified": False}),
+             User(sub="carl-sub", claims={})]
     server = werkzeug.serving.make_server("127.0.0.1", free_port(), app(user_claims=users), threaded=True)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
     thread.start()
@@ -91,7 +97,8 @@ def test_oidc_sign_in(browser, tmp_path):
             f'server_metadata_url = "{issuer}/.well-known/openid-configuration"\n')
         home = tmp_path / "home"
         home.mkdir()
-        with serve_app(home, {"STRATA_AUTH": "oidc"}, ("--secrets.files", str(secrets)), port=app_port) as url:
+        env = {"STRATA_AUTH": "oidc", "STRATA_ADMINS": "boss@example.org"}
+        with serve_app(home, env, ("--secrets.files", str(secrets)), port=app_port) as url:
             a = new_page(browser)
             for where in ("/", "/ask?graph_focus=chunk:nothing", "/build"):
                 a.goto(url + where)
@@ -138,6 +145,29 @@ def test_oidc_sign_in(browser, tmp_path):
             expect(signed_in_as(b, "bob@example.org")).to_be_visible()  # B is still signed in
             b.context.close()
             a.context.close()
+
+            # an address the provider has not verified (here the admin's): refused in one line, as nobody, on
+            # every page; the only way on is signing out
+            e = new_page(browser)
+            sign_in(e, url, "eve-sub")
+            for where in ("", "/ask?graph_focus=chunk:nothing"):
+                if where:
+                    e.goto(url + where)
+                refusal = e.locator("[data-testid='stAlert']")
+                expect(refusal).to_have_count(1)
+                expect(refusal).to_contain_text("Refused: your sign-in provider has not verified the address")
+                expect(refusal).to_contain_text("boss@example.org")
+                only_sign_in(e)
+                expect(e.get_by_text("Signed in as")).to_have_count(0)
+                expect(e.get_by_role("button", name="Sign out")).to_be_visible()
+            e.context.close()
+
+            # no email at all: the subject at its issuer (the provider's URL, as its tokens name it)
+            c = new_page(browser)
+            sign_in(c, url, "carl-sub")
+            expect(signed_in_as(c, f"carl-sub@{issuer}")).to_be_visible()
+            expect(c.locator("h1", has_text="Workspaces & upload")).to_be_visible()
+            c.context.close()
 
 
 PROXY = """

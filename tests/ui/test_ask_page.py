@@ -238,7 +238,7 @@ def test_signed_in_the_history_says_who_asked(ask_home, monkeypatch):
     _clear_caches()  # the settings are read once per process
     try:
         at = AppTest.from_file(str(APP), default_timeout=180)
-        at.user = {"is_logged_in": True, "email": "ana@example.org", "sub": "7"}
+        at.user = {"is_logged_in": True, "email": "ana@example.org", "email_verified": True, "sub": "7"}
         at.run()
         assert not at.exception, [e.value for e in at.exception]
         at.switch_page("views/ask.py")

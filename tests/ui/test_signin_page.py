@@ -56,12 +56,24 @@ def test_oidc_without_a_provider_says_so(home, monkeypatch):
 
 def test_oidc_signed_in_says_who(home, monkeypatch):
     at = _app(monkeypatch, "oidc")
-    at.user = {"is_logged_in": True, "email": "a*b@example.org", "sub": "42"}
+    at.user = {"is_logged_in": True, "email": "a*b@example.org", "email_verified": True, "sub": "42"}
     run(at)
     assert "Sign in" not in [b.label for b in at.button]
     assert "Signed in as `a*b@example.org`" in [c.value for c in at.sidebar.caption]
     assert "Sign out" in [b.label for b in at.sidebar.button]
     assert [t.value for t in at.title] == ["Workspaces & upload"]
+
+
+def test_oidc_an_unverified_email_is_refused(home, monkeypatch):
+    """Signed in with the provider, but with an address it has not verified: one line, no workspace, and a way out
+    (signing out, to sign in with another account)."""
+    at = _app(monkeypatch, "oidc", STRATA_ADMINS="boss@example.org")
+    at.user = {"is_logged_in": True, "email": "boss@example.org", "email_verified": False, "sub": "42",
+               "iss": "https://idp.example.org"}
+    run(at)
+    _only_sign_in(at)
+    assert len(at.error) == 1 and at.error[0].value.startswith("Refused") and "not verified" in at.error[0].value
+    assert [b.label for b in at.button] == ["Sign out"]
 
 
 def test_proxy_without_forwarded_allow_ips_refuses(home, monkeypatch):
