@@ -10,12 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sqlalchemy import bindparam, text
-from sqlmodel import col, select
+from sqlmodel import select
 
 from core.explore.display import materialize
+from core.explore.find import search_names
 from core.ids import owned
 from core.models import Community, Document, Edge, Node
-from core.store import like, without_hints
+from core.store import without_hints
 
 
 @dataclass
@@ -32,27 +33,12 @@ class NodeDetails:
     layer: int | None = None
 
 
-def search_nodes(store, ws_id: int, text_: str, limit: int = 25) -> list[tuple[str, str, str]]:
-    """(id, kind, title) of entities, communities and documents whose name contains `text_`: names starting
-    with it first, then the most important."""
-    q = text_.strip()
-    if not q:
-        return []
-    pat, prefix = f"%{q}%", f"{q}%"
-    with store.session() as s:
-        rows = [(i, k, t) for i, k, t in s.exec(
-            select(Node.id, Node.kind, Node.title).where(Node.workspace_id == ws_id, Node.kind == "entity",
-                                                         like(s, col(Node.title), pat))
-            .order_by(like(s, col(Node.title), prefix).desc(), col(Node.weight).desc()).limit(limit))]
-        rows += [(i, "community", t) for i, t in s.exec(
-            select(Community.id, Community.title).where(Community.workspace_id == ws_id, Community.method != "wcc",
-                                                        like(s, col(Community.title), pat))
-            .order_by(like(s, col(Community.title), prefix).desc(), col(Community.level)).limit(limit))]
-        rows += [(i, "document", t) for i, t in s.exec(
-            select(Document.id, Document.title).where(Document.workspace_id == ws_id,
-                                                      like(s, col(Document.title), pat)).limit(limit))]
-    starts = [r for r in rows if r[2].lower().startswith(q.lower())]
-    return (starts + [r for r in rows if r not in starts])[:limit]
+def search_nodes(store, ws_id: int, text_: str, limit: int = 25,
+                 layers: tuple[int, ...] = ()) -> list[tuple[str, str, str]]:
+    """(id, kind, title) of entities, documents and communities named like `text_`, ranked by core/explore/find.py:
+    the exact name of an entity first, then names starting with it, then other matches, fuzzy ones last; summary
+    entities only for the HiRAG `layers` asked (none: the extracted entities only)."""
+    return [(m.id, m.kind, m.title) for m in search_names(store, ws_id, text_, layers, limit).matches]
 
 
 def _rows(s, sql: str, **params) -> list:

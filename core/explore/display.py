@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import func
 from sqlmodel import col, select
 
-from core.ids import owned
+from core.explore.neighbours import around
 from core.models import Community, Document, Edge, Node
 from core.text import truncate
 
@@ -28,6 +28,8 @@ KIND_COLORS = {
     "topic": "#BC4B51",
     "community": "#5B8E7D",
 }
+SUMMARY_COLOR = "#173753"  # HiRAG summary entities (layer >= 1)
+SUMMARY_GROUP = "summary entity (HiRAG layer ≥ 1)"
 KIND_SHAPES = {"community": "diamond", "document": "square", "chunk": "box", "relationship": "triangle",
                "statement": "dot", "entity": "dot"}
 SHARES = {"entity": 0.5, "community": 0.15, "document": 0.1, "chunk": 0.1, "relationship": 0.1, "statement": 0.05}
@@ -46,6 +48,7 @@ class DisplayNode:
     shape: str = ""  # overrides the kind shape
     x: float | None = None  # layout computed in the engine (vis starts from it)
     y: float | None = None
+    group: str = ""  # what its colour means, for the legend (empty: its kind)
 
 
 @dataclass
@@ -55,6 +58,7 @@ class DisplayEdge:
     kind: str
     label: str = ""
     weight: float = 1.0  # aggregated links: relationships between the two communities' members
+    shown: bool = False  # draw `label` on the edge, without an arrow (a step of a path)
 
 
 @dataclass
@@ -125,9 +129,11 @@ def display_graph(store, ws_id: int, kinds: list[str], limit: int, focus: str | 
     flt = flt or NodeFilter()
     dg = DisplayGraph(available=available(store, ws_id))
     wanted = [k for k in kinds if k in KIND_COLORS]
+    hood = None
     if focus:
-        chosen = list(dict.fromkeys([focus] + _neighbourhood(store, ws_id, focus, limit)))[:limit]
-        total = sum(dg.available.get(k, 0) for k in wanted)
+        hood = around(store, ws_id, focus, wanted, max(0, limit - 1), flt.layers, flt.methods)
+        chosen = [focus] + hood.ids
+        total = 1 + sum(hood.found.values())
     else:
         chosen, total = _important(store, ws_id, wanted, limit, set(), flt)
     more = [i for i in dict.fromkeys(extra) if i not in set(chosen)]
@@ -137,11 +143,18 @@ def display_graph(store, ws_id: int, kinds: list[str], limit: int, focus: str | 
     ids = {n.id for n in nodes}
     dg.edges = edges_between(store, ws_id, ids, collapse_relationships="relationship" not in wanted,
                              collapse_chunks="chunk" not in wanted)
+    if focus:
+        dg.edges = star_edges(dg.edges, focus, len(nodes))
     base = len(ids - set(more[:room]))
     notes = []
-    if total > base:
+    if hood is not None:
+        notes.append(f"Its neighbourhood: {hood.describe() or 'no neighbours of the selected kinds'}"
+                     + (f"; showing {base - 1:,} of them (cap {limit:,})." if total > base else "."))
+        if total > base:
+            dg.omitted["nodes"] = total - base
+    elif total > base:
         notes.append(f"Showing {len(nodes):,} of {total:,} nodes of the selected kinds (cap {limit:,}); "
-                     "the most connected come first. Search a node below to draw its neighbourhood.")
+                     "the most connected come first. Find a node above to draw its neighbourhood.")
         dg.omitted["nodes"] = max(0, total - len(nodes))
     if flt.active and not focus:
         notes.append(f"Filters: {flt.describe(min_degree)}.")
@@ -150,6 +163,15 @@ def display_graph(store, ws_id: int, kinds: list[str], limit: int, focus: str | 
         dg.omitted["expanded"] = len(more) - room
     dg.note = " ".join(notes)
     return dg
+
+
+def star_edges(edges: list[DisplayEdge], focus: str, room: int) -> list[DisplayEdge]:
+    """A neighbourhood's edges: every edge of the focus, then links among its neighbours while `room` allows
+    (relationships first, then the hierarchy's, then the rest), so the star stays readable."""
+    rank = {"relationship": 0, "summarizes": 1, "child_of": 1}
+    own = [e for e in edges if focus in (e.src, e.dst)]
+    rest = sorted((e for e in edges if focus not in (e.src, e.dst)), key=lambda e: (rank.get(e.kind, 2), -e.weight))
+    return own + rest[: max(0, room)]
 
 
 def _important(store, ws_id: int, kinds: list[str], limit: int, taken: set[str],
@@ -193,16 +215,6 @@ def _important(store, ws_id: int, kinds: list[str], limit: int, taken: set[str],
     return out[:limit], total
 
 
-def _neighbourhood(store, ws_id: int, focus: str, limit: int) -> list[str]:
-    with store.session() as s:
-        out = list(s.exec(select(Edge.dst).where(Edge.workspace_id == ws_id, Edge.src == focus).limit(limit)))
-        out += list(s.exec(select(Edge.src).where(Edge.workspace_id == ws_id, Edge.dst == focus).limit(limit)))
-        c = owned(s, Community, ws_id, focus)
-        if c is not None and c.parent_id:
-            out.append(c.parent_id)
-    return out
-
-
 def materialize(store, ws_id: int, ids: list[str]) -> list[DisplayNode]:
     """Display nodes for ids of any kind (nodes, communities, documents), in the order given; unknown ids dropped."""
     out: dict[str, DisplayNode] = {}
@@ -212,9 +224,11 @@ def materialize(store, ws_id: int, ids: list[str]) -> list[DisplayNode]:
             for n in s.exec(select(Node).where(Node.workspace_id == ws_id, col(Node.id).in_(part))):
                 label = n.title if n.kind in ("entity", "relationship") else truncate(n.title or n.text, 40)
                 extra = f"{n.type} · layer {n.layer} · weight {n.weight:g}" if n.kind == "entity" else ""
+                summary = n.kind == "entity" and (n.layer or 0) > 0
                 out[n.id] = DisplayNode(n.id, n.kind, truncate(label, 40), tooltip(n.kind, n.title, n.text, extra),
                                         size=min(40.0, 10 + 2 * (n.weight or 1) ** 0.5),
-                                        level=n.layer if n.kind == "entity" else None)
+                                        level=n.layer if n.kind == "entity" else None,
+                                        color=SUMMARY_COLOR if summary else "", group=SUMMARY_GROUP if summary else "")
             for c in s.exec(select(Community).where(Community.workspace_id == ws_id, col(Community.id).in_(part))):
                 out[c.id] = DisplayNode(c.id, "community", truncate(c.title or "community", 40),
                                         tooltip("community", c.title, c.summary,

@@ -18,11 +18,16 @@ import random
 import numpy as np
 
 from core.explore.display import KIND_COLORS, KIND_SHAPES, DisplayEdge, DisplayGraph, DisplayNode, hierarchy_levels
+from core.explore.explore_index import ExploreIndex
 
 LEVEL_COLORS = ["#5B8E7D", "#E07A5F", "#3D405B", "#D4A017", "#81B29A", "#9C6644", "#6D597A"]
 METHOD_COLORS = {"leiden": "#5B8E7D", "hirag": "#7B5EA7", "noderag": "#F4A259", "attributed": "#E07A5F",
                  "wcc": "#8D99AE"}
-EDGE_COLORS = {"links": "#8fb8ad", "in_community": "#b9c7d6", "child_of": "#9aa5b1", "summarizes": "#a48bc2"}
+EDGE_COLORS = {"links": "#8fb8ad", "in_community": "#b9c7d6", "child_of": "#9aa5b1", "summarizes": "#a48bc2",
+               "relationship": "#7d8fa3", "mentions": "#d3c6a6"}
+# one colour per branch of a hierarchy (super-nodes coloured by parent): Tableau's 10, then 4 more
+BRANCH_COLORS = ["#4E79A7", "#F28E2B", "#59A14F", "#E15759", "#76B7B2", "#EDC948", "#B07AA1", "#FF9DA7", "#9C755F",
+                 "#BAB0AC", "#2F4B7C", "#A05195", "#665191", "#D45087"]
 
 
 def level_color(level: int) -> str:
@@ -31,6 +36,37 @@ def level_color(level: int) -> str:
 
 def method_color(method: str) -> str:
     return METHOD_COLORS.get(method, "#8D99AE")
+
+
+def branch_color(rank: int) -> str:
+    return BRANCH_COLORS[rank % len(BRANCH_COLORS)]
+
+
+def community_colors(ix: ExploreIndex, cs: list[int], color_by: str,
+                     opened: int | None = None) -> dict[int, tuple[str, str]]:
+    """(colour, what it means) of each super-node: by `method`, by `level`, or by `parent`: in the overview every
+    community takes the colour of the top community it falls under (its root; a root its own), so one hierarchy's
+    communities share a colour; in an opened community each child has its own (and its members take it,
+    `member_colors`)."""
+    if color_by == "method":
+        return {c: (method_color(ix.comm_method[c]), f"{ix.comm_method[c]} community") for c in cs}
+    if color_by != "parent":
+        return {c: (level_color(int(ix.comm_level[c])), f"level {int(ix.comm_level[c])} community") for c in cs}
+    branch = {c: c if opened is not None else (ix.ancestors(c) or [c])[0] for c in cs}
+    order = sorted(set(branch.values()), key=lambda b: (-int(ix.comm_size[b]), ix.comm_ids[b]))
+    rank = {b: i for i, b in enumerate(order)}
+    what = "child community (its members in its colour)" if opened is not None else \
+        "community (colour: the top community it falls under)"
+    return {c: (branch_color(rank[branch[c]]), what) for c in cs}
+
+
+def member_colors(ix: ExploreIndex, kids: list[int], colors: dict[int, tuple[str, str]]) -> dict[int, str]:
+    """Entity index → the colour of the first (largest) drawn child community it belongs to."""
+    out: dict[int, str] = {}
+    for k in kids:
+        for e in ix.members(k).tolist():
+            out.setdefault(e, colors[k][0])
+    return out
 
 
 def vis_node(n: DisplayNode, level: int | None = None) -> dict:
@@ -55,6 +91,10 @@ def vis_edge(e: DisplayEdge) -> dict:
         return {"from": e.src, "to": e.dst, "title": html.escape(f"{int(w):,} relationships between their members"),
                 "color": EDGE_COLORS["links"], "width": round(min(10.0, 1 + 1.3 * math.log2(w)), 2), "kind": e.kind}
     text = f"{e.kind}: {e.label}" if e.label else e.kind
+    if e.shown:  # a step of a path: its label on the line, no arrow
+        return {"from": e.src, "to": e.dst, "title": html.escape(text), "kind": e.kind, "label": e.label,
+                "font": {"size": 11, "align": "top", "color": "#444444"}, "color": EDGE_COLORS.get(e.kind, "#9aa5b1"),
+                "width": 2, "dashes": e.kind == "mentions"}
     if e.kind == "relationship" and e.weight > 1:
         text = f"{int(e.weight):,} relationships" + (f" ({e.label}, …)" if e.label else "")
     return {"from": e.src, "to": e.dst, "title": html.escape(text), "kind": e.kind,
@@ -63,13 +103,17 @@ def vis_edge(e: DisplayEdge) -> dict:
             "dashes": e.kind in ("in_community", "child_of")}
 
 
-def vis_options(physics: bool, hierarchical: bool, n_nodes: int, placed: bool = True) -> dict:
+def vis_options(physics: bool, hierarchical: bool, n_nodes: int, placed: bool = True, roomy: bool = False) -> dict:
     """vis-network options. With the nodes `placed` by `layout`, physics starts from there without a stabilization
-    pass, so the drawing shows at once and settles on screen; a hierarchical layout is vis's own, stabilized."""
+    pass, so the drawing shows at once and settles on screen; a hierarchical layout is vis's own, stabilized.
+    `roomy` (super-nodes drawn): physics keeps big nodes from overlapping."""
     iterations = 150 if n_nodes <= 300 else 60
+    atlas: dict = {"gravitationalConstant": -50, "springLength": 90}
+    if roomy:
+        atlas.update(avoidOverlap=0.8, springLength=140)
     opts: dict = {
         "physics": {"enabled": physics, "solver": "forceAtlas2Based",
-                    "forceAtlas2Based": {"gravitationalConstant": -50, "springLength": 90},
+                    "forceAtlas2Based": atlas,
                     "stabilization": {"enabled": not placed, "iterations": iterations, "updateInterval": 50},
                     "minVelocity": 1.0},
         "interaction": {"hover": True, "tooltipDelay": 120, "navigationButtons": False, "hideEdgesOnDrag": n_nodes > 500},
@@ -129,7 +173,8 @@ def vis_payload(dg: DisplayGraph, height: int = 680, physics: bool = True, hiera
         ensure_layout(dg)
     levels = hierarchy_levels(dg) if hierarchical else {}
     return canvas_payload([vis_node(n, levels.get(n.id)) for n in dg.nodes], [vis_edge(e) for e in dg.edges],
-                          vis_options(physics, hierarchical, len(dg.nodes)), height)
+                          vis_options(physics, hierarchical, len(dg.nodes), roomy=any(n.members for n in dg.nodes)),
+                          height)
 
 
 def canvas_payload(nodes: list[dict], edges: list[dict], options: dict, height: int) -> dict:
@@ -138,3 +183,11 @@ def canvas_payload(nodes: list[dict], edges: list[dict], options: dict, height: 
     body = {"nodes": nodes, "edges": edges, "options": options, "height": height}
     key = hashlib.sha1(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
     return {"view": key, **body}
+
+
+def with_focus(payload: dict, node_id: str | None, centre: int = 0) -> dict:
+    """The payload with a node to highlight (`focus`: ringed and selected) when it is drawn; the canvas centres it
+    whenever `centre` is a number it has not centred for yet (0: never). Outside the `view` key: a new focus
+    highlights without a redraw."""
+    drawn = node_id is not None and any(n["id"] == node_id for n in payload["nodes"])
+    return {**payload, "focus": {"id": node_id, "centre": int(centre)} if drawn else None}

@@ -20,14 +20,23 @@ from dataclasses import dataclass
 import numpy as np
 from sqlalchemy import bindparam, text
 
-from core.explore.display import DisplayEdge, DisplayGraph, DisplayNode, NodeFilter, materialize, tooltip
-from core.explore.drawing import level_color, method_color
+from core.explore.display import (
+    SUMMARY_COLOR,
+    SUMMARY_GROUP,
+    DisplayEdge,
+    DisplayGraph,
+    DisplayNode,
+    NodeFilter,
+    materialize,
+    tooltip,
+)
+from core.explore.drawing import community_colors, member_colors
 from core.explore.explore_index import ExploreIndex
 from core.store import without_hints
 from core.text import truncate
 
 DEFAULT_KINDS = ("entity", "community", "document")
-SUMMARY_COLOR = "#173753"  # HiRAG summary entities (layer >= 1)
+COLOR_BY = ("parent", "method", "level")  # how super-nodes are coloured (`community_colors`)
 # the methods the Graph page draws first (GraphRAG's Leiden and ArchRAG's attributed hierarchies); HiRAG's and
 # NodeRAG's own communities partition the same entities again and are drawn when chosen
 DEFAULT_METHODS = ("leiden", "attributed")
@@ -43,7 +52,7 @@ class Filters:
     layers: tuple[int, ...] = ()
     min_degree: int = 0
     kinds: tuple[str, ...] = DEFAULT_KINDS
-    color_by: str = "level"  # or "method"
+    color_by: str = "level"  # or "method", or "parent" (see `community_colors`)
 
 
 def entity_mask(ix: ExploreIndex, f: Filters) -> np.ndarray:
@@ -64,44 +73,56 @@ def node_filter(ix: ExploreIndex, f: Filters) -> NodeFilter:
 
 
 # -- nodes ------------------------------------------------------------------------------------------------------
-def _texts(store, table: str, col: str, ids: list[str]) -> dict[str, str]:
+def _texts(store, ws_id: int | None, table: str, col: str, ids: list[str]) -> dict[str, str]:
+    """`col` of the rows `ids` of `table` (ids from the index; within workspace `ws_id` when given)."""
     out: dict[str, str] = {}
     if not ids:
         return out
-    stmt = text(f"SELECT id, {col} FROM {table} WHERE id IN :ids").bindparams(bindparam("ids", expanding=True))
+    scope = "workspace_id=:ws AND " if ws_id is not None else ""
+    stmt = text(f"SELECT id, {col} FROM {table} WHERE {scope}id IN :ids").bindparams(bindparam("ids", expanding=True))
     with store.session() as s:
         for i in range(0, len(ids), 500):
-            out.update({k: v or "" for k, v in s.connection().execute(stmt, {"ids": ids[i : i + 500]})})
+            out.update({k: v or "" for k, v in s.connection().execute(stmt, {"ws": ws_id, "ids": ids[i : i + 500]})})
     return out
 
 
-def super_node(ix: ExploreIndex, c: int, color_by: str, biggest: int, summary: str = "") -> DisplayNode:
+def super_node(ix: ExploreIndex, c: int, color: tuple[str, str], biggest: int, summary: str = "",
+               docs: np.ndarray | None = None) -> DisplayNode:
+    """A community as a super-node, sized by the documents its members appear in (by its members without
+    `docs`), labelled by its title."""
     m, lv, n = ix.comm_method[c], int(ix.comm_level[c]), int(ix.comm_size[c])
     title = ix.comm_title[c] or f"{m} community"
     kids = len(ix.children[c])
-    facts = f"{m} · level {lv} · {n:,} member entities" + (f" · {kids:,} child communities" if kids else "")
+    nd = int(docs[c]) if docs is not None else 0
+    facts = (f"{m} · level {lv} · {n:,} member entities" + (f" · {nd:,} documents" if docs is not None else "")
+             + (f" · {kids:,} child communities" if kids else ""))
+    amount = nd if docs is not None else n
     return DisplayNode(ix.comm_ids[c], "community", truncate(title, 40), tooltip("community", title, summary, facts),
-                       size=14 + 36 * (n / max(1, biggest)) ** 0.5, shape="dot", level=lv, members=max(1, n),
-                       color=method_color(m) if color_by == "method" else level_color(lv))
+                       size=12 + 38 * (amount / max(1, biggest)) ** 0.5, shape="dot", level=lv, members=max(1, n),
+                       color=color[0], group=color[1])
 
 
-def entity_node(ix: ExploreIndex, e: int, description: str = "") -> DisplayNode:
+def entity_node(ix: ExploreIndex, e: int, description: str = "", color: str = "") -> DisplayNode:
     layer, w = int(ix.ent_layer[e]), float(ix.ent_weight[e])
     facts = f"{ix.ent_type[e] or 'entity'} · layer {layer} · weight {w:g} · {int(ix.degree[e]):,} linked entities"
+    group = SUMMARY_GROUP if layer > 0 else ("entity, in its child community's colour" if color else "")
     return DisplayNode(ix.ent_ids[e], "entity", truncate(ix.ent_title[e], 40),
                        tooltip("entity", ix.ent_title[e], description, facts), size=min(40.0, 10 + 2 * max(w, 1) ** 0.5),
-                       level=layer, color=SUMMARY_COLOR if layer > 0 else "")
+                       level=layer, color=SUMMARY_COLOR if layer > 0 else color, group=group)
 
 
-def _community_nodes(store, ix: ExploreIndex, cs: list[int], color_by: str) -> list[DisplayNode]:
-    summ = _texts(store, "community", "summary", [ix.comm_ids[c] for c in cs])
-    biggest = max((int(ix.comm_size[c]) for c in cs), default=1)
-    return [super_node(ix, c, color_by, biggest, summ.get(ix.comm_ids[c], "")) for c in cs]
+def _community_nodes(store, ws_id: int | None, ix: ExploreIndex, cs: list[int], colors: dict[int, tuple[str, str]],
+                     docs: np.ndarray | None = None) -> list[DisplayNode]:
+    summ = _texts(store, ws_id, "community", "summary", [ix.comm_ids[c] for c in cs])
+    amounts = docs if docs is not None else ix.comm_size
+    biggest = max((int(amounts[c]) for c in cs), default=1)
+    return [super_node(ix, c, colors[c], biggest, summ.get(ix.comm_ids[c], ""), docs) for c in cs]
 
 
-def _entity_nodes(store, ix: ExploreIndex, es: list[int]) -> list[DisplayNode]:
-    desc = _texts(store, "node", "text", [ix.ent_ids[e] for e in es])
-    return [entity_node(ix, e, desc.get(ix.ent_ids[e], "")) for e in es]
+def _entity_nodes(store, ws_id: int | None, ix: ExploreIndex, es: list[int],
+                  colors: dict[int, str] | None = None) -> list[DisplayNode]:
+    desc = _texts(store, ws_id, "node", "text", [ix.ent_ids[e] for e in es])
+    return [entity_node(ix, e, desc.get(ix.ent_ids[e], ""), (colors or {}).get(e, "")) for e in es]
 
 
 # -- edges ------------------------------------------------------------------------------------------------------
@@ -154,16 +175,20 @@ def overview_candidates(ix: ExploreIndex, f: Filters) -> list[int]:
     return sorted(cand, key=lambda c: (-int(ix.comm_size[c]), int(ix.comm_level[c]), ix.comm_ids[c]))
 
 
-def overview(store, ix: ExploreIndex, f: Filters, max_nodes: int, edges_per_node: int = 4) -> DisplayGraph:
-    """Communities as super-nodes, the largest first, at most `max_nodes`; at most `edges_per_node` links per drawn
-    node, the heaviest."""
+def overview(store, ix: ExploreIndex, f: Filters, max_nodes: int, edges_per_node: int = 4,
+             docs: np.ndarray | None = None, ws_id: int | None = None) -> DisplayGraph:
+    """Communities as super-nodes, the largest first, at most `max_nodes`, sized by the documents their members
+    appear in (`docs`, per community of the index; without it by their members); at most `edges_per_node` links
+    per drawn node, the heaviest."""
     cand = overview_candidates(ix, f)
     drawn = cand[:max_nodes]
-    dg = DisplayGraph(nodes=_community_nodes(store, ix, drawn, f.color_by))
+    dg = DisplayGraph(nodes=_community_nodes(store, ws_id, ix, drawn,
+                                             community_colors(ix, drawn, f.color_by), docs))
     dg.edges, dropped = _cap_edges(_community_links(ix, drawn), edges_per_node * len(drawn), ("child_of",))
     what = " and ".join(sorted({ix.comm_method[c] for c in cand})) or "no"
     where = ("level " + ", ".join(map(str, f.levels))) if f.levels else "the top of each hierarchy"
-    notes = [f"{len(cand):,} {what} communities at {where} as super-nodes, sized by their member entities; a link "
+    sized = "the documents their members appear in" if docs is not None else "their member entities"
+    notes = [f"{len(cand):,} {what} communities at {where} as super-nodes, sized by {sized}; a link "
              "counts the relationships between two communities' members. Click a super-node to open it."]
     if len(cand) > len(drawn):
         dg.omitted["communities"] = len(cand) - len(drawn)
@@ -176,8 +201,8 @@ def overview(store, ix: ExploreIndex, f: Filters, max_nodes: int, edges_per_node
     return dg
 
 
-def open_community(store, ix: ExploreIndex, cid: str, f: Filters, max_nodes: int,
-                   edges_per_node: int = 4) -> DisplayGraph:
+def open_community(store, ix: ExploreIndex, cid: str, f: Filters, max_nodes: int, edges_per_node: int = 4,
+                   docs: np.ndarray | None = None, ws_id: int | None = None) -> DisplayGraph:
     """A community opened: its child communities as super-nodes (largest first, at most a quarter of the cap when
     there are members to draw) and its member entities passing the filters (most mentioned first) in the rest."""
     c = ix.comm_index[cid]
@@ -190,7 +215,11 @@ def open_community(store, ix: ExploreIndex, cid: str, f: Filters, max_nodes: int
     order = np.lexsort((shown, -ix.degree[shown], -ix.ent_weight[shown]))  # ties: by id
     drawn_members = shown[order][:room].tolist()
 
-    dg = DisplayGraph(nodes=_community_nodes(store, ix, drawn_kids, f.color_by) + _entity_nodes(store, ix, drawn_members))
+    ws = ws_id
+    colors = community_colors(ix, drawn_kids, f.color_by, opened=c)
+    tint = member_colors(ix, drawn_kids, colors) if f.color_by == "parent" else {}
+    dg = DisplayGraph(nodes=_community_nodes(store, ws, ix, drawn_kids, colors, docs)
+                      + _entity_nodes(store, ws, ix, drawn_members, tint))
     in_drawn = np.zeros(len(ix.ent_ids), dtype=bool)
     in_drawn[drawn_members] = True
     memberships = [DisplayEdge(ix.ent_ids[e], ix.comm_ids[k], "in_community")
@@ -272,10 +301,10 @@ def expand(store, ws_id: int, ix: ExploreIndex, drawn: set[str], node_id: str, f
     found = {}
     for i in range(0, len(others), 500):
         part = others[i : i + 500]
-        found.update({r[0]: (r[1], r[2]) for r in _sql(store, "SELECT id, kind, document_id FROM node WHERE id IN :ids",
-                                                         ids=part)})
-        found.update({r[0]: ("document", None) for r in _sql(store, "SELECT id FROM document WHERE id IN :ids",
-                                                             ids=part)})
+        found.update({r[0]: (r[1], r[2]) for r in _sql(
+            store, "SELECT id, kind, document_id FROM node WHERE workspace_id=:ws AND id IN :ids", ws=ws_id, ids=part)})
+        found.update({r[0]: ("document", None) for r in _sql(
+            store, "SELECT id FROM document WHERE workspace_id=:ws AND id IN :ids", ws=ws_id, ids=part)})
     docs = []
     for o in others:
         kind, doc = found.get(o, ("", None))  # "": a community row the explorer does not draw (WCC)
@@ -305,7 +334,8 @@ def add_nodes(store, ws_id: int, ix: ExploreIndex, dg: DisplayGraph, extra: list
     ents = [ix.ent_index[i] for i in new if i in ix.ent_index]
     comms = [ix.comm_index[i] for i in new if i in ix.comm_index]
     rest = [i for i in new if i not in ix.ent_index and i not in ix.comm_index]
-    nodes = {n.id: n for n in _entity_nodes(store, ix, ents) + _community_nodes(store, ix, comms, color_by)
+    nodes = {n.id: n for n in _entity_nodes(store, ws_id, ix, ents)
+             + _community_nodes(store, ws_id, ix, comms, community_colors(ix, comms, color_by))
              + materialize(store, ws_id, rest)}
     dg.nodes += [nodes[i] for i in new if i in nodes]
     every, fresh = have | set(nodes), set(nodes)

@@ -1,7 +1,9 @@
 """The Graph page's levels of detail in a real browser (fixtures in conftest.py: a fresh `streamlit run app.py`,
 Debian's chromium, every request off the machine aborted). Once the sample has built, the Communities view draws
 the top communities as super-nodes in the canvas component; a click on a super-node in the canvas opens it into
-exactly its child communities and member entities; "Back" returns to the overview. vis-network is served by the
+exactly its child communities and member entities; "Back" returns to the overview. A name typed in the search box
+rings the person (not HiRAG's summaries of it) and centres it on the canvas; its details sit to the right of the
+canvas; a node's tooltip goes on a click and stays gone while the pointer rests there. vis-network is served by the
 app from the local pyvis package: nothing leaves the machine, and no JS error is raised."""
 
 from __future__ import annotations
@@ -13,7 +15,15 @@ from pathlib import Path
 import pytest
 
 from core.explore.explorer import DEFAULT_METHODS
-from tests.e2e.conftest import CANVAS, canvas_frame, click_node, open_page, shot, wait_for_sample_build
+from tests.e2e.conftest import (
+    CANVAS,
+    canvas_frame,
+    click_node,
+    first_clickable,
+    open_page,
+    shot,
+    wait_for_sample_build,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
@@ -92,5 +102,87 @@ def test_super_nodes_open_on_a_click_in_the_canvas(app_server, page):
         assert not pg.blocked, pg.blocked
     except BaseException:
         shot(pg, "graph-failure")
+        print(f"server log ({log_path}):\n{log_path.read_text(errors='replace')[-4000:]}")
+        raise
+
+
+def _person(home: Path, title: str) -> str:
+    with sqlite3.connect(home / "strata.db", timeout=10) as con:
+        return con.execute("select id from node where kind = 'entity' and layer = 0 and title = ?", (title,)).fetchone()[0]
+
+
+def _settled(pg, frame, timeout_s: float = 30.0) -> None:
+    """Wait until no node moves any more (physics stops at the latest 5 s after a drawing) and the view is still."""
+    import time
+
+    look = "() => JSON.stringify([window.network.getPositions(), window.network.getViewPosition(), " \
+           "window.network.getScale()])"
+    deadline, last = time.monotonic() + timeout_s, None
+    while time.monotonic() < deadline:
+        now = frame.evaluate(look)
+        if now == last:
+            return
+        last = now
+        pg.wait_for_timeout(500)
+    raise AssertionError("the drawing never settled")
+
+
+TOOLTIP = "() => { const t = document.querySelector('div.vis-tooltip'); return t ? getComputedStyle(t).visibility : ''; }"
+
+
+def test_a_found_name_is_ringed_and_centred_and_a_click_leaves_no_tooltip(app_server, page):
+    from playwright.sync_api import expect
+
+    url, home, log_path = app_server
+    pg = page
+    try:
+        wait_for_sample_build(pg, url)
+        open_page(pg, "Graph")
+        frame = canvas_frame(pg)
+        person = _person(home, "Amara Okafor")
+        box = pg.get_by_role("textbox", name="Find a node by name")
+        box.fill("Okafor")
+        box.press("Enter")
+        frame = canvas_frame(pg)
+        frame.wait_for_function(f"() => window.strataFocus === {json.dumps(person)}", timeout=30_000)
+        frame.wait_for_function(f"() => window.strataCentred === {json.dumps(person)}", timeout=30_000)
+        _settled(pg, frame)
+        canvas = pg.locator(CANVAS).first.bounding_box()
+        at = frame.evaluate(f"() => window.network.canvasToDOM(window.network.getPositions([{json.dumps(person)}])"
+                            f"[{json.dumps(person)}])")
+        assert abs(at["x"] - canvas["width"] / 2) < 0.1 * canvas["width"], (at, canvas)
+        assert abs(at["y"] - canvas["height"] / 2) < 0.1 * canvas["height"], (at, canvas)
+        assert frame.evaluate("() => window.network.getSelectedNodes()") == [person]
+        details = pg.locator(".st-key-graph_details")
+        expect(details).to_contain_text("Amara Okafor")
+        panel = details.bounding_box()
+        assert panel["x"] >= canvas["x"] + canvas["width"]  # beside the canvas, not below it
+        assert panel["y"] < canvas["y"] + canvas["height"] and panel["y"] + panel["height"] > canvas["y"]
+        if __import__("os").environ.get("STRATA_E2E_SCREENSHOTS"):
+            shot(pg, "graph-found")
+
+        # hover a node: its tooltip; click it: the tooltip goes, and stays gone while the pointer rests there
+        shown = frame.evaluate("() => { const w = window.network.body.container.clientWidth, "
+                               "h = window.network.body.container.clientHeight, p = window.network.getPositions(); "
+                               "return Object.keys(p).filter(i => { const d = window.network.canvasToDOM(p[i]); "
+                               "return d.x > 40 && d.y > 40 && d.x < w - 40 && d.y < h - 40; }); }")
+        other = first_clickable(pg, [n for n in shown if n != person])  # on screen, not covered
+        pos = frame.evaluate(f"() => window.network.canvasToDOM(window.network.getPositions([{json.dumps(other)}])"
+                             f"[{json.dumps(other)}])")
+        assert frame.evaluate(f"(p) => window.network.getNodeAt(p) === {json.dumps(other)}", pos)
+        x, y = canvas["x"] + pos["x"], canvas["y"] + pos["y"]
+        pg.mouse.move(x - 2, y - 2)
+        pg.mouse.move(x, y)
+        frame.wait_for_function(f"() => ({TOOLTIP})() === 'visible'", timeout=5_000)
+        pg.mouse.click(x, y)
+        frame.wait_for_function(f"() => window.strataFocus === {json.dumps(other)}", timeout=30_000)
+        assert frame.evaluate(TOOLTIP) == "hidden"
+        pg.mouse.move(x + 1, y + 1)
+        pg.wait_for_timeout(1000)
+        assert frame.evaluate(TOOLTIP) == "hidden"
+        assert not pg.js_errors, pg.js_errors
+        assert not pg.blocked, pg.blocked
+    except BaseException:
+        shot(pg, "graph-found-failure")
         print(f"server log ({log_path}):\n{log_path.read_text(errors='replace')[-4000:]}")
         raise
