@@ -1,5 +1,6 @@
 """Query history of a workspace: the questions asked (one `QueryLog` row per question and strategy, written by
-core/workspace.py `ask`), listed newest first, re-opened as a `Retrieval`, and exported as JSON."""
+core/workspace.py `ask`), listed newest first with their answer as one line, re-opened as a `Retrieval`, and exported
+as JSON."""
 
 from __future__ import annotations
 
@@ -24,6 +25,18 @@ class QueryEntry:
     ms: float
     n_sources: int
     asked_by: str | None = None  # the signed-in user who asked; None without sign-in
+    answer: str = ""  # what the page shows as its answer (`shown_answer`)
+
+
+def shown_answer(answer: str, result: dict | None) -> str:
+    """A past answer as one line: offline, its best evidence ("Best evidence: … [n]", recorded in the result's
+    trace); with a model, or from before evidence was recorded, the answer's text."""
+    trace = (result or {}).get("trace") or {}
+    evidence = trace.get("evidence") or []
+    if trace.get("answered_by") == "offline" and evidence:
+        return "Best evidence: " + " ".join(
+            f"{e.get('sentence', '')}" + (f" [{e['cite']}]" if e.get("cite") else "") for e in evidence)
+    return " ".join((answer or "").split())
 
 
 def utc(dt: datetime) -> datetime:
@@ -43,7 +56,8 @@ def list_queries(store: Store, ws_id: int, limit: int = 50, only: str | None = N
         for q in rows:
             assert q.id is not None  # a row read from the store has its key
             entries.append(QueryEntry(q.id, utc(q.created_at), q.strategy, q.question, q.ms,
-                                      len((q.result or {}).get("sources", [])), q.asked_by))
+                                      len((q.result or {}).get("sources", [])), q.asked_by,
+                                      shown_answer(q.answer, q.result)))
         return entries
 
 

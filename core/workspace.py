@@ -98,7 +98,7 @@ def ask(res: Resources, backend: LanguageBackend, question: str, strategy: str,
     retrieval_ms = (time.perf_counter() - t0) * 1000
     t1 = time.perf_counter()
     # a model's context window bounds the context it is given; the offline answer reads all of it
-    a = answer(backend, r, context_budget(res.settings.backend.num_ctx) if llm is not None else None)
+    a = answer(backend, r, context_budget(res.settings.backend.num_ctx) if llm is not None else None, res)
     r.trace["timings_ms"]["answer"] = round((time.perf_counter() - t1) * 1000, 2)
     r.trace["timings_ms"]["retrieval_total"] = round(retrieval_ms, 2)
     r.trace["context_tokens"] = _context_tokens(a)

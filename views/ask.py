@@ -1,7 +1,11 @@
-"""Ask: a question put to one to three strategies side by side; each answer beside its local / bridge / global
-context (every item names its node, one click shows it on the Graph page), its sources (best chunk and document),
-the path it took drawn on the graph, and its timings. Below: what each strategy's sections mean, and the
-workspace's query history (re-open, JSON export). Logic lives in core/ (workspace.ask, graph/route, history)."""
+"""Ask: a question put to one to three strategies side by side. Each opens with its answer block (offline the best
+evidence, quoted with its document, saying no model wrote it; with a model its answer and what it cites) and the
+evidence chain drawn small; then its local / bridge / global context (every item names its node and its score's
+meaning, one click shows it on the Graph page), its sources (best chunk and document), its timings, and the whole
+path it took on the graph one switch away. The picker offers the designs; the ablations behind a research switch.
+Below: what each strategy's sections mean, and the workspace's query history (the answer shown; re-open in the
+order picked, JSON export). Logic lives in core/ (workspace.ask, answer, explore/evidence, chain, strategies,
+route, history)."""
 
 from __future__ import annotations
 
@@ -10,16 +14,18 @@ import re
 import streamlit as st
 
 from core import access
+from core.answer import recorded
 from core.backends.servers import backend_kind
 from core.build.factory import make_backend
+from core.explore.strategies import ablations, designs, is_ablation, source_score
 from core.history import count_queries, export_json, list_queries, open_query
 from core.protocols import BackendError
-from core.retrieval.base import SECTIONS, Retrieval, strategy_names
+from core.retrieval.base import SECTIONS, Retrieval
 from core.text import truncate
 from core.workspace import ask
 from ui import offered
 from ui import resources as R
-from ui.retrieval_view import panel, path, show_on_graph, strategy_about
+from ui.retrieval_view import answer_block, by_model, chain_view, panel, path, show_on_graph, strategy_about
 from ui.text import md_answer, md_escape, md_label
 
 store, settings = R.store(), R.settings()
@@ -30,6 +36,7 @@ if ws is None or ws.build_version == 0:
     st.stop()
 assert ws.id is not None  # a row read from or written to the store has its key
 ws_id: int = ws.id
+ws_name: str = ws.name
 version = R.ws_key(ws)  # cache key: this workspace (id, creation) and build
 
 _SECTION_NAME = re.compile(r"(^|; )((?:local|bridge|global)(?: and (?:local|bridge|global))*):")
@@ -45,9 +52,10 @@ def _sources(i: int, r: Retrieval, width: int) -> None:
     chunks = store.nodes_by_id(ws_id, [s.chunk_ids[0] for s in r.sources if s.chunk_ids])
     for k, s in enumerate(r.sources, 1):
         d = docs.get(s.document_id)
-        with st.expander(f"[{k}] {md_label(s.title, width)} · {s.score:.2f}"):
+        with st.expander(f"[{k}] {md_label(s.title, width)}"):
             if d is not None:
-                st.caption(md_escape(d.filename + (f" · id {d.external_id}" if d.external_id else "")))
+                st.caption(md_escape(d.filename + (f" · id {d.external_id}" if d.external_id else "")
+                                     + f" · {source_score(r, s)}"))
             chunk_tab, doc_tab = st.tabs(["Best chunk", "Document"])
             with chunk_tab:
                 c = chunks.get(s.chunk_ids[0]) if s.chunk_ids else None
@@ -69,9 +77,10 @@ def _timings(r: Retrieval) -> None:
     def ms(v: float) -> str:
         return f"{v:,.0f} ms" if v >= 10 else f"{v:.1f} ms"
 
-    steps = " · ".join(f"{k} {ms(v)}" for k, v in t.items() if k not in ("retrieval_total", "answer"))
+    steps = " · ".join(f"{k} {ms(v)}" for k, v in t.items() if k not in ("retrieval_total", "answer", "evidence"))
     total = f"retrieval {ms(t['retrieval_total'])}" if "retrieval_total" in t else ""
     answer = f"answer {ms(t['answer'])}" if "answer" in t else ""
+    answer += f" (best evidence and chain {ms(t['evidence'])})" if answer and "evidence" in t else ""
     st.caption("Timings: " + " · ".join(x for x in (steps, total, answer) if x))
     if "llm" in r.trace:  # the strategy's own language steps ran on the model, not extractively
         calls = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in r.trace["llm"].items() if k != "model")
@@ -80,10 +89,34 @@ def _timings(r: Retrieval) -> None:
         st.json({"path": r.to_dict()["path"], "trace": r.trace}, expanded=False)
 
 
-def _answer(i: int, r: Retrieval, text: str, wide: bool) -> None:
+def _explained(r: Retrieval, text: str):
+    """The result's best evidence and chain; a result from before they were recorded has them made now."""
+    return recorded(R.resources(ws_name, version) if "evidence" not in r.trace else None, r, text, by_model(r))
+
+
+def _levels(r: Retrieval, text: str) -> None:
+    """The offline answer's one line per level (what each level's best sentence was), kept apart from the answer."""
+    if not by_model(r):
+        with st.expander("What each level found (local, bridge, global)"):
+            st.markdown(md_answer(text))
+
+
+def _answer(i: int, r: Retrieval, text: str, wide: bool, question: bool) -> None:
     label, description = strategy_about(r.strategy)
     st.markdown(f"#### Answer · {label}")
-    st.markdown(md_answer(text))
+    if question:  # results re-opened together may answer different questions
+        st.caption(f"Question: {md_escape(r.question)}")
+    evidence, chain = _explained(r, text)
+    if wide:
+        left, right = st.columns([3, 2])
+        with left:
+            answer_block(i, r, text, evidence)
+        with right:
+            chain_view(i, chain)
+    else:
+        answer_block(i, r, text, evidence)
+        chain_view(i, chain, 170)
+    _levels(r, text)
     if description:
         st.caption(md_escape(description))
     if wide:
@@ -94,8 +127,10 @@ def _answer(i: int, r: Retrieval, text: str, wide: bool) -> None:
         with left:
             _sources(i, r, 90)
         with right:
-            path(ws_id, version, i, r, 460)
             _timings(r)
+            if st.toggle("Show the whole retrieval path", key=f"whole_path_{i}",
+                         help="Every node the strategy visited, drawn on the graph."):
+                path(ws_id, version, i, r, 460)
     else:
         tabs = st.tabs([f"{s.capitalize()} ({len(r.sections.get(s, []))})" for s in SECTIONS])
         for tab, section in zip(tabs, SECTIONS):
@@ -105,11 +140,22 @@ def _answer(i: int, r: Retrieval, text: str, wide: bool) -> None:
         _timings(r)
 
 
-names = strategy_names()
+def _keep_offered(options: list[str]) -> None:
+    """The chosen strategies kept to those offered (the ablations leave the picker when their switch goes off)."""
+    if "strategies" in st.session_state:
+        st.session_state["strategies"] = [n for n in st.session_state["strategies"] if n in options]
+
+
 kept = st.session_state.get(KEPT)
 if kept and "question" not in st.session_state:  # back on the page: the form as it was when last asked
     st.session_state["question"] = kept[0]
-    st.session_state["strategies"] = [n for n in kept[1] if n in names]
+    st.session_state["strategies"] = list(kept[1])
+    st.session_state["ask_ablations"] = any(is_ablation(n) for n in kept[1])
+research = st.toggle("Research: ablations", key="ask_ablations",
+                     help="Also offer the ablations (HiRAG's levels alone, sources by similarity, HLG's blended "
+                          "rerank and path beam): variants measured against the designs, not designs of their own.")
+names = designs() + (ablations() if research else [])
+_keep_offered(names)
 with st.form("ask"):
     q = st.text_area("Question", key="question", height=80,
                      placeholder="e.g. Which university trained the engineer who designed the barrier's gates?")
@@ -119,7 +165,7 @@ with st.form("ask"):
                             help="Up to three, answered side by side on the same question.")
     submitted = st.form_submit_button("Ask", type="primary", icon=":material/send:")
 
-with st.expander("What local, bridge and global mean for each strategy"):
+with st.expander("What local, bridge and global mean for each strategy"):  # the strategies offered
     st.markdown("\n".join(f"- **{md_escape(strategy_about(n)[0])}** (`{n}`): " + _SECTION_NAME.sub(
         r"\1*\2*:", md_escape(strategy_about(n)[1])) for n in names))
 
@@ -147,19 +193,24 @@ if submitted:
 shown = st.session_state.get(RESULTS)
 if shown is not None and shown[0] == ws.name:  # the last answers of this workspace, not another's
     results = shown[1]
-    st.markdown(f"**Question:** {md_escape(results[0][0].question)}")
+    one_question = len({r.question for r, _ in results}) == 1
+    if one_question:
+        st.markdown(f"**Question:** {md_escape(results[0][0].question)}")
     if len(results) == 1:
         r, text = results[0]
-        _answer(0, r, text, wide=True)
+        _answer(0, r, text, wide=True, question=False)
     else:
         for i, (col, (r, text)) in enumerate(zip(st.columns(len(results), gap="medium"), results)):
             with col, st.container(key=f"answer_{i}"):
-                _answer(i, r, text, wide=False)
-        # the paths full width, one tab per strategy: a third of the page is too narrow for a 100-node route
-        for i, (tab, (r, _)) in enumerate(zip(st.tabs([f"Path · {strategy_about(r.strategy)[0]}" for r, _ in results]),
-                                              results)):
-            with tab, st.container(key=f"path_{i}"):
-                path(ws_id, version, i, r, 520)
+                _answer(i, r, text, wide=False, question=not one_question)
+        # the whole paths full width, one tab per strategy, on demand: a third of the page is too narrow for a
+        # 100-node route, and drawn by default they pushed everything else thousands of pixels down
+        if st.toggle("Show the whole retrieval paths", key="whole_paths",
+                     help="Every node each strategy visited, drawn on the graph, one tab per strategy."):
+            for i, (tab, (r, _)) in enumerate(zip(st.tabs([f"Path · {strategy_about(r.strategy)[0]}"
+                                                           for r, _ in results]), results)):
+                with tab, st.container(key=f"path_{i}"):
+                    path(ws_id, version, i, r, 520)
 
 st.divider()
 st.subheader("History")
@@ -172,8 +223,9 @@ else:
     by_whom = any(e.asked_by for e in entries)  # a team's workspace (sign-in on): who asked each question
     st.dataframe([{"asked (UTC)": e.created_at.strftime("%Y-%m-%d %H:%M:%S")} | (
                       {"asked by": e.asked_by or ""} if by_whom else {}) | {
-                   "strategy": e.strategy, "question": e.question, "retrieval ms": round(e.ms, 1),
-                   "sources": e.n_sources} for e in entries], hide_index=True, width="stretch", key="history_table")
+                   "strategy": e.strategy, "question": e.question, "answer": truncate(e.answer, 140),
+                   "retrieval ms": round(e.ms, 1), "sources": e.n_sources} for e in entries],
+                 hide_index=True, width="stretch", key="history_table")
     st.caption(f"{total:,} question(s) asked in this workspace" + (" by you" if only else "")
                + (", the latest 50 shown." if total > 50 else "."))
     by_id = {e.id: e for e in entries}

@@ -1,8 +1,9 @@
 """The Ask page in a real browser (fixtures in conftest.py: a fresh `streamlit run app.py` on an empty STRATA_HOME,
 Debian's chromium, every request off the machine aborted): once the sample workspace has built on first start, a
-question put to two strategies side by side (naive and HiRAG) shows both answers, their panels and sources, and
-each one's path drawn on the graph; the question is then in the history, whose JSON export downloads; an item's
-"Show on graph" opens the Graph page on its node."""
+question put to two strategies side by side (naive and HiRAG) shows both answers, each opening with its best
+evidence and its evidence chain drawn small, then their panels and sources, and, one switch away, each one's whole
+path drawn on the graph; the question is then in the history, whose JSON export downloads; an item's "Show on
+graph" opens the Graph page on its node."""
 
 from __future__ import annotations
 
@@ -59,7 +60,16 @@ def test_two_strategies_side_by_side_with_their_panels_and_drawn_paths(app_serve
             expect(column.get_by_role("heading", name="Sources")).to_be_visible()
             expect(column.locator("[data-testid='stExpander'] summary")
                    .filter(has_text=re.compile(r"\[\d+\] ")).first).to_be_visible()
-            # its path: drawn full width below the columns, one tab per strategy
+            # first its answer block (offline: the best evidence, cited) and its evidence chain, drawn small
+            expect(column.locator(f".st-key-evidence_{i}")).to_contain_text("Best evidence")
+            expect(column.locator(f".st-key-evidence_{i}")).to_contain_text(re.compile(r"\[\d+\] "))
+            expect(column.locator(f".st-key-chain_{i} {CANVAS}")).to_have_count(1)
+            assert (column.locator(f".st-key-evidence_{i}").bounding_box()["y"]
+                    < column.get_by_role("heading", name="Sources").bounding_box()["y"])
+        # the whole paths wait for their switch, then draw full width below the columns, one tab per strategy
+        assert pg.locator(".st-key-path_0").count() == 0
+        pg.locator("label", has_text="Show the whole retrieval paths").click()
+        for i in (0, 1):
             expect(pg.locator(f".st-key-path_{i} .route-legend")).to_contain_text("entry")
         hirag = pg.locator(".st-key-answer_0")
         items = hirag.locator(".st-key-panel_0_local [data-testid='stExpander']")

@@ -174,7 +174,8 @@ def test_the_answer_context_fits_the_models_window(ollama_ws):
     prompt = [x for x in bodies if not x.get("format")][-1]["messages"][0]["content"]  # the answer call
     assert QUESTION in prompt and all(line in prompt for line in kept)
     r2, a2 = ask(open_resources(b.store, b.ws, small, b.embedder), OfflineBackend(), QUESTION, "hirag", log=False)
-    assert a2.context == context_block(r2)  # offline: no budget
+    docs = {d: x.text for d, x in b.store.documents_by_id(b.ws.id, [s.document_id for s in r2.sources]).items()}
+    assert a2.context == context_block(r2, docs=docs, plain=True)  # offline: no budget (titles for its reading)
 
 
 def test_eval_runs_the_language_steps_through_the_builds_model(ollama_ws, tmp_path, capsys, monkeypatch):

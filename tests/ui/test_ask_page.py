@@ -1,7 +1,9 @@
 """The Ask page with AppTest (streamlit.testing.v1), on a copy of the session's built sample (`sample_built`):
-one strategy in the wide three-panel layout; two strategies side by side, each with its panels, sources and
-drawn path; "Show on graph" opens the Graph page on the item's node; the history lists the questions, re-opens
-a past result and exports them all as JSON."""
+one strategy in the wide three-panel layout, its best evidence first (quoted, highlighted, cited, saying no model
+wrote it) and its evidence chain drawn small, the whole path one switch away; two strategies side by side, each
+with its answer block, panels and sources; the picker offers the designs and the ablations behind a switch;
+"Show on graph" opens the Graph page on the item's node; the history shows each answer, re-opens past results in
+the order picked and exports them all as JSON."""
 
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from core.explore.strategies import ablations, designs, item_score
 from core.history import export_json
-from core.retrieval.base import get_strategy, strategy_names
+from core.retrieval.base import get_strategy
 from ui.text import md_escape
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
@@ -116,8 +119,10 @@ def _check_panel(panel, name: str) -> int:
     for k, c in kinds.items():
         assert (c > 12) == any(f"{c - 12} more {k} node" in line for line in captions if line.startswith("and "))
     for it in items:
-        title = it.label.rsplit(" · ", 2)[0]
+        title, kind, score = it.label.rsplit(" · ", 2)
         assert title.strip() and not UNESCAPED.search(title), f"unescaped Markdown in {it.label!r}"
+        named = re.fullmatch(r"[A-Za-z][\w ,'+()\-]*[a-z)] -?[\d.e+\-]+", score.replace("\\", ""))
+        assert named, f"{it.label!r}: a score says what it is"
         assert re.search(r"node \S+ · \w+", _text_in(it)), f"{it.label!r} does not say which node it came from"
         assert [b for b in _of_type(it, "button") if b.label == "Show on graph"]
     if n:
@@ -125,35 +130,88 @@ def _check_panel(panel, name: str) -> int:
     return n
 
 
-def test_one_strategy_answers_beside_three_panels_sources_and_its_path(page):
+def _evidence(at, i=0) -> tuple[list[str], list[str]]:
+    """The quotes and captions of answer block `i`'s evidence card."""
+    card = _block(at, f"evidence_{i}")
+    quotes = [m.value for m in _of_type(card, "markdown") if m.value.startswith("> ")]
+    return quotes, [c.value for c in _of_type(card, "caption")]
+
+
+def test_one_strategy_answers_beside_three_panels_sources_and_its_path(page, ask_home):
     at = page
     ms = at.multiselect(key="strategies")
     assert ms.value == ["hirag"] and ms.proto.max_selections == 3
     assert {get_strategy(n).label for n in ("naive", "hirag")} <= set(ms.options)
-    # the mapping of every strategy is documented on the page
+    # the designs are offered, the ablations are not (until the research switch)
+    assert list(ms.options) == [get_strategy(n).label for n in designs()]
+    assert not {get_strategy(n).label for n in ablations()} & set(ms.options)
+    # the mapping of every offered strategy is documented on the page
     mapping = next(m.value for m in at.markdown if m.value.startswith("- **"))
     lines = mapping.splitlines()
-    assert len(lines) == len(strategy_names())
-    for name, line in zip(strategy_names(), lines):
+    assert len(lines) == len(designs())
+    for name, line in zip(designs(), lines):
         assert line.startswith(f"- **{md_escape(get_strategy(name).label)}** (`{name}`): "), line
     hirag = next(x for x in lines if "(`hirag`)" in x)
     assert "*local*: descriptions of the n entities nearest" in hirag and "; *global*: reports" in hirag
     _ask(at, QUESTION, ["hirag"])
     assert _heads(at) == [f"#### Answer · {get_strategy('hirag').label}"]
     assert md_escape(get_strategy("hirag").description) in [c.value for c in at.caption]
+
+    # the answer block first: the best evidence, quoted with the question's words in bold, cited by its document
+    quotes, captions = _evidence(at)
+    assert quotes and all("**" in q for q in quotes)
+    assert all(re.match(r"\[\d+\] \S", c) for c in captions), captions
+    texts = {d.title: " ".join(d.text.split()) for d in ask_home[0].documents(ask_home[1].id)}
+    result = at.session_state["ask_results"][1][0][0]
+    for e in result.trace["evidence"]:  # each quote is its document's sentence, and [n] is that document
+        assert " ".join(e["sentence"].split()) in texts[e["title"]]
+        assert result.sources[e["cite"] - 1].title == e["title"]
+    assert "**University** of Carrow" in quotes[-1]  # the second hop: the engineer's university
+    assert [e["hop"] for e in result.trace["evidence"]] == [1, 2] and result.trace["evidence"][1]["via"] == "Amara Okafor"
+    assert any(c.value.startswith("No language model wrote this") for c in at.caption)
+    # the answer block stands before the context panels
+    order = [getattr(n, "key", None) for n in _walk(at.main)]
+    assert order.index("evidence_0") < order.index("panel_local")
+
+    # the evidence chain, drawn small: question entity -> ... -> answer entity, then the cited documents
+    chain = _block(at, "chain_0")
+    line = next(m.value for m in _of_type(chain, "markdown") if m.value.startswith("**Evidence chain**"))
+    assert "Halden Barrier" in line and "Amara Okafor" in line and "University of Carrow" in line, line
+    (drawn,) = _drawings(at)  # only the chain: the whole path waits for its switch
+    assert 3 <= len(drawn) <= 8 and {n["role"] for n in drawn} >= {"question", "answer", "source"}
+    at.toggle(key="whole_path_0").set_value(True).run()
+    assert not at.exception, [e.value for e in at.exception]
+    chain_drawn, drawn = _drawings(at)
+    assert len(drawn) > len(chain_drawn) and {n["role"] for n in drawn} >= {"entry", "result"}
+
     assert sum(_check_panel(_block(at, f"panel_{s}"), s) for s in ("local", "bridge", "global")) > 0
     sources = [e for e in at.expander if re.match(r"\[\d+\] ", e.label)]
     assert sources and any("Amara Okafor" in e.label or "Halden Barrier" in e.label for e in sources)
+    assert not any(re.search(r" · [\d.]+$", e.label) for e in sources)  # no bare number beside a source
+    assert all("ranked by its first chunk in the context" in _text_in(e) for e in sources)  # HiRAG: the order
     assert any(r"amara\_okafor\_profile\.md" in _text_in(e) for e in sources)  # file names escaped
     first = sources[0]
     assert [t.label for t in _of_type(first, "tab")] == ["Best chunk", "Document"]
     assert len([t for t in _of_type(first, "text") if t.value.strip()]) == 2  # its chunk and its document
-    (drawn,) = _drawings(at)
-    assert {n["role"] for n in drawn} >= {"entry", "result"}
     assert all("x" in n for n in drawn), "placed in the engine"
     legend = next(m.value for m in at.markdown if "route-legend" in m.value)
     assert 'data-role="entry"' in legend and 'data-role="result"' in legend
     assert any(c.value.startswith("Timings: ") and "retrieval" in c.value for c in at.caption)
+
+
+def test_the_ablations_wait_behind_the_research_switch(page):
+    at = page
+    at.toggle(key="ask_ablations").set_value(True).run()
+    options = at.multiselect(key="strategies").options
+    assert list(options) == [get_strategy(n).label for n in designs() + ablations()]
+    assert {"hirag-local", "hirag-simsources", "hlg-topic-pathbeam"} <= set(ablations())
+    assert not {"hlg-statement-chunk", "naive", "bm25"} & set(ablations())
+    at = _ask(at, QUESTION, ["hirag-local"])
+    assert _heads(at) == [f"#### Answer · {get_strategy('hirag-local').label}"]
+    at.toggle(key="ask_ablations").set_value(False).run()  # switched off: the ablation leaves the picker
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.multiselect(key="strategies").value == []
+    assert item_score("naive", "local", "chunk") == "cosine" and item_score("bm25", "local", "chunk") == "BM25"
 
 
 def test_two_strategies_side_by_side_with_panels_paths_and_history(page, ask_home):
@@ -167,9 +225,13 @@ def test_two_strategies_side_by_side_with_panels_paths_and_history(page, ask_hom
             _check_panel(_block(column, f"panel_{i}_{s}"), s)
         assert [m for m in _of_type(column, "markdown") if m.value == "#### Sources"]
         assert [e for e in _of_type(column, "expander") if re.match(r"\[\d+\] ", e.label)]
+        _evidence(at, i)  # each strategy opens with its own answer block
+        _block(column, f"chain_{i}")
     assert _check_panel(_block(at, "panel_1_local"), "local") > 0
-    drawings = _drawings(at)
-    assert len(drawings) == 2  # one drawn path per strategy
+    assert all(len(d) <= 8 for d in _drawings(at))  # the chains only, small
+    at.toggle(key="whole_paths").set_value(True).run()
+    drawings = [d for d in _drawings(at) if not {n["role"] for n in d} <= {"question", "bridge", "answer", "source"}]
+    assert len(drawings) == 2  # one drawn path per strategy, on demand
     roles = [{n["role"] for n in d} for d in drawings]
     assert "entry" in roles[0] and {"entry", "community"} <= roles[1]
     assert all(n["kind"] == "chunk" or n["role"] == "result" for n in drawings[0])
@@ -178,6 +240,9 @@ def test_two_strategies_side_by_side_with_panels_paths_and_history(page, ask_hom
     table = next(d.value for d in at.dataframe if "question" in d.value.columns)
     assert list(table["question"][:2]) == [QUESTION_2, QUESTION_2]
     assert list(table["strategy"][:2]) == ["hirag", "naive"]
+    for shown, (r, _) in zip(table["answer"][:2], reversed(at.session_state["ask_results"][1])):
+        assert shown.startswith("Best evidence: ") and len(shown) <= 140  # the answer, truncated
+        assert shown.removeprefix("Best evidence: ")[:40] == r.trace["evidence"][0]["sentence"][:40]
     assert "asked by" not in table.columns  # no sign-in: nobody to name
     assert at.get("download_button") and at.get("download_button")[0].proto.label == "Download JSON"
     data = json.loads(export_json(store, ws.id))
@@ -197,7 +262,19 @@ def test_two_strategies_side_by_side_with_panels_paths_and_history(page, ask_hom
     assert not at.exception, [e.value for e in at.exception]
     assert _heads(at) == [f"#### Answer · {get_strategy('naive').label}"]
     _block(at, "panel_local")
-    assert len(_drawings(at)) == 1
+    assert len(_drawings(at)) == 1  # its chain
+
+    # re-open two, the older first: they come back in the order picked, not the table's
+    hirag_id = int(next(o for o in pick.options if "· hirag ·" in o).split(" · ")[0].lstrip("#"))
+    naive_id = int(entry.split(" · ")[0].lstrip("#"))
+    for picked, expected in (([naive_id, hirag_id], ["naive", "hirag"]), ([hirag_id, naive_id], ["hirag", "naive"])):
+        at.multiselect(key="history_pick").set_value(picked)
+        at.run()
+        next(b for b in at.button if b.label == "Re-open").click()
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert [r.strategy for r, _ in at.session_state["ask_results"][1]] == expected
+        assert _heads(at) == [f"#### Answer · {get_strategy(n).label}" for n in expected]
 
 
 def test_show_on_graph_opens_the_graph_page_on_that_node(page):
@@ -207,7 +284,7 @@ def test_show_on_graph_opens_the_graph_page_on_that_node(page):
             at.switch_page("views/ask.py")
             at.run()
         item = _of_type(_block(at, f"panel_{section}"), "expander")[0]
-        node_id, shown_kind = re.search(r"node (\S+) · (\w+)", _text_in(item)).groups()
+        node_id, shown_kind = re.search(r"node (\S+) · (\w+)", _text_in(item).replace("\\", "")).groups()
         assert shown_kind == kind
         next(b for b in _of_type(item, "button") if b.label == "Show on graph").click()
         at.run()
