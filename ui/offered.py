@@ -4,8 +4,9 @@ A widget's value comes from the browser, and the browser can send anything: Stre
 multiselect, select slider) a value that is not among its options when a hand-made websocket message says so, and
 its callbacks read that value from session state. So every such widget of the app is drawn through `one` or `many`:
 
-* the value returned is one of the options (a multiselect's, only those among the options), else the widget's
-  default: a foreign id, a workspace name never offered or a garbage string is ignored without an error;
+* the value returned is one of the options (a multiselect's, only those among the options) or None (nothing chosen,
+  as the page itself may set it), else the widget's default: a foreign id, a workspace name never offered or a
+  garbage string is ignored without an error;
 * every such widget has a key, and a callback that first puts its session state back among the options, then runs
   the page's own callback, so neither a callback that reads `st.session_state[key]` nor the next run sees a value
   the page did not offer.
@@ -71,8 +72,8 @@ def _one(widget, label, options, key, on_change, args, kwargs, kw) -> Any:
     index = kw.get("index", 0)
     default = kw.get("value") if "value" in kw else (options[index] if index is not None and options else None)
 
-    def fix(value: Any) -> Any:
-        return value if _in(value, options) else default
+    def fix(value: Any) -> Any:  # None: nothing chosen (the page set it so; a browser's empty value is the default)
+        return value if value is None or _in(value, options) else default
 
     value = widget(label, options, key=key, on_change=_guarded(widget, key, fix, on_change, args, kwargs),
                    **kw)
