@@ -21,8 +21,9 @@ def _share(ws: Workspace) -> None:
         st.session_state["share_error"] = str(exc)
         return
     st.session_state["share_user"] = ""
-    st.session_state["share_done"] = (f"{md_name(name)} is now {choice} of “{ws.name}”" if choice != "remove access"
-                                      else f"{md_name(name)} no longer has access to “{ws.name}”")
+    where = md_escape(ws.name)
+    st.session_state["share_done"] = (f"{md_name(name)} is now {choice} of “{where}”" if choice != "remove access"
+                                      else f"{md_name(name)} no longer has access to “{where}”")
 
 
 def draw(ws: Workspace) -> None:
@@ -45,7 +46,7 @@ def draw(ws: Workspace) -> None:
         if err := st.session_state.pop("share_error", None):
             st.error(md_escape(err), icon=":material/block:")
         if done := st.session_state.pop("share_done", None):
-            st.success(md_escape(done))
+            st.success(done)  # (built with md_name and md_escape already)
         events = access.audit_log(R.store(), ws, 200)
         st.markdown("**Audit log** (newest first)")
         with st.container(key="audit_log"):
