@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from core.models import LLMCall
@@ -23,6 +26,25 @@ def canonical_json(value: Any) -> str:
 class CallCache:
     def __init__(self, store: Store):
         self.store = store
+        self._guard = threading.Lock()
+        self._flights: dict[str, list] = {}  # key -> [lock, callers holding or waiting for it]
+
+    @contextmanager
+    def flight(self, key: str) -> Iterator[None]:
+        """One call per key at a time in this process: a second caller of the same key (two units of one build with
+        the same material, on two hosts at once) waits for the first, then finds its reply cached, instead of
+        asking the model again."""
+        with self._guard:
+            entry = self._flights.setdefault(key, [threading.Lock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._guard:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    self._flights.pop(key, None)
 
     @staticmethod
     def key(

@@ -189,9 +189,17 @@ class ModelBackend(Generic[C]):
         load: Callable[[str], T],
     ) -> T:
         options = self._options()
-        key = None
-        if self.cache is not None:
-            key = self.cache.key(self.name, self.model, task, prompt, schema, options)
+        if self.cache is None:
+            return self._ask(task, prompt, schema, parse, dump, options, None)
+        key = self.cache.key(self.name, self.model, task, prompt, schema, options)
+        with self.cache.flight(key):  # the same call in flight on another thread: wait for its cached reply
+            return self._ask(task, prompt, schema, parse, dump, options, key, load)
+
+    def _ask(self, task: str, prompt: str, schema: dict[str, Any] | None, parse: Callable[[str], T],
+             dump: Callable[[T], str], options: dict[str, Any], key: str | None,
+             load: Callable[[str], T] | None = None) -> T:
+        """The cached reply of `key`, else the model's (cached under `key`)."""
+        if key is not None and self.cache is not None and load is not None:
             hit = self.cache.get(key)
             if hit is not None:
                 try:

@@ -88,3 +88,4 @@ def test_a_stale_value_is_rebuilt_in_place():
     assert cache.get(A, lambda: {"mtime": 2}, valid=lambda v: v["mtime"] == 2) == {"mtime": 2}
     assert cache.get(A, lambda: {"mtime": 3}) == {"mtime": 2}  # no `valid`: whatever is stored
     assert len(cache) == 1
+
