@@ -304,3 +304,19 @@ def hierarchy_levels(dg: DisplayGraph) -> dict[str, int]:
         else:
             out[n.id] = base + top + 1 + KIND_RANK.get(n.kind, 1)
     return out
+
+
+def shape_svg(shape: str, fill: str, border: str, width: float) -> str:
+    """A 16 px SVG of a vis-network node shape, for legends (the Ask page's paths, the Graph page)."""
+    a = f'fill="{fill}" stroke="{border}" stroke-width="{min(width, 2.5)}"'
+    body = {
+        "star": f'<polygon {a} points="8,1 10,6 15,6 11,9.5 12.5,15 8,11.7 3.5,15 5,9.5 1,6 6,6"/>',
+        "hexagon": f'<polygon {a} points="8,1.5 14,4.8 14,11.2 8,14.5 2,11.2 2,4.8"/>',
+        "triangle": f'<polygon {a} points="8,2 14.5,14 1.5,14"/>',
+        "triangleDown": f'<polygon {a} points="1.5,2 14.5,2 8,14"/>',
+        "diamond": f'<polygon {a} points="8,1 15,8 8,15 1,8"/>',
+        "square": f'<rect {a} x="2.5" y="2.5" width="11" height="11"/>',
+        "ellipse": f'<ellipse {a} cx="8" cy="8" rx="7" ry="4.5"/>',
+        "box": f'<rect {a} x="1" y="4" width="14" height="8" rx="2"/>',
+    }.get(shape, f'<circle {a} cx="8" cy="8" r="{5 if width < 2 else 6}"/>')
+    return f'<svg width="16" height="16" viewBox="0 0 16 16" style="vertical-align:middle">{body}</svg>'

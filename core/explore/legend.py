@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 
-from core.explore.display import KIND_COLORS, KIND_SHAPES, DisplayGraph
+from core.explore.display import KIND_COLORS, KIND_SHAPES, DisplayGraph, shape_svg
 from core.explore.drawing import EDGE_COLORS
 
 NODE_MEANINGS = {
@@ -39,14 +39,7 @@ ORDER = list(NODE_MEANINGS)  # kinds in the legend: entities first
 
 
 def symbol(shape: str, fill: str) -> str:
-    a = f'fill="{fill}" stroke="{fill}" stroke-width="1"'
-    body = {
-        "diamond": f'<polygon {a} points="8,1 15,8 8,15 1,8"/>',
-        "square": f'<rect {a} x="2.5" y="2.5" width="11" height="11"/>',
-        "box": f'<rect {a} x="1" y="4" width="14" height="8" rx="2"/>',
-        "triangle": f'<polygon {a} points="8,2 14.5,14 1.5,14"/>',
-    }.get(shape, f'<circle {a} cx="8" cy="8" r="6"/>')
-    return f'<svg width="16" height="16" viewBox="0 0 16 16" style="vertical-align:middle">{body}</svg>'
+    return shape_svg(shape, fill, fill, 1.0)
 
 
 def line(color: str, dashed: bool, width: float = 2) -> str:

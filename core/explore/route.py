@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from sqlmodel import col, select
 
-from core.explore.display import KIND_COLORS, tooltip
+from core.explore.display import KIND_COLORS, shape_svg, tooltip
 from core.explore.drawing import canvas_payload, positions
 from core.models import Community, Document, Edge, Node
 from core.retrieval.base import Retrieval
@@ -252,22 +252,6 @@ def route_payload(rg: RouteGraph, height: int = 420, physics: bool = True) -> di
     return canvas_payload(nodes, edges, options, height)
 
 
-def _symbol(shape: str, fill: str, border: str, width: float) -> str:
-    """A 16 px SVG of a vis-network node shape."""
-    a = f'fill="{fill}" stroke="{border}" stroke-width="{min(width, 2.5)}"'
-    body = {
-        "star": f'<polygon {a} points="8,1 10,6 15,6 11,9.5 12.5,15 8,11.7 3.5,15 5,9.5 1,6 6,6"/>',
-        "hexagon": f'<polygon {a} points="8,1.5 14,4.8 14,11.2 8,14.5 2,11.2 2,4.8"/>',
-        "triangle": f'<polygon {a} points="8,2 14.5,14 1.5,14"/>',
-        "triangleDown": f'<polygon {a} points="1.5,2 14.5,2 8,14"/>',
-        "diamond": f'<polygon {a} points="8,1 15,8 8,15 1,8"/>',
-        "square": f'<rect {a} x="2.5" y="2.5" width="11" height="11"/>',
-        "ellipse": f'<ellipse {a} cx="8" cy="8" rx="7" ry="4.5"/>',
-        "box": f'<rect {a} x="1" y="4" width="14" height="8" rx="2"/>',
-    }.get(shape, f'<circle {a} cx="8" cy="8" r="{5 if width < 2 else 6}"/>')
-    return f'<svg width="16" height="16" viewBox="0 0 16 16" style="vertical-align:middle">{body}</svg>'
-
-
 def _line(style: RoleStyle) -> str:
     dash = f' stroke-dasharray="{",".join(map(str, style.dashes))}"' if style.dashes else ""
     return (f'<svg width="28" height="10" style="vertical-align:middle;margin-left:3px"><line x1="1" y1="5" x2="27" '
@@ -283,7 +267,7 @@ def legend_html(rg: RouteGraph) -> str:
         s = style_of(role)
         meaning = s.meaning if role in ROLES else f"{s.meaning} ({role})"
         items.append(f'<span class="route-role" data-role="{html.escape(role)}" style="display:inline-block;'
-                     f'margin:0 12px 4px 0;white-space:nowrap">{_symbol(s.shape, "#f1f3f5", s.border, s.border_width)}'
+                     f'margin:0 12px 4px 0;white-space:nowrap">{shape_svg(s.shape, "#f1f3f5", s.border, s.border_width)}'
                      + (_line(s) if role in edge_roles else "")
                      + f' <b>{html.escape(role)}</b> <span style="color:#666">{html.escape(meaning)}</span></span>')
     kinds = [f'<span class="route-kind" style="display:inline-block;margin:0 10px 4px 0;white-space:nowrap">'
@@ -292,7 +276,7 @@ def legend_html(rg: RouteGraph) -> str:
              for k in rg.kinds]
     if rg.gold:
         items.append(f'<span class="route-role" data-role="gold" style="display:inline-block;margin:0 12px 4px 0;'
-                     f'white-space:nowrap">{_symbol("dot", "#f1f3f5", GOLD, 2.5)} <b>gold</b> '
+                     f'white-space:nowrap">{shape_svg("dot", "#f1f3f5", GOLD, 2.5)} <b>gold</b> '
                      '<span style="color:#666">gold documents and their chunks (halo)</span></span>')
     return ('<div class="route-legend" style="font-size:12.5px;line-height:1.5;font-family:sans-serif">'
             + "".join(items) + '<br><span style="color:#666;margin-right:6px">colour = kind:</span>'
