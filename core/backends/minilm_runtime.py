@@ -108,9 +108,9 @@ class _Runtime:
     rows only, so a text's vector is the same whatever thread ran it."""
 
     name = ""
-    # padded tokens per forward pass, measured on an Intel Xeon with AMX (bench/embed_shapes.py): torch-bf16 peaks at
-    # 512-1024 (2048 is ~10 % slower), onnxruntime is flat from 256 to 512; the smaller size keeps a lone question's
-    # forward short (it is filled to the whole shape)
+    # padded tokens per forward pass, measured on an Intel Xeon with AMX (forwards of each width and size timed alone):
+    # torch-bf16 peaks at 512-1024 (2048 is ~10 % slower); the smaller size keeps a lone question's forward short (it
+    # is filled to the whole shape: ~30 ms)
     batch_tokens = 512
 
     def __init__(self, model_dir: Path):
@@ -242,7 +242,8 @@ class TorchRuntime(_Runtime):
 
 class OnnxRuntime(_Runtime):
     name = "onnx"
-    batch_tokens = 256
+    batch_tokens = 512  # as before fixed shapes: onnxruntime's per-forward throughput is flat from 256 to 512, but the
+    # embed stage with 256 ran 3.5 % slower (more forwards; bench.embed_speed)
 
     def __init__(self, model_dir: Path, cache_dir: Path):
         super().__init__(model_dir)
