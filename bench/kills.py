@@ -106,7 +106,10 @@ def main() -> None:
         cmd = [sys.executable, "-m", "core", "build", "--workspace", WS, "--quiet"] + ([str(corpus)] if first else [])
         proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(killed), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, start_new_session=True)
-        while proc.poll() is None and not (_stage_now(watch) in names and names.index(_stage_now(watch)) >= target):
+        while proc.poll() is None:
+            now = _stage_now(watch)  # read once: the run moves on between two reads
+            if now in names and names.index(now) >= target:
+                break
             time.sleep(0.05)
         time.sleep(delay)
         if proc.poll() is not None:

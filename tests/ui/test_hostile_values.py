@@ -86,10 +86,16 @@ def _session(home) -> AppTest:
     return at
 
 
+DRAWN_AS_MARKDOWN = re.compile(r"(?<!\\)\]\((?:\\)?https|(?<!\\)<b>")  # a link or a tag that Markdown would draw
+
+
 def _check(at: AppTest, what: str) -> None:
     assert not at.exception, (what, [e.value for e in at.exception])
     sent = _text(at._tree)
     assert SECRET not in sent and "Marta Vell" not in sent, f"bob's text reached alice's page: {what}"
+    for kind in ("markdown", "caption", "error", "warning", "info", "success"):
+        for el in getattr(at, kind):
+            assert not DRAWN_AS_MARKDOWN.search(str(el.value)), f"{what}: drawn as Markdown: {el.value}"
 
 
 @pytest.fixture
