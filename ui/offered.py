@@ -35,8 +35,9 @@ def _in(value: Any, options: Sequence[Any]) -> bool:
 
 def _guarded(widget, key: str, fix: Callable[[Any], Any], on_change, args, kwargs):
     """The page's callback, preceded by putting the widget's session state back among the options. Inside a form
-    no widget may have a callback (Streamlit's rule): there the value returned is kept to the options, and the form's
-    submit reads nothing else."""
+    no widget may have a callback (Streamlit's rule): there only the value returned is kept to the options, and a
+    submit callback that reads the session state must not trust it (the share form's role is checked by
+    core.access.share, which refuses a role it does not know)."""
     owner = getattr(widget, "__self__", None)  # st.radio and a column's .radio are DeltaGenerator methods
     if owner is not None and current_form_id(owner):
         return on_change
