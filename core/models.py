@@ -146,6 +146,7 @@ class BuildRun(SQLModel, table=True):
     lease_s: Optional[float] = Field(default=LEASE_S, sa_column_kwargs={"server_default": str(LEASE_S)})
     created_at: datetime = Field(default_factory=utcnow)
     finished_at: Optional[datetime] = None
+    version: Optional[int] = None  # a finished build's number: the workspace's build_version it made (core/build/runs.py)
 
 
 UNFINISHED = ("queued", "running", "cancelling")
@@ -335,7 +336,7 @@ def sql_table(model: type[SQLModel]) -> Table:
 
 
 NEW_COLUMNS = {"buildrun": {"kind": "VARCHAR NOT NULL DEFAULT 'build'", "params": "JSON", "worker": "VARCHAR",
-                             "lease_s": f"FLOAT DEFAULT {LEASE_S}"},
+                             "lease_s": f"FLOAT DEFAULT {LEASE_S}", "version": "INTEGER"},
                "querylog": {"asked_by": "VARCHAR"},
                # a workspace from before content-only ids keeps making its ids as it did (core/ids.py)
                "workspace": {"salted_ids": "BOOLEAN NOT NULL DEFAULT TRUE"}}

@@ -7,18 +7,8 @@ from __future__ import annotations
 from sqlalchemy import func
 from sqlmodel import col, select
 
-from core.models import BuildRun, Community, Document, Edge, EntityMerge, Node, StageRun, Workspace
-
-
-def communities_per_level(store, ws_id: int) -> dict[str, dict[str, int]]:
-    """method -> level (as text) -> communities stored."""
-    out: dict[str, dict[str, int]] = {}
-    with store.session() as s:
-        for method, level, n in s.exec(select(Community.method, Community.level, func.count())
-                                       .where(Community.workspace_id == ws_id)
-                                       .group_by(Community.method, col(Community.level))):
-            out.setdefault(method, {})[str(level)] = n
-    return out
+from core.explore.build_counts import communities_per_level
+from core.models import BuildRun, Document, Edge, EntityMerge, Node, StageRun, Workspace
 
 
 def workspace_stats(store, ws: Workspace) -> dict:

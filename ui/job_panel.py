@@ -75,7 +75,7 @@ def draw(ws: Workspace) -> None:
         with st.container(border=True, key="job_panel"):
             a, b = st.columns([5, 1])
             state = "stopping…" if now.status == "cancelling" else now.status
-            a.markdown(f"**{md_escape(runs.run_label(now))}** · {state} · run {now.id}")
+            a.markdown(f"**{md_escape(runs.run_label(now))}** · {state} · on build {ws.build_version}")
             stop = b.button("Stop", key="job_stop", icon=":material/stop:",
                             disabled=now.status == "cancelling" or not guard.allowed(ws, "stop"))
             if stop and guard.check(ws, "stop"):
@@ -95,8 +95,8 @@ def failed(ws: Workspace) -> None:
     units = failed_units(store, ws.id, run.id) if run is not None and run.status == "done" else []
     if run is None or not units:
         return
-    with st.expander(f"{md_escape(runs.run_label(run))} (run {run.id}) finished with {plural(len(units))}",
+    with st.expander(f"{md_escape(runs.run_name(run, {}))} finished with {plural(len(units))}",  # a job: no build
                      expanded=True, icon=":material/error:"):
         st.caption("Their model calls still failed after their retries, so nothing was stored for them. The next "
                    "build retries them (Build / resume, or Retry failed units, on the Build page).")
-        FU.table(units, "job_failed_units")
+        FU.table(units, "job_failed_units", ws.id)

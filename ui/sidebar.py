@@ -37,7 +37,7 @@ def _status(ws_name: str) -> None:
         st.session_state[_DRAWN] = now
         st.rerun()
     if run is not None:
-        what = "Building" if (run.kind or "build") == "build" else runs.run_label(run)
+        what = f"Building build {ws.build_version + 1}" if (run.kind or "build") == "build" else runs.run_label(run)
         st.info(md_escape(f"{what}… {run.stage or 'queued'}"), icon=":material/construction:")
     elif ws.build_version:
         n_failed = count_failed(R.store(), ws.id or 0)  # (core/build/failures.py: a run "done" may leave some)

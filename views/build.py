@@ -1,5 +1,7 @@
-"""Build: watch the current build live (stages, progress, counts), start, resume or stop one; the failed units
-(model calls that still failed after their retries) with a button that retries them."""
+"""Build: a finished build opens on its verdict in plain words (core/explore/verdict.py: "build N", what the graph
+holds, what is unusual), with the stage figures in expanders below (open while a build runs: watch it live); start,
+resume or stop one; the failed units (model calls that still failed after their retries) with a button that retries
+them."""
 
 from __future__ import annotations
 
@@ -8,11 +10,13 @@ import streamlit as st
 
 from core import access
 from core.build import runs
-from core.build.failures import count_failed, failed_units, plural
+from core.build.failures import failed_units, plural
 from core.build.runs import active_run, request_cancel
 from core.config import BACKEND_KINDS
+from core.explore.build_counts import GraphCounts
 from core.explore.hierarchy import METHODS, frame_signature, hierarchy_figure, hierarchy_frame
-from core.models import UNFINISHED, Workspace, is_active
+from core.explore.verdict import Verdict, build_verdict, duration
+from core.models import Workspace
 from core.protocols import BackendError
 from core.workspace import retry_failed, start_build
 from ui import eval_results, guard, offered
@@ -29,9 +33,6 @@ if current is None:
 ws: Workspace = current
 assert ws.id is not None  # a row read from or written to the store has its key
 ws_id: int = ws.id
-
-PLURAL = {"document": "Documents", "chunk": "Chunks", "entity": "Entities", "relationship": "Relationships",
-          "statement": "Statements", "community": "Communities", "edge": "Edges"}
 
 c1, c2, c3 = st.columns([1, 1, 3])
 backend = offered.one(c3.radio, "Backend", list(BACKEND_KINDS), horizontal=True, key="build_backend",
@@ -73,7 +74,7 @@ def _failed_units() -> None:
                 st.rerun()
             except (BackendError, access.Refused) as exc:
                 st.error(md_escape(str(exc)))
-        FU.table(units, "failed_units_table")
+        FU.table(units, "failed_units_table", ws_id)
 
 
 MARGIN = dict(l=10, r=10, t=40, b=10)
@@ -138,16 +139,17 @@ def _leiden(counts: dict, name: str = "Leiden", key: str = "") -> bool:
     return True
 
 
-def _communities(counts: dict) -> None:
-    """GraphRAG's Leiden on the extracted entities, then HiRAG's Leiden on its layered graph."""
+def _communities(counts: dict, gc: GraphCounts) -> None:
+    """GraphRAG's Leiden on the extracted entities, then HiRAG's Leiden on its layered graph (entity counts: the
+    verdict's, core/explore/build_counts.py)."""
     if _leiden(counts, "Leiden (GraphRAG)"):
-        st.caption(f"Extracted entity graph: {counts.get('entities', 0):,} entities; "
+        st.caption(f"Extracted entity graph: {gc.entities:,} entities after resolution; "
                    f"{counts.get('components', 0)} connected components clustered, "
-                   f"{counts.get('tiny_components', 0)} tiny ones (single entities) recorded apart.")
+                   f"{counts.get('tiny_components', 0)} single entities linked to no other recorded apart.")
     hi = counts.get("hirag") or {}
     if _leiden(hi, "HiRAG", "hirag_"):
-        st.caption(f"HiRAG's layered graph: {hi.get('entities', 0):,} entities of every layer "
-                   f"({hi.get('summary_entities', 0):,} summary entities), {hi.get('links', 0):,} links; "
+        st.caption(f"HiRAG's layered graph: {gc.all_entities:,} entities of every layer ({gc.entities:,} after "
+                   f"resolution + {gc.summary_entities:,} summary entities), {hi.get('links', 0):,} links; "
                    f"{hi.get('with_summary_entities', 0):,} communities hold a summary entity.")
 
 
@@ -172,7 +174,8 @@ def _attributed(counts: dict) -> None:
         m2.metric("KNN edges", f"{counts.get('knn_edges', 0):,}")
         m3.metric("C-HNSW nodes", f"{counts.get('chnsw_nodes', 0):,}")
         if counts.get("layer_sizes"):
-            st.caption("Nodes per ArchRAG layer: " + " · ".join(f"{n:,}" for n in counts["layer_sizes"]))
+            st.caption("Nodes per ArchRAG layer as it was built (layer 0: the entities): "
+                       + " · ".join(f"{n:,}" for n in counts["layer_sizes"]))
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -180,13 +183,14 @@ def _frame_so_far(ws_id: int, method: str, signature: tuple):
     return hierarchy_frame(store, ws_id, method, max_sectors=400)
 
 
-def _hierarchy_so_far() -> None:
+def _hierarchy_so_far(expanded: bool) -> None:
     """A sunburst of the communities stored right now: it grows as the stages write level after level."""
     sigs = {m: frame_signature(store, ws_id, m) for m in ("leiden", "hirag", "noderag", "attributed")}
     present = [m for m, sig in sigs.items() if sig]
     if not present:
         return
-    with st.container(border=True, key="hierarchy_so_far"):
+    with (st.expander("Hierarchy so far" if expanded else "Hierarchy", expanded=expanded, icon=":material/donut_large:"),
+          st.container(border=True, key="hierarchy_so_far")):
         method = present[0]
         if len(present) > 1:
             method = offered.one(st.radio, "Hierarchy so far", present, format_func=METHODS.get, horizontal=True,
@@ -203,14 +207,15 @@ _HELP = {"HLG topics": "With a model backend, as the HLG paper does (§6.2): the
                        "12 per topic) stands in, each group titled and summarized by the backend."}
 
 
-def _graph_extras(by_stage: dict) -> None:
-    """Entity resolution, NodeRAG augmentation and HLG topics: their counts once the stages report them."""
+def _graph_extras(by_stage: dict, gc: GraphCounts) -> None:
+    """Entity resolution, NodeRAG augmentation and HLG topics: their counts once the stages report them (the topics
+    stored: the verdict's count)."""
     merge, augment, lexical = by_stage.get("merge", {}), by_stage.get("augment", {}), by_stage.get("lexical", {})
     metrics = []
     if merge:
         metrics += [("Merge candidates", merge.get("candidates", 0)), ("Auto-merged", merge.get("auto_merged", 0))]
     if lexical:
-        metrics += [("HLG topics", lexical.get("topics", 0)), ("Facts linked", lexical.get("facts_linked", 0)),
+        metrics += [("HLG topics", gc.topics), ("Facts linked", lexical.get("facts_linked", 0)),
                     ("Cross-document facts", lexical.get("cross_document_facts", 0))]
     if augment:
         metrics += [("Important entities", augment.get("important_entities", 0)),
@@ -231,27 +236,26 @@ def _graph_extras(by_stage: dict) -> None:
         b.plotly_chart(fig, width="stretch", key="noderag_nodes")
 
 
-@st.fragment(run_every=1.0 if running is not None else None)
-def live() -> None:
-    run = store.latest_run(ws_id, ("build",))  # a job's steps are shown on the Quality page
-    if run is None:
-        st.info("This workspace has not been built yet. Add documents on the Workspaces page, or press Build.")
+def _verdict(v: Verdict) -> None:
+    """The verdict first (core/explore/verdict.py): the headline, what the graph holds, what is unusual."""
+    before, bold, after = v.headline.partition(v.stress)
+    text = f"{md_escape(before)}**{md_escape(bold)}**{md_escape(after)}" if bold else md_escape(v.headline)
+    {"success": st.success, "warning": st.warning, "error": st.error}.get(v.tone, st.info)(text)
+    if v.number is None and not v.facts:
         return
-    assert run.id is not None  # a row read from or written to the store has its key
-    stages = store.stage_runs(run.id)
-    # judged on this one read of the row: a second read (active_run) racing the build's end saw it stalled
-    stalled = run.status in UNFINISHED and not is_active(run, store.now())
-    label = {"done": "Build finished", "failed": "Build failed", "cancelled": "Build stopped"}.get(run.status, "")
-    n_failed = count_failed(store, ws_id, run.id) if run.status == "done" else 0
-    if stalled:
-        st.warning("The last build stopped without finishing (its worker is gone). Press **Build / resume** "
-                   "to continue from the first unfinished unit.")
-    elif run.status == "failed":
-        st.error(f"Build failed in stage **{md_escape(run.stage or '?')}**: {md_escape(run.message or run.status)}")
-    elif n_failed:
-        st.warning(f"{label} with {plural(n_failed)} · run {run.id} · backend {run.backend} (listed below)")
-    elif label:
-        (st.success if run.status == "done" else st.info)(f"{label} · run {run.id} · backend {run.backend}")
+    with st.container(border=True, key="build_verdict"):
+        a, b = st.columns([3, 2])
+        a.markdown("\n".join(f"- {md_escape(f)}" for f in v.facts))
+        if v.notes:
+            b.markdown("**Worth a look**\n\n" + "\n".join(f"- {md_escape(n)}" for n in v.notes))
+        elif v.number is not None:  # a finished build
+            b.markdown("**Nothing unusual**: no failed unit, no collapsed HiRAG layer, no community over its cap, "
+                       "few single-member communities.")
+
+
+def _stages(v: Verdict, run) -> None:
+    """Progress, the graph's counts (the verdict's), each stage's figures and, once done, their timings."""
+    stages = v.rows
     finished = sum(1 for s in stages if s.status == "done")
     cur = next((s for s in stages if s.status == "running"), None)
     frac = finished / max(1, len(stages))
@@ -259,10 +263,13 @@ def live() -> None:
         frac += (cur.done / cur.total) / max(1, len(stages))
     st.progress(min(1.0, frac), text=(f"Stage {finished + 1}/{len(stages)}: {md_escape(cur.message or '')}" if cur
                                       else f"{finished}/{len(stages)} stages done"))
-    counts = store.counts(ws_id)
-    cols = st.columns(7)
-    for col, key in zip(cols, ["document", "chunk", "entity", "relationship", "statement", "community", "edge"]):
-        col.metric(PLURAL[key], f"{counts.get(key, 0):,}")
+    gc = v.counts
+    figures = [("Documents", gc.documents), ("Chunks", gc.chunks), ("Entities after resolution", gc.entities),
+               ("Summary entities", gc.summary_entities), ("Relationships", gc.relationships),
+               ("Statements", gc.statements), ("Communities", gc.communities), ("Edges", gc.edges)]
+    for i in range(0, len(figures), 4):  # two rows of four: each label whole
+        for col, (label, value) in zip(st.columns(4), figures[i : i + 4]):
+            col.metric(label, f"{value:,}", help=COUNT_HELP.get(label))
     st.dataframe(
         [{"stage": s.stage, "status": s.status,
           "progress": (s.done / s.total) if s.total else (1.0 if s.status == "done" else 0.0),
@@ -271,15 +278,6 @@ def live() -> None:
         column_config={"progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0)},
         hide_index=True, width="stretch",
     )
-    by_stage = {s.stage: s.counts or {} for s in stages}
-    if by_stage.get("embed", {}).get("embedder_note"):
-        st.info(f"Embedder: {md_escape(by_stage['embed']['embedder_note'])}", icon=":material/memory:")
-    _layers(by_stage.get("layers", {}))
-    _communities(by_stage.get("communities", {}))
-    _attributed(by_stage.get("attributed", {}))
-    _noderag(by_stage.get("augment", {}))
-    _hierarchy_so_far()
-    _graph_extras(by_stage)
     if run.status == "done":
         done = [s for s in stages if s.status == "done"]
         fig3 = go.Figure(go.Bar(y=[s.stage for s in done], x=[s.seconds for s in done], orientation="h",
@@ -287,6 +285,41 @@ def live() -> None:
         fig3.update_layout(title="Stage timings (s)", height=260, margin=MARGIN,
                            yaxis_autorange="reversed")
         st.plotly_chart(fig3, width="stretch", key="timings")
+
+
+COUNT_HELP = {"Entities after resolution": "Extracted entities once same-named and auto-merged ones are one (HiRAG "
+                                           "layer 0).",
+              "Summary entities": "HiRAG's summary entities, made by its layers 1 and up.",
+              "Communities": "Of HiRAG, hierarchical Leiden, ArchRAG and NodeRAG (not the connected components)."}
+
+
+@st.fragment(run_every=1.0 if running is not None else None)
+def live() -> None:
+    run = store.latest_run(ws_id, ("build",))  # a job's steps are shown on the Quality page
+    if run is None:
+        st.info("This workspace has not been built yet. Add documents on the Workspaces page, or press Build.")
+        return
+    v = build_verdict(store, ws, run)  # judged on this one read of the row (a second read could race its end)
+    _verdict(v)
+    done, by_stage = run.status == "done", v.stages
+    secs = sum(s.seconds for s in v.rows)
+    with st.expander(f"Stages: {sum(1 for s in v.rows if s.status == 'done')}/{len(v.rows)} done · "
+                     f"{duration(secs)} of stage time", expanded=not done, icon=":material/view_timeline:"):
+        _stages(v, run)
+    if (by_stage.get("layers") or {}).get("layers"):
+        with st.expander("HiRAG layers", expanded=not done, icon=":material/layers:"):
+            _layers(by_stage["layers"])
+    if any((by_stage.get(k) or {}).get(f) for k, f in (("communities", "communities_per_level"),
+                                                        ("attributed", "communities_per_level"),
+                                                        ("augment", "communities"))):
+        with st.expander("Communities per level", expanded=not done, icon=":material/hub:"):
+            _communities(by_stage.get("communities", {}), v.counts)
+            _attributed(by_stage.get("attributed", {}))
+            _noderag(by_stage.get("augment", {}))
+    if any(by_stage.get(k) for k in ("merge", "lexical", "augment")):
+        with st.expander("Entity resolution, HLG topics and NodeRAG", expanded=not done, icon=":material/merge:"):
+            _graph_extras(by_stage, v.counts)
+    _hierarchy_so_far(expanded=not done)
     # when the build ends, the sidebar's status (ui/sidebar.py) draws the whole page again, once
 
 

@@ -17,7 +17,7 @@ from sqlalchemy import update
 from core.build.context import BuildContext, Cancelled, Event, JobPlan, Progress, Stage
 from core.build.failures import count_failed, finished_message, plural
 from core.build.lease import NOW, Lease, LeaseLost
-from core.build.runs import insert_run
+from core.build.runs import insert_run, record_version
 from core.build.stages.attributed import attributed_stage
 from core.build.stages.augment import augment_stage
 from core.build.stages.chunk import chunk_stage
@@ -136,7 +136,7 @@ def _run_stages(ctx: BuildContext, lease: Lease, only: list[str] | None,
                                         count_failed(store, ctx.ws_id, run_id))
         if finish is None:
             store.analyze()
-            finish_build(store, ctx.ws_id, ctx.backend.name, ctx.backend.model, ctx.embedder.name)
+            finish_build(store, ctx.ws_id, ctx.backend.name, ctx.backend.model, ctx.embedder.name, run_id)
         if not lease.finish("done", done_message):
             raise LeaseLost()
         yield Event(run_id, "", "done", 1, 1, done_message, {})
@@ -160,13 +160,17 @@ def _run_stages(ctx: BuildContext, lease: Lease, only: list[str] | None,
         raise
 
 
-def finish_build(store: Store, ws_id: int, backend: str, chat_model: str, embedder: str) -> None:
+def finish_build(store: Store, ws_id: int, backend: str, chat_model: str, embedder: str,
+                 run_id: int | None = None) -> None:
     """A finished build: the workspace's version + 1 (one atomic UPDATE: a concurrent bump is never lost) and the
-    backend, model and embedder it was built with."""
+    backend, model and embedder it was built with; the new version is the run's build number (`BuildRun.version`)."""
     t = Workspace.__table__  # type: ignore[attr-defined]
     with store.engine.begin() as conn:
-        conn.execute(update(t).where(t.c.id == ws_id).values(build_version=t.c.build_version + 1, backend=backend,
-                                                               chat_model=chat_model, embedder=embedder))
+        version = conn.execute(update(t).where(t.c.id == ws_id)
+                               .values(build_version=t.c.build_version + 1, backend=backend, chat_model=chat_model,
+                                       embedder=embedder).returning(t.c.build_version)).scalar()
+        if run_id is not None:
+            record_version(conn, run_id, version)
 
 
 def run_job(ctx: BuildContext, run_id: int, plan: JobPlan, lease: Lease | None = None) -> Iterator[Event]:

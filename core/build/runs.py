@@ -72,8 +72,9 @@ def insert_run(store: Store, ws: Workspace, settings: Settings, steps: list[tupl
                                .values(status=case((t.c.status == "running", literal("failed")),
                                                    else_=literal("cancelled")),
                                        message=case((t.c.status == "cancelling", literal("Stopped by the user")),
-                                                    else_=literal(f"superseded by run {run.id}: its worker had "
-                                                                  f"stopped sending heartbeats")),
+                                                    else_=literal(f"superseded by the {run_label(run).lower()} of "
+                                                                  f"{started(run)}: its worker had stopped sending "
+                                                                  "heartbeats")),
                                        finished_at=utcnow()))
         s.commit()
         return run
@@ -102,6 +103,48 @@ def run_label(run: BuildRun) -> str:
     if kind == "build":
         return "Build"
     return str((run.params or {}).get("label") or KIND_LABELS.get(kind, kind))
+
+
+def record_version(conn, run_id: int, version: int | None) -> None:
+    """Store on a finished build the workspace's build_version it made: its number, "build N" (`build_numbers`)."""
+    t = BuildRun.__table__  # type: ignore[attr-defined]
+    conn.execute(update(t).where(t.c.id == run_id).values(version=version))
+
+
+def build_numbers(store: Store, ws_id: int) -> dict[int, int]:
+    """Run id -> build number of the workspace's finished builds: what the user reads ("build 3"), never the row id.
+    A build's number is the workspace's build_version it made (stored by the runner; the sidebar shows the current
+    one, evaluations the one they measured); a job that changes the graph (a promote, a merge decision) bumps the
+    version too, so the next build's number follows it. A row of an older release, stored without its number, takes
+    its rank among the workspace's finished builds (its version when no job changed the graph in between)."""
+    with store.session() as s:
+        rows = s.exec(select(BuildRun.id, BuildRun.version)
+                      .where(BuildRun.workspace_id == ws_id, BuildRun.kind == "build", BuildRun.status == "done")
+                      .order_by(col(BuildRun.id))).all()
+    return {rid: version or rank for rank, (rid, version) in enumerate(rows, 1) if rid is not None}
+
+
+def started(run: BuildRun) -> str:
+    """When the run was created, for people: "28 Nov 11:24 UTC"."""
+    return f"{run.created_at:%d %b %H:%M} UTC"
+
+
+def run_name(run: BuildRun, numbers: dict[int, int]) -> str:
+    """What a run is called on the pages: "build 3" for a finished build (`numbers`: `build_numbers`), else its
+    label and when it started ("Build of 28 Nov 11:24 UTC", "Promote variant 'x' of ...")."""
+    if run.id in numbers:
+        return f"build {numbers[run.id]}"
+    return f"{run_label(run)} of {started(run)}"
+
+
+def run_names(store: Store, ws_id: int, run_ids: set[int]) -> dict[int, str]:
+    """Run id -> `run_name` of those of the workspace's runs (a failed unit's run, say)."""
+    if not run_ids:
+        return {}
+    with store.session() as s:
+        rows = s.exec(select(BuildRun).where(BuildRun.workspace_id == ws_id, col(BuildRun.id).in_(run_ids))).all()
+    numbers = build_numbers(store, ws_id)
+    return {r.id: run_name(r, numbers) for r in rows if r.id is not None}
 
 
 def busy_message(run: BuildRun, advice: str = "start once it has finished, or stop it") -> str:

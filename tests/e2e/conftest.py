@@ -254,9 +254,9 @@ def wait_for_sample_build(pg, url: str) -> None:
     pg.goto(url.rstrip("/") + "/build")
     expect(pg.locator("h1", has_text="Build")).to_be_visible(timeout=60_000)
     done = pg.locator("[data-testid='stAlert']").filter(
-        has_text=re.compile(r"Build finished · run \d+|Build failed|stopped without finishing"))
+        has_text=re.compile(r"Build \d+ finished|Build failed|stopped without finishing"))
     expect(done.first).to_be_visible(timeout=BUILD_TIMEOUT_MS)
-    assert "Build finished" in done.first.inner_text(), done.first.inner_text()
+    assert re.search(r"Build \d+ finished", done.first.inner_text()), done.first.inner_text()
 
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"

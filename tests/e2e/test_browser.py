@@ -123,7 +123,7 @@ def test_first_hour_from_the_root_url(app_server, page, tmp_path):
         # 5. Build, through the upload report's "Watch the build" link: finished, one document.
         pg.locator("[data-testid='stPageLink']", has_text="Watch the build").click()
         expect(pg.locator("h1", has_text="Build")).to_be_visible()
-        expect(pg.locator("[data-testid='stAlert']", has_text="Build finished")).to_be_visible()
+        expect(pg.locator("[data-testid='stAlert']", has_text=re.compile(r"Build \d+ finished"))).to_be_visible()
         expect(pg.locator("[data-testid='stMetric']", has_text="Documents")).to_contain_text("1")
         assert_page_clean(pg)
         shot(pg, "first-hour-07-build")

@@ -49,13 +49,15 @@ def test_build_page_lists_failed_units_and_retries_them(tmp_path, embedder, tiny
             at = run(AppTest.from_file(str(APP), default_timeout=180))
             at.switch_page("views/build.py")
             run(at)
-            assert any(w.value.startswith("Build finished with 1 failed unit · run ") for w in at.warning), \
+            assert any(w.value.startswith("**Build 1 finished** in ") and w.value.endswith(" · 1 failed unit")
+                       for w in at.warning), \
                 [w.value for w in at.warning]
             assert any("**1 failed unit**" in w.value for w in at.warning)
             table = next(d.value for d in at.dataframe if "reason" in d.value.columns)
             row = table.iloc[0].to_dict()
             assert (row["stage"], row["unit"], len(table)) == ("extract", unit.unit, 1)
             assert "500" in row["reason"] and "railway" in row["what"].lower() and row["attempts"] == 2
+            assert row["failed in"] == "build 1", row  # the build's number, never the run's row id
             assert any("failed unit" in c.value for c in at.sidebar.caption), "the sidebar says so too"
 
             fake.fail_when = None  # the server recovers
@@ -70,4 +72,5 @@ def test_build_page_lists_failed_units_and_retries_them(tmp_path, embedder, tiny
             assert failed_units(again, built.ws.id) == []
             run(at)
             assert not any(b.label == "Retry failed units" for b in at.button)
-            assert any(s.value.startswith("Build finished · run ") for s in at.success)
+            assert any(s.value.startswith("**Build 2 finished** in ") and s.value.endswith(" · no failed units")
+                       for s in at.success), [s.value for s in at.success]

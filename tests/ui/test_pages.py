@@ -170,7 +170,9 @@ def test_build_page_shows_all_stages_done_and_metrics(app, store):
 
     _open(app, "views/build.py")
     assert [t.value for t in app.title] == ["Build"]
-    assert any(s.value.startswith("Build finished · run ") for s in app.success), [s.value for s in app.success]
+    ws = store.require_workspace("sample")
+    assert any(s.value.startswith(f"**Build {ws.build_version} finished** in ") for s in app.success), \
+        [s.value for s in app.success]
     stages = app.dataframe[0].value
     assert list(stages["stage"]) == stage_names()
     assert set(stages["status"]) == {"done"}
@@ -178,13 +180,18 @@ def test_build_page_shows_all_stages_done_and_metrics(app, store):
     progress = app.get("progress")
     assert progress and progress[0].value == 100
     assert f"{n}/{n} stages done" in str(progress[0].proto.text)
-    counts = store.counts(store.require_workspace("sample").id)
+    counts = store.counts(ws.id)
     metrics = {m.label: m.value for m in app.metric}
     assert metrics["Documents"] == "15"
-    for label, key in [("Chunks", "chunk"), ("Entities", "entity"), ("Relationships", "relationship"),
-                       ("Statements", "statement"), ("Communities", "community"), ("Edges", "edge")]:
+    for label, key in [("Chunks", "chunk"), ("Relationships", "relationship"), ("Statements", "statement"),
+                       ("Edges", "edge")]:
         assert metrics[label] == f"{counts[key]:,}", label
         assert counts[key] > 0, key
+    # entities: the extracted ones after resolution and HiRAG's summary entities, apart, adding up to every entity
+    entities, summary = (int(metrics[k].replace(",", "")) for k in ("Entities after resolution", "Summary entities"))
+    assert entities + summary == counts["entity"] and entities > 0
+    facts = next(m.value for m in app.markdown if "entities after resolution" in m.value)
+    assert f"{entities:,} entities after resolution" in facts, facts  # the verdict says the same number
     # HLG topics say what stands in for the paper's model-made topics (issue 26, §6.2)
     topics = next(m for m in app.metric if m.label == "HLG topics")
     assert "stands in" in topics.proto.help and "§6.2" in topics.proto.help

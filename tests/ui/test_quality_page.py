@@ -168,7 +168,7 @@ def test_the_job_panel_shows_a_running_job_stops_it_and_other_starts_are_refused
         run(page)
         assert _keyed(page, "job_panel"), "the job panel is drawn"
         label = md_escape("What-if run 'panel'")
-        assert any(m.value == f"**{label}** · queued · run {job.id}" for m in page.markdown)
+        assert any(m.value == f"**{label}** · queued · on build {ws.build_version}" for m in page.markdown)
         assert [p.proto.text for p in page.get("progress") if "steps done" in p.proto.text] == ["0/1 steps done"]
         cand = rv.filter_rows(rv.merge_table(store, ws.id), "candidate")[0]
         assert _button(page, f"mr_reject_{cand.id}").disabled, "decisions wait for the job"
