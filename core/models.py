@@ -329,6 +329,22 @@ class AuditEvent(SQLModel, table=True):
     detail: str = ""
 
 
+class UploadRecord(SQLModel, table=True):
+    """One upload to a workspace and what became of it (core/ingest/uploads.py): documents added, duplicates (the
+    same content already stored: file, title, the stored document's id), refusals (Refusals.to_json: bounded), kept
+    so the Workspaces page lists them after a reload. No foreign key, as CommunityVariant: records older than their
+    workspace (a deleted one's id reused) are ignored."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    workspace_id: int = Field(index=True)
+    created_at: datetime = Field(default_factory=utcnow)
+    user: str = ""
+    added: int = 0
+    duplicates: list[Any] = Field(default_factory=list, sa_column=Column(JSON))  # [file, title, document id]
+    n_duplicates: int = 0  # all of them (the list keeps the first few hundred)
+    refusals: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+
+
 def sql_table(model: type[SQLModel]) -> Table:
     """The SQLAlchemy table behind a table model, for bulk inserts and updates (`insert(sql_table(Node))`)."""
     t: Table = model.__table__  # type: ignore[attr-defined]  # set by SQLModel's metaclass, absent from its stubs

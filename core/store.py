@@ -36,6 +36,7 @@ from core.models import (
     Node,
     QueryLog,
     StageRun,
+    UploadRecord,
     Workspace,
     add_new_columns,
     utcnow,
@@ -252,7 +253,7 @@ class Store:
             if runs:
                 s.exec(delete(StageRun).where(col(StageRun.run_id).in_(runs)))
             for table in (FailedUnit, BuildRun, Checkpoint, Edge, Node, Community, Document, QueryLog, EntityMerge,
-                          CommunityVariant, Artifact, Member, EvaluationResult, Evaluation):
+                          CommunityVariant, Artifact, Member, EvaluationResult, Evaluation, UploadRecord):
                 s.exec(delete(table).where(col(table.workspace_id) == ws.id))
             s.exec(delete(Workspace).where(col(Workspace.id) == ws.id))
             s.commit()

@@ -30,6 +30,7 @@ class IngestReport:
     added: list[str] = field(default_factory=list)  # titles
     duplicates: list[str] = field(default_factory=list)
     refusals: Refusals = field(default_factory=Refusals)  # counted and grouped by reason: bounded
+    same_as: list[tuple[str, str, str]] = field(default_factory=list)  # per duplicate: (file, title, stored id)
 
     def summary(self) -> str:
         parts = [f"{len(self.added)} document(s) added"]
@@ -42,7 +43,7 @@ class IngestReport:
 
 def _store_loaded(store: Store, ws: Workspace, docs: list[LoadedDoc], refusals: Refusals) -> IngestReport:
     res = add_documents(store, ws, docs)
-    return IngestReport([d.title for d in res.added], res.duplicates, refusals)
+    return IngestReport([d.title for d in res.added], res.duplicates, refusals, res.same_as)
 
 
 def ingest_uploads(store: Store, ws: Workspace, files: list[tuple[str, bytes]], settings: Settings) -> IngestReport:

@@ -1,8 +1,9 @@
-"""The Quality page's "Entity resolution" tab: merge candidates ranked by their evidence, each with both entities
-and its evidence as bars, accepted or rejected one by one or many at once, and every decision undoable. The work is
-done by core/resolution/review.py; this module only draws and calls it. An accept or an undo (graph rows, vectors,
-the kept entities' re-embedding) is a merge-decision job of the background worker (core/worker.py), followed by
-the page's job panel (ui/job_panel.py); a reject or an un-reject (one record's status) is done at once."""
+"""The Quality page's "Entity resolution" tab: merge candidates ranked by their evidence, as a compact table of one
+line per pair (the two entities, their evidence in figures, the name the merged entity will go by, Merge / Keep
+apart), decided one by one or many at once, and every decision undoable. The work is done by
+core/resolution/review.py; this module only draws and calls it. A merge or an undo (graph rows, vectors, the kept
+entities' re-embedding) is a merge-decision job of the background worker (core/worker.py), followed by the page's
+job panel (ui/job_panel.py); keeping a pair apart or undoing that (one record's status) is done at once."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from core.models import BuildRun, Workspace
 from core.quality.data import build_settings
 from core.resolution import review as rv
 from core.resolution.merge import MergeError
-from core.text import truncate
 from core.worker import start_job
 from ui import guard, job_panel, offered
 from ui import resources as R
@@ -40,6 +40,12 @@ def _sides(ws_id: int, version: str, stamp: tuple, ids: tuple[int, ...]) -> dict
     return rv.sides(R.store(), ws_id, [r for r in _table(ws_id, version, stamp) if r.id in want])
 
 
+@st.cache_data(show_spinner=False, max_entries=32)
+def _shared(ws_id: int, version: str, stamp: tuple, ids: tuple[int, ...]) -> dict[int, int]:
+    want = set(ids)
+    return rv.shared_documents(R.store(), ws_id, [r for r in _table(ws_id, version, stamp) if r.id in want])
+
+
 def _say(kind: str, text: str) -> None:
     st.session_state[MSG] = (kind, text)
 
@@ -55,6 +61,10 @@ def _start(ws: Workspace, action: str, rows: list[rv.MergeRow], failed: str) -> 
     st.session_state.pop(MSG, None)  # a new decision: the last one's outcome no longer applies
     try:
         access.require(store, R.me(), ws, "merge")
+        if action == "accept":  # the names chosen go with the records the job merges
+            if rv.build_running(store, ws.id):
+                raise JobBusy("a build or job of this workspace is running; decide once it has finished")
+            _pin_names(store, ws.id, rows)
         job_panel.watch(start_job(store, ws, job_settings(build_settings(store, ws.id, R.settings()), ws), "reembed",
                                   {"action": action, "merge_ids": [r.id for r in rows], "label": label}))
     except (JobBusy, ValueError, access.Refused) as exc:
@@ -75,7 +85,10 @@ def outcome(store, ws: Workspace, run: BuildRun) -> None:
     elif len(counts.get("merge_ids") or []) == 1 and counts.get("merged") == 1:
         kept, gone = titles.get(counts["merge_ids"][0], ["", ""])
         comms = rv.communities_of(store, ws.id, counts.get("kept") or [])
-        _say("success", f"Merged “{md_label(gone, 80)}” into “{md_label(kept, 80)}”. "
+        now = {n.id: n.title for n in store.nodes_by_id(ws.id, counts.get("kept") or []).values()}
+        named = next(iter(now.values()), kept)
+        _say("success", f"Merged “{md_label(gone, 80)}” into “{md_label(kept, 80)}”"
+                        + (f", now named “{md_label(named, 80)}”" if named and named != kept else "") + ". "
                         f"{len(comms)} community report(s) marked stale (see the Hierarchy page); the next build "
                         "(Build / resume on the Build page) rewrites them.")
     else:
@@ -86,6 +99,18 @@ def outcome(store, ws: Workspace, run: BuildRun) -> None:
                 f"“{md_label(titles.get(mid, ['', ''])[1], 40)}” ({md_escape(why)})" for mid, why in skipped[:5]) + (
                 " …" if len(skipped) > 5 else "")
         _say("success" if counts.get("merged") else "warning", text)
+
+
+def _pin_names(store, ws_id: int, rows: list[rv.MergeRow]) -> None:
+    """Record the name chosen for each row whose name picker was drawn (the one the mentions settle on: none);
+    a record that refuses raises MergeError."""
+    drawn = [r for r in rows if f"mr_name_{r.id}" in st.session_state]
+    sides = rv.sides(store, ws_id, drawn) if drawn else {}
+    for r in drawn:
+        names, settled, _ = rv.name_choices(r, sides)
+        chosen = st.session_state[f"mr_name_{r.id}"]
+        if chosen in names:
+            rv.choose_name(store, ws_id, r.id, None if chosen == settled else chosen)
 
 
 def _accept(ws: Workspace, row: rv.MergeRow) -> None:
@@ -126,52 +151,77 @@ def _accept_many(ws: Workspace, rows: list[rv.MergeRow]) -> None:
 
 
 # -- drawing --------------------------------------------------------------------------------------------------------
-def _entity(col, role: str, side: rv.Side) -> None:
-    col.markdown(f"{role} **{md_label(side.title or side.id, 90)}**")
-    facts = [md_escape(side.type or "no type"), f"{side.mentions:g} mention(s)"]
-    if not side.exists:
-        facts.append("not in the graph now")
-    col.caption(" · ".join(facts))
-    if side.text and side.text != side.title:
-        col.markdown(md_escape(truncate(side.text, 220)))
+WIDTHS = [3, 3, 5, 3, 4]  # kept entity, merged entity, evidence, the name kept, the decision
+
+
+def _entity(col, side: rv.Side) -> None:
+    """One line: the name in bold, then its type and mentions (the description and aliases on hover)."""
+    facts = [side.type or "no type", f"{side.mentions:g} mention(s)"] + ([] if side.exists else
+                                                                         ["not in the graph now"])
+    hover = md_label(side.text, 300) if side.text and side.text != side.title else ""  # a tooltip is Markdown
     if len(side.aliases) > 1:
-        col.caption("Aliases: " + ", ".join(md_label(a, 50) for a in side.aliases[:8]))
+        hover += ("\n\n" if hover else "") + "Aliases: " + ", ".join(md_label(a, 50) for a in side.aliases[:8])
+    col.markdown(f"**{md_label(side.title or side.id, 60)}** :gray[{md_escape(' · '.join(facts))}]",
+                 help=hover or None)
 
 
-def _evidence(col, row: rv.MergeRow) -> None:
+def evidence_line(row: rv.MergeRow, shared_docs: int | None) -> str:
+    """The pair's evidence in one line of markdown (values 0-1; unmeasured ones say so)."""
     ev = row.evidence_values()
-    for label, key in (("score", "score"), ("name similarity", "name"), ("type agreement", "type"),
-                       ("embedding cosine", "embedding"), ("shared neighbours", "neighbours")):
-        v = ev[key]
-        if v is None:
-            col.caption(f"{label}: not measured (no vectors)")
-        else:
-            col.progress(min(1.0, max(0.0, v)), text=f"{label} {v:.2f}")
+    cos = "—" if ev["embedding"] is None else f"{ev['embedding']:.2f}"
+    match = str(row.evidence.get("match", "")).replace("_", " ")
+    parts = [f"**score {ev['score']:.2f}**", f"name similarity {ev['name']:.2f}" + (f" ({md_escape(match)})"
+                                                                                    if match else ""),
+             f"cosine {cos}", f"shared neighbours {ev['neighbours']:.2f}", f"type {ev['type']:.2f}"]
+    if shared_docs is not None:
+        parts.append(f"{shared_docs} shared document(s)")
+    if row.evidence.get("ambiguous"):
+        parts.append("ambiguous name")
+    return " · ".join(parts)
 
 
-def _row(ws: Workspace, row: rv.MergeRow, sides: dict[str, rv.Side], busy: bool) -> None:
-    with st.container(border=True, key=f"mr_row_{row.id}"):
-        left, mid, ev_col, act = st.columns([4, 4, 3, 2])
+def _header() -> None:
+    cols = st.columns(WIDTHS)
+    for col, text in zip(cols, ("Keep (entity kept)", "Merge (into it)", "Evidence", "Name after the merge",
+                                "Decision")):
+        col.caption(f"**{text}**")
+
+
+def _row(ws: Workspace, row: rv.MergeRow, sides: dict[str, rv.Side], shared: dict[int, int], busy: bool) -> None:
+    with st.container(key=f"mr_row_{row.id}"):
+        left, mid, ev_col, name_col, act = st.columns(WIDTHS, vertical_alignment="center")
         kept, gone = sides[row.kept_id], sides[row.merged_id]
-        _entity(left, "Keep", kept)
-        _entity(mid, "Merge", gone)
-        _evidence(ev_col, row)
-        match = str(row.evidence.get("match", "")).replace("_", " ")
-        act.markdown(f"**{row.label}**")
-        act.caption(" · ".join(x for x in (md_escape(match), "ambiguous name" if row.evidence.get("ambiguous")
-                                           else "") if x))
+        _entity(left, kept)
+        _entity(mid, gone)
+        ev_col.markdown(f":small[{evidence_line(row, shared.get(row.id) if row.status != 'merged' else None)}]")
+        names, _, default = rv.name_choices(row, sides)
+        if row.status in ("candidate", "undone") and len(names) > 1:
+            offered.one(name_col.radio, "Name after the merge", names, key=f"mr_name_{row.id}",
+                        index=names.index(default), label_visibility="collapsed",
+                        format_func=lambda n: md_label(n, 40))
+        elif row.status == "merged":  # what the kept entity is called now, and the names it carries
+            name_col.caption(f"merged, named “{md_label(kept.title or default, 60)}”"
+                             + (" · Aliases: " + ", ".join(md_label(a, 40) for a in kept.aliases[:6])
+                                if len(kept.aliases) > 1 else ""))
+        else:
+            name_col.caption(md_label(default, 60))
         if row.status in ("candidate", "undone"):
             gone_now = not (kept.exists and gone.exists)
-            act.button("Accept", key=f"mr_accept_{row.id}", type="primary", disabled=busy or gone_now,
-                       on_click=_accept, args=(ws, row), help="Merge the right entity into the left one")
-            act.button("Reject", key=f"mr_reject_{row.id}", disabled=busy, on_click=_reject, args=(ws, row),
-                       help="Not the same: no build proposes this pair again")
+            a, b = act.columns([2, 3], gap="small")
+            a.button("Merge", key=f"mr_accept_{row.id}", type="primary", disabled=busy or gone_now,
+                     on_click=_accept, args=(ws, row), help="Merge the right entity into the left one, under the "
+                                                             "name chosen")
+            b.button("Keep apart", key=f"mr_reject_{row.id}", disabled=busy, on_click=_reject, args=(ws, row),
+                     help="Not the same: no build proposes this pair again")
             if gone_now:
                 act.caption("An entity of this pair was merged into another since.")
         elif row.status == "merged":
             act.button("Undo merge", key=f"mr_undo_{row.id}", disabled=busy, on_click=_revert, args=(ws, row))
         elif row.status == "rejected":
-            act.button("Undo reject", key=f"mr_unreject_{row.id}", disabled=busy, on_click=_revert, args=(ws, row))
+            act.button("Undo keep apart", key=f"mr_unreject_{row.id}", disabled=busy, on_click=_revert,
+                       args=(ws, row))
+        else:
+            act.caption(md_escape(row.label))
 
 
 def draw(ws: Workspace) -> None:
@@ -190,8 +240,10 @@ def draw(ws: Workspace) -> None:
         return
     counts = rv.status_counts(rows)
     st.caption("Pairs of entities that may name the same thing, found by name, type, embedding and shared "
-               "neighbours. Accepting merges the right entity into the left one (its mentions, relationships and "
-               "communities move; the reports of those communities are marked stale); every decision can be undone.")
+               "neighbours (all 0–1; cosine of their embeddings; shared documents mention both). Merge moves the "
+               "right entity into the left one under the name chosen (its mentions, relationships and communities "
+               "move; the reports of those communities are marked stale); every decision can be undone. Hover a "
+               "name for its description and aliases.")
     busy = rv.build_running(store, ws_id)
     if busy:
         st.info("A build or job of this workspace is running: decisions wait until it has finished.")
@@ -228,5 +280,8 @@ def draw(ws: Workspace) -> None:
         st.caption(f"{len(shown):,} shown, ranked by {rank}.")
     part = shown[(page - 1) * PAGE : page * PAGE]
     sides = _sides(ws_id, R.ws_key(ws), stamp, tuple(r.id for r in part))
-    for row in part:
-        _row(ws, row, sides, busy)
+    shared = _shared(ws_id, R.ws_key(ws), stamp, tuple(r.id for r in part))
+    with st.container(key="mr_table"):
+        _header()
+        for row in part:
+            _row(ws, row, sides, shared, busy)

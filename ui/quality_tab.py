@@ -11,6 +11,7 @@ import streamlit as st
 from core.explore.hierarchy import plot_text
 from core.quality.data import METHODS, EntityBase, LevelData, build_settings, describe, load_base, load_levels
 from core.quality.metrics import LevelMetrics, level_metrics
+from core.quality.readings import GOOD, NONE, POOR, Reference, reading, references
 from core.text import truncate
 from ui import offered
 from ui import resources as R
@@ -63,10 +64,12 @@ def _fmt(value, fmt: str) -> str:
     return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt.format(value)
 
 
-def _figures(m: LevelMetrics) -> None:
+def _figures(m: LevelMetrics, refs: dict[str, Reference]) -> None:
     cols = st.columns(5)
     for i, (key, label, fmt, help_) in enumerate(FIGURES):
-        cols[i % 5].metric(label, _fmt(m.figures.get(key), fmt), help=help_)
+        ref = refs.get(key)
+        cols[i % 5].metric(label, _fmt(m.figures.get(key), fmt),
+                           help=help_ + (f" Reference: {ref.source}." if ref is not None else ""))
     f = m.figures
     extra = f"{f['vertices']:,.0f} entities at this level"
     if f.get("unclustered"):
@@ -77,13 +80,62 @@ def _figures(m: LevelMetrics) -> None:
                f"{_fmt(f.get('size_max'), '{:,.0f}')}. {m.note + '. ' if m.note else ''}Measured in {m.seconds:.2f} s.")
 
 
-def _plots(m: LevelMetrics, per_level: list[LevelMetrics], key: str) -> None:
+COLOURS = {GOOD: "#2e7d32", POOR: "#c62828", NONE: "#757575"}  # the lines (dark)
+BARS = {GOOD: "#a5d6a7", POOR: "#ef9a9a", NONE: "#e0e0e0"}  # the values (light, so a line shows across; fair: amber)
+BULLETS = ["modularity", "coverage", "conductance_mean", "coherence_mean", "singleton_share", "tiny_share",
+           "calinski_harabasz", "cluster_sparsity"]
+
+
+def _span(ref: Reference, value: float) -> tuple[float, float]:
+    """The x range of a metric's bullet: [0, 1] for the shares and indices, wider when the value or a line is."""
+    marks = [x for x in (value, ref.good, ref.poor) if x is not None and math.isfinite(x)]
+    if ref.key == "calinski_harabasz":
+        return 0.0, max([2.0] + [1.25 * x for x in marks])
+    return min([0.0] + marks), max([1.0] + marks)
+
+
+def references_chart(m: LevelMetrics, refs: dict[str, Reference]):
+    """One bullet per metric: its value as a bar coloured by its verdict, the good (green) and poor (red) lines."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    keys = [k for k in BULLETS if k in refs]
+    fig = make_subplots(rows=len(keys), cols=1, vertical_spacing=0.045)
+    for row, key in enumerate(keys, start=1):
+        ref, value = refs[key], m.figures.get(key, math.nan)
+        value = value if value is not None and math.isfinite(value) else math.nan
+        verdict = ref.verdict(value)
+        lo, hi = _span(ref, value)
+        fig.add_trace(go.Bar(x=[0 if value != value else value], y=[ref.label], orientation="h", width=0.55,
+                             marker_color=BARS.get(verdict, "#ffe082"), showlegend=False,
+                             text=[f"{_fmt(value, '{:.3g}')} · {verdict}"], textfont=dict(color="#212121"),
+                             textposition="inside" if value == value and value > lo + 0.3 * (hi - lo) else "outside",
+                             hovertemplate=f"<b>{ref.label}</b> {_fmt(value, '{:.3f}')} ({verdict})<br>"
+                                           + plot_text(truncate(ref.source, 160)) + "<extra></extra>"),
+                      row=row, col=1)
+        fig.update_xaxes(range=[lo, hi], row=row, col=1, tickfont=dict(size=9))
+        for x, colour, what in ((ref.good, COLOURS[GOOD], "good"), (ref.poor, COLOURS[POOR], "poor")):
+            if x is not None and (what == "good" or x != ref.good):
+                fig.add_vline(x=x, line=dict(color=colour, width=2, dash="dash"), row=row, col=1, layer="above",
+                              annotation=dict(text=f"{what} {x:g}" if x == round(x, 2) else f"{what} {x:.2f}",
+                                              font=dict(size=9, color=colour)), annotation_position="top")
+    fig.update_layout(title="Against references (dashed: green good, red poor)", height=70 * len(keys) + 60,
+                      margin=dict(l=8, r=8, t=48, b=8), bargap=0.2)
+    return fig
+
+
+def _plots(m: LevelMetrics, per_level: list[LevelMetrics], refs: dict[str, Reference], key: str) -> None:
     import plotly.graph_objects as go
 
-    left, mid, right = st.columns(3)
+    cfg = R.settings().quality
+    top_l, top_r = st.columns(2)
+    top_l.plotly_chart(references_chart(m, refs), key=f"{key}_refs", width="stretch")
+    left, mid = st.columns(2)
     hist = go.Figure(go.Histogram(x=m.hist, nbinsx=min(60, max(5, len(set(m.hist)))), marker_color="#4c78a8"))
     hist.update_layout(title="Community sizes", height=320, margin=dict(l=8, r=8, t=40, b=8), bargap=0.05,
                        xaxis_title="members", yaxis_title="communities", yaxis_type="log" if len(m.hist) > 50 else None)
+    hist.add_vline(x=cfg.tiny_size + 0.5, line=dict(color=COLOURS[POOR], dash="dash"),
+                   annotation=dict(text=f"tiny: ≤ {cfg.tiny_size}", font=dict(size=9)))
     left.plotly_chart(hist, key=f"{key}_hist", width="stretch")
     t = m.table
     if t:
@@ -97,15 +149,23 @@ def _plots(m: LevelMetrics, per_level: list[LevelMetrics], key: str) -> None:
                           "coherence %{y:.2f}<extra></extra>"))
         scatter.update_layout(title="Conductance vs coherence", height=320, margin=dict(l=8, r=8, t=40, b=8),
                               xaxis_title="conductance (lower is better)", yaxis_title="coherence")
+        scatter.add_vline(x=cfg.weak_conductance, line=dict(color=COLOURS[POOR], dash="dash"),
+                          annotation=dict(text="weakly connected", font=dict(size=9)))
         mid.plotly_chart(scatter, key=f"{key}_scatter", width="stretch")
     levels = [x.level for x in per_level]
     line = go.Figure([go.Scatter(x=levels, y=[x.figures["modularity"] for x in per_level], name="modularity",
                                  mode="lines+markers"),
                       go.Scatter(x=levels, y=[x.figures["coverage"] for x in per_level], name="coverage",
                                  mode="lines+markers")])
+    line.add_hline(y=refs["modularity"].good, line=dict(color=COLOURS[GOOD], dash="dash"),
+                   annotation=dict(text="modularity 0.3: clear structure", font=dict(size=9)))
+    line.add_hline(y=refs["coverage"].good, line=dict(color="#9d9d9d", dash="dot"),
+                   annotation=dict(text="coverage ½", font=dict(size=9), xanchor="left"), annotation_position="bottom left")
     line.update_layout(title="Per level", height=320, margin=dict(l=8, r=8, t=40, b=8), xaxis_title="level",
                        xaxis=dict(tickmode="array", tickvals=levels), legend=dict(orientation="h", y=-0.25))
-    right.plotly_chart(line, key=f"{key}_levels", width="stretch")
+    top_r.plotly_chart(line, key=f"{key}_levels", width="stretch")
+    with top_r.expander("Where the reference lines come from"):
+        st.markdown("\n".join(f"- **{md_escape(r.label)}**: {md_escape(r.source)}" for r in refs.values()))
 
 
 def _worst(ws, m: LevelMetrics, n: int) -> None:
@@ -151,8 +211,31 @@ def _table(m: LevelMetrics) -> None:
         st.dataframe(df, hide_index=True, width="stretch", height=360)
 
 
+@st.cache_data(show_spinner="Reading every method…", max_entries=8)
+def glance(ws_id: int, version: str, ws_name: str, embedder: str) -> list[str]:
+    """One plain line per method the build has, at the level the tab opens on (the coarsest; HiRAG's layer 0)."""
+    cfg = R.settings().quality
+    out = []
+    for method, label in METHODS.items():
+        levels = method_levels(ws_id, version, ws_name, embedder, method)
+        if levels:
+            unit = "layer" if method == "hirag_layers" else "level"
+            out.append(reading(f"{label}, {unit} {levels[0].level}",
+                               level_metrics(levels[0], cfg, table=False).figures, cfg))
+    return out
+
+
 def draw(ws) -> None:
     cfg = R.settings().quality
+    top = st.container(key="q_glance")  # filled last: the chosen method's figures come first on a cold cache
+    _method(ws, cfg)
+    with top:
+        st.markdown("\n".join(f"- {md_escape(line)}" for line in glance(ws.id, R.ws_key(ws), ws.name, ws.embedder)))
+        st.caption("Each method at the level this tab opens on; pick one below for its figures and their "
+                       "reference lines.")
+
+
+def _method(ws, cfg) -> None:
     a, b = st.columns([3, 2])
     method = offered.one(a.radio, "Method", list(METHODS), format_func=METHODS.get, horizontal=True, key="q_method")
     levels = method_levels(ws.id, R.ws_key(ws), ws.name, ws.embedder, method)
@@ -171,9 +254,12 @@ def draw(ws) -> None:
     args = (ws.id, R.ws_key(ws), ws.name, ws.embedder, method)
     m = metrics(*args, level)
     per_level = [metrics(*args, lv) for lv in names]
+    refs = references(m.figures, cfg)
+    with st.container(key="q_reading"):
+        st.markdown("**" + md_escape(reading(f"{METHODS[method]}, {unit} {level}", m.figures, cfg)) + "**")
     with st.container(key="q_figures"):
-        _figures(m)
+        _figures(m, refs)
     with st.container(key="q_plots"):
-        _plots(m, per_level, f"q_{method}_{level}")
+        _plots(m, per_level, refs, f"q_{method}_{level}")
     _worst(ws, m, cfg.worst_listed)
     _table(m)

@@ -8,13 +8,14 @@ from core import access
 from core.build.runs import JobBusy, active_run
 from core.config import BACKEND_KINDS
 from core.ingest import SUPPORTED_EXTENSIONS
+from core.ingest.uploads import recent_uploads, record_upload
 from core.protocols import BackendError
 from core.store import StoreError
 from core.workspace import delete_workspace, ingest_uploads, start_build
 from ui import access_panel, guard, offered
 from ui import resources as R
-from ui.documents_panel import delete_documents_panel
-from ui.refusals import draw_refusals
+from ui.documents_panel import delete_documents_panel, open_document_panel
+from ui.refusals import draw_duplicates, draw_refusals, draw_uploads
 from ui.text import md_escape
 
 store, settings = R.store(), R.settings()
@@ -91,6 +92,7 @@ if st.button("Add and build", type="primary", disabled=not files or not can_uplo
         and guard.check(ws, "upload"):
     with st.spinner("Reading files…"):
         report = ingest_uploads(store, ws, [(f.name, f.getvalue()) for f in files], settings)
+        record_upload(store, ws.id, R.me().name, len(report.added), report.same_as, report.refusals)  # kept
     st.session_state["last_ingest"] = (ws.name, report)  # shown for this workspace only
     st.session_state["upload_round"] = st.session_state.get("upload_round", 0) + 1
     if report.added:
@@ -100,10 +102,13 @@ if st.button("Add and build", type="primary", disabled=not files or not can_uplo
             st.session_state["build_error"] = str(exc)
     st.rerun()
 
+docs = store.documents(ws.id)
+stored = {d.id: d.title for d in docs}
 last = st.session_state.get("last_ingest")
 shown = last[1] if last is not None and last[0] == ws.name else None
 if shown is not None:
     (st.success if shown.added else st.info)(shown.summary())
+    draw_duplicates(shown.same_as, len(shown.duplicates), stored)
     draw_refusals(shown.refusals)  # one line per reason, a few names each: never one per refused file
     if shown.added:
         st.caption("Only the new documents are chunked and extracted; the entities they share with earlier "
@@ -113,9 +118,11 @@ if shown is not None:
 if st.session_state.get("build_error"):
     st.error(md_escape(st.session_state.pop("build_error")))
 
-docs = store.documents(ws.id)
+draw_uploads(recent_uploads(store, ws), stored)  # kept: listed again after a reload or on a later visit
+
 st.subheader(f"Documents ({len(docs)})")
 if docs:
+    open_document_panel(store, ws, docs)
     st.dataframe([{"title": d.title, "file": d.filename, "external id": d.external_id or "", "characters": d.n_chars,
                    "added": d.created_at.strftime("%Y-%m-%d %H:%M")} for d in docs[:2000]],
                  hide_index=True, width="stretch")

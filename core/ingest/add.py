@@ -17,6 +17,7 @@ from core.store import Store
 class AddResult:
     added: list[Document] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)  # titles of documents already present
+    same_as: list[tuple[str, str, str]] = field(default_factory=list)  # per duplicate: (file, title, stored id)
 
 
 def text_hash(text: str) -> str:
@@ -36,6 +37,7 @@ def add_documents(store: Store, ws: Workspace, docs) -> AddResult:
             title, ext_id = clean_text(d.title), clean_text(d.external_id) if d.external_id is not None else None
             if h in seen:
                 out.duplicates.append(title)
+                out.same_as.append((clean_text(d.filename), title, seen[h]))
                 doc = pending.get(h) or s.get(Document, seen[h])
                 assert doc is not None  # `seen` was read from this workspace's Document rows
                 _alias(doc, ext_id)

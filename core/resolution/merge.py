@@ -145,6 +145,8 @@ def apply_merge(s, ws_id: int, row: EntityMerge, auto: bool, vector: tuple | Non
         rel.data = {k: (K if k in ("source", "target") and v == M else v) for k, v in (rel.data or {}).items()}
         s.add(rel)
     kept.data = _merged_data(kept, gone)
+    if (row.evidence or {}).get("keep_name"):  # the reviewer chose the name the merged entity goes by
+        kept.data["name"] = str(row.evidence["keep_name"])
     kept.weight = (kept.weight or 0.0) + (gone.weight or 0.0)
     _settle(kept)
     s.add(kept)

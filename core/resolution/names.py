@@ -80,13 +80,16 @@ def combined_score(name: float, same_type: float, cosine: float | None, jaccard:
 
 
 def settle(title: str, typ: str, data: dict | None) -> tuple[str, str, str]:
-    """(title, type, text) of an entity from all its mentions: the most used surface form (longest on ties), the
-    most used type, its descriptions joined (or its title). The resolve stage and every merge settle entities so."""
+    """(title, type, text) of an entity from all its mentions: the most used surface form (longest on ties) unless
+    a reviewer chose its name (`data["name"]`), the most used type, its descriptions joined (or its title). The
+    resolve stage and every merge settle entities so."""
     data = data or {}
     aliases: dict = data.get("aliases", {})
     types: dict = data.get("types", {})
     if aliases:
         title = max(aliases.items(), key=lambda kv: (kv[1], len(kv[0]), kv[0]))[0]
+    if data.get("name"):  # the name a reviewer chose when merging (core/resolution/review.py `choose_name`)
+        title = str(data["name"])
     if types:
         typ = max(types.items(), key=lambda kv: (kv[1], kv[0]))[0]
     descs = data.get("descriptions", [])

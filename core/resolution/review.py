@@ -85,6 +85,7 @@ class Side:
     text: str = ""
     aliases: list[str] = field(default_factory=list)
     exists: bool = True
+    alias_counts: dict[str, float] = field(default_factory=dict)  # surface form -> mentions
 
 
 def merge_table(store, ws_id: int) -> list[MergeRow]:
@@ -154,8 +155,68 @@ def sides(store, ws_id: int, rows: list[MergeRow]) -> dict[str, Side]:
 
 
 def _side(i, title, type_, weight, text, data, exists: bool = True) -> Side:
-    aliases = sorted((data or {}).get("aliases") or {}, key=lambda a: (-(data["aliases"][a] or 0), a))
-    return Side(i, title or "", type_ or "", float(weight or 0.0), text or "", aliases, exists)
+    counts = {str(a): float(n or 0) for a, n in ((data or {}).get("aliases") or {}).items()}
+    aliases = sorted(counts, key=lambda a: (-counts[a], a))
+    return Side(i, title or "", type_ or "", float(weight or 0.0), text or "", aliases, exists, counts)
+
+
+def name_choices(row: MergeRow, sides_: dict[str, Side]) -> tuple[list[str], str, str]:
+    """(the names a reviewer may keep for a pair: the kept entity's, then the merged one's; the one a merge would
+    give the kept entity by itself: core/resolution/names.py `settle` over both entities' mentions; the one it will
+    give: the reviewer's choice (`choose_name`) if any, else that one)."""
+    kept, gone = sides_.get(row.kept_id), sides_.get(row.merged_id)
+    names = list(dict.fromkeys(t for t in ((kept.title if kept else "") or row.titles[0],
+                                           (gone.title if gone else "") or row.titles[1]) if t))
+    counts: dict[str, float] = {}
+    for side in (kept, gone):
+        for a, n in ((side.alias_counts or ({side.title: max(side.mentions, 1.0)} if side.title else {}))
+                     if side else {}).items():
+            counts[a] = counts.get(a, 0.0) + n
+    pinned = (row.evidence.get("keep_name") or "") if row.status != "merged" else ""
+    settled = max(counts.items(), key=lambda kv: (kv[1], len(kv[0]), kv[0]))[0] if counts else ""
+    settled = settled if settled in names else (names[0] if names else "")
+    return names, settled, pinned if pinned in names else settled
+
+
+def choose_name(store, ws_id: int, merge_id: int, name: str | None) -> None:
+    """Record the name the kept entity goes by once candidate `merge_id` is merged (one of the pair's two names;
+    None: the one its mentions settle on). Kept in the record's evidence until the merge applies it."""
+    with store.session() as s:
+        row = owned(s, EntityMerge, ws_id, merge_id)
+        if row is None:
+            raise MergeError(f"no merge candidate {merge_id} in this workspace")
+        if row.status == "merged":
+            raise MergeError(f"candidate {merge_id} is merged already; undo it to choose another name")
+        ev = dict(row.evidence or {})
+        titles = [str(t) for t in (ev.get("titles") or [])]
+        current = {n.id: n.title for n in s.exec(select(Node).where(
+            Node.workspace_id == ws_id, col(Node.id).in_([row.kept_id, row.merged_id])))}
+        allowed = set(titles) | {t for t in current.values() if t}
+        if name is not None and name not in allowed:
+            raise MergeError(f"“{name}” is not a name of this pair")
+        if name is None:
+            ev.pop("keep_name", None)
+        else:
+            ev["keep_name"] = name
+        if ev != (row.evidence or {}):
+            row.evidence = ev
+            s.add(row)
+            s.commit()
+
+
+def shared_documents(store, ws_id: int, rows: list[MergeRow]) -> dict[int, int]:
+    """Per row (one page), how many documents mention both of its entities (their chunks' `mentions` edges; an entity
+    merged away has none left, so a merged row counts 0)."""
+    ids = sorted({i for r in rows for i in (r.kept_id, r.merged_id)})
+    docs: dict[str, set[str]] = {}
+    if ids:
+        with store.session() as s:
+            for ent, doc in s.exec(select(Edge.dst, Node.document_id).join(Node, col(Node.id) == Edge.src).where(
+                    Edge.workspace_id == ws_id, Edge.kind == "mentions", col(Edge.dst).in_(ids),
+                    Node.workspace_id == ws_id, Node.kind == "chunk")):
+                if doc:
+                    docs.setdefault(ent, set()).add(doc)
+    return {r.id: len(docs.get(r.kept_id, set()) & docs.get(r.merged_id, set())) for r in rows}
 
 
 def build_running(store, ws_id: int) -> bool:

@@ -41,13 +41,15 @@ def test_accept_a_merge_see_the_entity_and_its_stale_reports_then_undo(app_serve
         # 1. Quality → Entity resolution: the candidate with both entities and its evidence; accept it
         open_page(pg, "Quality")
         pg.get_by_role("tab", name="Entity resolution").click()
-        row = pg.locator(f".st-key-mr_row_{mid}")
-        expect(row).to_contain_text("Keep Ashby Fen Farm")
-        expect(row).to_contain_text("Merge Ashby Fen")
-        expect(row).to_contain_text("candidate")
-        expect(row.locator("[data-testid='stProgress']")).to_have_count(5)  # score and four kinds of evidence
-        expect(row).to_contain_text(re.compile(r"name similarity 0\.\d\d"))
-        row.get_by_role("button", name="Accept").click()
+        row = pg.locator(f".st-key-mr_row_{mid}")  # one line of the compact table (issue 39 §3)
+        expect(row.locator("[data-testid='stColumn']").nth(0)).to_contain_text("Ashby Fen Farm")  # kept
+        expect(row.locator("[data-testid='stColumn']").nth(1)).to_contain_text("Ashby Fen")  # merged into it
+        for evidence in (r"score 0\.\d\d", r"name similarity 0\.\d\d", r"cosine (0\.\d\d|—)",
+                         r"shared neighbours 0\.\d\d", r"type \d\.\d\d", r"\d+ shared document"):
+            expect(row).to_contain_text(re.compile(evidence))  # the score and every kind of evidence
+        expect(row.get_by_role("radiogroup")).to_contain_text("Ashby Fen Farm")  # the name kept: the settled one
+        expect(row.get_by_role("button", name="Keep apart")).to_be_visible()
+        row.get_by_role("button", name="Merge").click()
         # the accept is a merge-decision job of the background worker (core/worker.py): the page says its
         # outcome once the worker has finished it
         expect(pg.locator("[data-testid='stAlert']", has_text="Merged “Ashby Fen” into “Ashby Fen Farm”")) \
@@ -57,7 +59,7 @@ def test_accept_a_merge_see_the_entity_and_its_stale_reports_then_undo(app_serve
         # 2. the reviewer's merges: the kept entity now carries both names; the merged one is out of the graph
         pg.locator("[data-testid='stRadio']", has_text="Show").get_by_text(
             re.compile(r"^Merged by a reviewer \(1\)$")).click()
-        expect(row).to_contain_text("merged")
+        expect(row).to_contain_text("merged, named “Ashby Fen Farm”")
         expect(row).to_contain_text("Aliases: Ashby Fen Farm, Ashby Fen")
         expect(row).to_contain_text("not in the graph now")
         assert _db(home, "SELECT count(*) FROM node WHERE id = ?", gone_id) == [(0,)]

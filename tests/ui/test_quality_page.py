@@ -74,6 +74,53 @@ def test_accept_many_at_once(page, quality_home):
         rv.revert(store, ws.id, r.id, *_index_and_embedder(ws))
 
 
+def test_merge_one_pair_under_the_other_name(page, quality_home):
+    """The compact table's keep-which-name choice (issue 39 §3): the radio offers both names, the settled one
+    first chosen; picking the merged entity's name and pressing Merge gives the kept entity that name."""
+    from core.models import Node
+
+    store = quality_home
+    ws = store.require_workspace("sample")
+    row = next(r for r in rv.filter_rows(rv.merge_table(store, ws.id), "all")  # a candidate, or undone by a test
+               if r.titles[1] == "Ashby Fen" and r.status in ("candidate", "undone"))
+    if row.status == "undone":
+        page.radio(key="mr_status").set_value("undone")
+        run(page)
+    names = page.radio(key=f"mr_name_{row.id}")
+    assert names.options == [row.titles[0], row.titles[1]] and names.value == row.titles[0]
+    names.set_value(row.titles[1])
+    run(page)
+    _button(page, f"mr_accept_{row.id}").click()
+    run(page)
+    job = wait_for_job(store, "sample")
+    assert (job.kind, job.status) == ("reembed", "done")
+    run(page)
+    assert any(s.value.startswith(f"Merged “{row.titles[1]}” into “{row.titles[0]}”, now named “{row.titles[1]}”")
+               for s in page.success), [s.value for s in page.success]
+    with store.session() as s:
+        assert s.get(Node, row.kept_id).title == "Ashby Fen" and s.get(Node, row.merged_id) is None
+    rv.revert(store, ws.id, row.id, *_index_and_embedder(ws))  # leave the copy as it was
+    with store.session() as s:
+        assert s.get(Node, row.kept_id).title == row.titles[0]
+
+
+def test_metrics_tab_reads_the_level_in_one_line(page, quality_home):
+    from core.quality.data import METHODS
+    from ui.text import md_escape
+
+    run(page)
+    [box] = _keyed(page, "q_reading")
+    line = next(n.value for n in _walk(box) if getattr(n, "type", None) == "markdown")
+    assert line.startswith(f"**{md_escape(METHODS['leiden'])}, level ") and "modularity 0" in line
+    assert "singletons" in line and line.endswith(".**")
+
+
+def _walk(node):
+    yield node
+    for child in getattr(node, "children", {}).values():
+        yield from _walk(child)
+
+
 def _index_and_embedder(ws):
     from ui import resources as R
 
@@ -197,9 +244,4 @@ def test_the_job_panel_shows_a_running_job_stops_it_and_other_starts_are_refused
 
 
 def _keyed(at: AppTest, key: str) -> list:
-    def walk(node):
-        yield node
-        for child in getattr(node, "children", {}).values():
-            yield from walk(child)
-
-    return [n for n in walk(at.main) if getattr(n, "key", None) == key]
+    return [n for n in _walk(at.main) if getattr(n, "key", None) == key]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = {"Node", "Edge", "Community", "Document", "BuildRun", "Evaluation", "EvaluationResult", "CommunityVariant",
-          "QueryLog", "EntityMerge", "FailedUnit", "Checkpoint", "Artifact", "Member"}
+          "QueryLog", "EntityMerge", "FailedUnit", "Checkpoint", "Artifact", "Member", "UploadRecord"}
 ALLOWED = {  # file: the model names read by id there, and why that id is not the browser's
     "core/ids.py": ({"Workspace", *MODELS}, "owned() itself"),
     "core/build/runs.py": ({"BuildRun"}, "runs by the id the server created or claimed (workers, the job panel)"),
