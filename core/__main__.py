@@ -143,6 +143,7 @@ def _non_negative(v: str) -> int:
 
 
 def cmd_build(args, settings: Settings, store: Store) -> int:
+    from core.build.engine import running_on
     from core.build.factory import make_context
     from core.build.runner import create_run, run_build
     from core.build.runs import active_run, busy_message
@@ -175,20 +176,22 @@ def cmd_build(args, settings: Settings, store: Store) -> int:
     from tqdm import tqdm  # (pinned in requirements.txt)
     failed = False
     try:
-        for ev in run_build(ctx, run.id):
-            if args.quiet or not ev.stage:
-                continue
-            bar = bars.get(ev.stage)
-            if bar is None:
-                bar = bars[ev.stage] = tqdm(total=max(ev.total, 1), desc=f"{ev.stage:<12}", unit="", leave=True,
-                                            file=sys.stderr, dynamic_ncols=True)
-            if ev.total and bar.total != ev.total:
-                bar.total = ev.total
-            bar.n = ev.done
-            bar.set_postfix_str(ev.message[:50], refresh=True)
-            if ev.status in ("done", "failed", "cancelled"):
-                bar.close()
-            failed = failed or ev.status == "failed"
+        with running_on(ctx) as engine:
+            print(f"units run on: {engine.describe()}", file=sys.stderr)
+            for ev in run_build(ctx, run.id):
+                if args.quiet or not ev.stage:
+                    continue
+                bar = bars.get(ev.stage)
+                if bar is None:
+                    bar = bars[ev.stage] = tqdm(total=max(ev.total, 1), desc=f"{ev.stage:<12}", unit="", leave=True,
+                                                file=sys.stderr, dynamic_ncols=True)
+                if ev.total and bar.total != ev.total:
+                    bar.total = ev.total
+                bar.n = ev.done
+                bar.set_postfix_str(ev.message[:50], refresh=True)
+                if ev.status in ("done", "failed", "cancelled"):
+                    bar.close()
+                failed = failed or ev.status == "failed"
     except BackendError:
         raise
     except Exception as exc:

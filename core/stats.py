@@ -55,13 +55,15 @@ def workspace_stats(store, ws: Workspace) -> dict:
         "layers": layers,
         "stop_reason": stop_reason,
         "stages": stages,
+        "engine": (run.params or {}).get("engine", "") if run is not None else "",  # where its units ran
     }
 
 
 def format_stats(st: dict) -> str:
     """The stats as a few aligned plain-text tables, for `python -m core stats` without `--json`."""
+    on = f"  units on {st['engine']}" if st.get("engine") else ""
     out = [f"workspace {st['workspace']}  build {st['build_version']}  backend {st['backend']}  "
-           f"embedder {st['embedder']}", "", "nodes (kind: count per layer)"]
+           f"embedder {st['embedder']}{on}", "", "nodes (kind: count per layer)"]
     for kind, per_layer in sorted(st["nodes"].items()):
         total = sum(per_layer.values())
         layers = "  ".join(f"L{k}={v:,}" for k, v in sorted(per_layer.items(), key=lambda kv: int(kv[0])))

@@ -19,8 +19,9 @@ from dataclasses import asdict
 
 from core import access
 from core.access import User
-from core.build.context import JobPlan
+from core.build.context import BuildContext, JobPlan
 from core.build.delete import delete_plan
+from core.build.engine import running_on
 from core.build.factory import job_settings, make_context
 from core.build.failures import EXIT_FAILED_UNITS, describe, failed_units
 from core.build.lease import Lease, claim_next
@@ -92,6 +93,24 @@ def run_worker(store: Store, run_id: int, lease_s: float = LEASE_S) -> int:
     return run_claimed(store, lease)
 
 
+def _run_events(ctx: BuildContext, run_id: int, kind: str, params: dict, lease: Lease) -> str:
+    """Run the build or job, printing its events; the last event's status."""
+    last = ""
+    if kind == "build":
+        events = run_build(ctx, run_id, lease=lease)
+    else:  # promote, what-if, merge decision: the job's own steps, planned by core/quality
+        try:
+            plan = plan_job(kind, params)
+        except Exception as exc:  # recorded on the run, so the page says why the job never started
+            lease.finish("failed", f"{type(exc).__name__}: {exc}"[:500])
+            raise
+        events = run_job(ctx, run_id, plan, lease=lease)
+    for ev in events:
+        print(f"run {run_id} [{ev.stage or 'build'}] {ev.status} {ev.done}/{ev.total} {ev.message}", flush=True)
+        last = ev.status
+    return last
+
+
 def run_claimed(store: Store, lease: Lease) -> int:
     """Run the run `lease` holds (see `run_worker` for the exit status), renewing the lease from the claim on."""
     run_id = lease.run_id
@@ -115,18 +134,9 @@ def run_claimed(store: Store, lease: Lease) -> int:
             return 1
         last = ""
         try:
-            if kind == "build":
-                events = run_build(ctx, run_id, lease=lease)
-            else:  # promote, what-if, merge decision: the job's own steps, planned by core/quality
-                try:
-                    plan = plan_job(kind, params)
-                except Exception as exc:  # recorded on the run, so the page says why the job never started
-                    lease.finish("failed", f"{type(exc).__name__}: {exc}"[:500])
-                    raise
-                events = run_job(ctx, run_id, plan, lease=lease)
-            for ev in events:
-                print(f"run {run_id} [{ev.stage or 'build'}] {ev.status} {ev.done}/{ev.total} {ev.message}", flush=True)
-                last = ev.status
+            with running_on(ctx) as engine:
+                print(f"run {run_id}: units run on {engine.describe()}", flush=True)
+                last = _run_events(ctx, run_id, kind, params, lease)
         except Exception:
             traceback.print_exc()
             return 1

@@ -73,8 +73,9 @@ def _settings(home: Path):
     return configure(s)
 
 
-def build_workspace(home: Path, paths: list[Path], embedder, name: str = "w", settings=None) -> Built:
-    """Ingest `paths` into a fresh workspace under `home` and run a full build in this process."""
+def build_workspace(home: Path, paths: list[Path], embedder, name: str = "w", settings=None, engine=None) -> Built:
+    """Ingest `paths` into a fresh workspace under `home` and run a full build from this process: its units in this
+    process, or on `engine` (core/build/engine.py) when given."""
     from core.build.factory import make_context
     from core.build.runner import create_run, run_build
     from core.store import Store
@@ -90,6 +91,8 @@ def build_workspace(home: Path, paths: list[Path], embedder, name: str = "w", se
     rep = ingest_paths(store, ws, paths, settings)
     assert rep.added and not rep.refusals, rep
     ctx = make_context(store, ws, settings, embedder=embedder)
+    if engine is not None:
+        ctx.use_engine(engine)
     run = create_run(store, ws, settings)
     events = list(run_build(ctx, run.id))
     assert events[-1].status == "done", events[-1]

@@ -35,6 +35,7 @@ import json
 import random
 import re
 import threading
+import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -366,6 +367,7 @@ class FakeOllama:
         self.faults: Faults | None = None  # injected faults (module docstring); None: none
         self.injected: Counter[str] = Counter()  # fault kind -> requests that got it
         self.chat_requests = 0  # chat requests received (/api/chat, /v1/chat/completions), scripted and faulty too
+        self.chat_delay_s = 0.0  # every chat request is answered after this long (a server that takes its time)
         self._draws: tuple[Faults, random.Random] | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -478,6 +480,8 @@ class OllamaHandler(BaseHTTPRequestHandler):
             owner.inflight += 1
             owner.max_inflight = max(owner.max_inflight, owner.inflight)
         try:
+            if path in CHAT_PATHS and owner.chat_delay_s:
+                time.sleep(owner.chat_delay_s)
             self._route(method, path, body)
         finally:
             with owner._lock:

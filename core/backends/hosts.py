@@ -210,6 +210,7 @@ class HostPool(Generic[C]):
         while True:
             host = self._acquire()
             url = host.url
+            slot = cluster_slot(host.url, self.limit)
             try:
                 result = attempt(host, i, after_malformed)
                 self._revive(host)
@@ -239,6 +240,8 @@ class HostPool(Generic[C]):
                                 model, problem)
                     continue
             finally:
+                if slot is not None:
+                    slot.release()
                 self._release(host)
             i += 1
             if i >= tries:
@@ -250,6 +253,28 @@ class HostPool(Generic[C]):
                 time.sleep(wait)
         raise BackendError(f"{d.label} at {redact_url(url)} failed to {what} with model {model!r} after {tries} attempt"
                            f"{'s' if tries > 1 else ''}: {problem}")
+
+
+_SLOTS: dict[tuple[str, int], Any] = {}
+_SLOTS_LOCK = threading.Lock()
+
+
+def cluster_slot(url: str, limit: int) -> Any:
+    """In a Dask worker (a build's unit, core/build/engine.py): a lease of the cluster's semaphore of model host
+    `url`, so `limit` calls at most are in flight on it across all workers of the cluster (released by the caller);
+    elsewhere None (this process's own slots are the limit)."""
+    try:
+        from distributed import Semaphore, get_worker
+
+        get_worker()
+    except (ImportError, ValueError):
+        return None
+    with _SLOTS_LOCK:
+        sem = _SLOTS.get((url, limit))
+        if sem is None:
+            sem = _SLOTS[(url, limit)] = Semaphore(max_leases=limit, name=f"strata-host:{redact_url(url)}:{limit}")
+    sem.acquire()
+    return sem
 
 
 def require_all(statuses: list[EndpointStatus]) -> list[EndpointStatus]:

@@ -60,6 +60,10 @@ def cpu_isa() -> str:
 
 
 def _cores() -> int:
+    """The cores this process may use: one in a local Dask worker (core/build/engine.py sets STRATA_TASK_THREADS
+    there; its other workers take the other cores), else the CPUs it may run on."""
+    if os.environ.get("STRATA_TASK_THREADS", "").isdigit():
+        return max(1, int(os.environ["STRATA_TASK_THREADS"]))
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # pragma: no cover - not Linux
@@ -220,6 +224,8 @@ class TorchRuntime(_Runtime):
         import torch
 
         self._torch = torch
+        if self.workers == 1 and os.environ.get("STRATA_TASK_THREADS"):  # a local Dask worker: its own core only
+            torch.set_num_threads(1)
         self._model = build_bert(model_dir)
         ids, mask = self.padded(_PROBES)
         ref = self.forward(ids, mask)

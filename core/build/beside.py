@@ -1,4 +1,5 @@
-"""Vectors embedded on a second thread while a stage whose own work keeps one core runs.
+"""Vectors embedded on a second thread while a stage whose own work keeps one core runs (when the build's units run
+in its own process; on a Dask cluster (core/build/engine.py) the workers take the cores and this does nothing).
 
 The extract stage's offline parser and most of the augment stage (HNSW, Leiden, SQL writes) run on one thread; on
 a two-core machine the other core would idle. `embedded_beside` fills it with an embedding job a later stage would
@@ -85,6 +86,9 @@ def embedded_beside(ctx: BuildContext, *jobs: tuple[str, Callable[[BuildContext]
     collection `kind` lacks. When the body ends (or raises), the part in hand (at most 256 rows) is finished and
     stored, then the thread stops and is joined."""
     turn = Beside()
+    if ctx.engine.distributed:  # the stages' units and the embedder's batches run on the cluster's workers already
+        yield turn
+        return
 
     def run() -> None:
         for kind, rows in jobs:

@@ -12,7 +12,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from core.build.engine import INLINE, Engine
 from core.build.failures import UnitFailures
+from core.build.tasks import EngineEmbedder, Parts
 from core.config import Settings
 from core.ids import IdScope, scope_of
 from core.index.vectors import VectorIndex
@@ -44,9 +46,11 @@ class BuildContext:
     embedder: Embedder
     index: VectorIndex
     should_stop: Callable[[], bool] = lambda: False
+    engine: Engine = INLINE  # where the stages' units run (core/build/engine.py): this process, or a Dask cluster
     failures: UnitFailures = field(init=False)
 
     def __post_init__(self) -> None:
+        self._parts: Parts | None = None
         self.failures = UnitFailures(self.store, self.ws_id, self.settings.backend.retries + 1)
 
     @property
@@ -54,6 +58,21 @@ class BuildContext:
         """The workspace's row id (a stage works on a stored workspace, which always has one)."""
         assert self.ws.id is not None
         return self.ws.id
+
+    @property
+    def parts(self) -> Parts:
+        """The backend and embedder as the engine's tasks reach them (core/build/tasks.py)."""
+        if self._parts is None:
+            runtime = self.index.writer.runtime if self.index.writer is not None else ""
+            self._parts = Parts(self.settings, self.backend, self.embedder, runtime)
+        return self._parts
+
+    def use_engine(self, engine: Engine) -> None:
+        """Run the stages' units on `engine`; on a cluster the embedder's batches run there too."""
+        parts = self.parts  # made first: it holds the build's own embedder, which the workers' copy loads as
+        self.engine = engine
+        if engine.distributed and not isinstance(self.embedder, EngineEmbedder):
+            self.embedder = EngineEmbedder(engine, parts, self.embedder)
 
     @property
     def ids(self) -> IdScope:

@@ -3,32 +3,16 @@ the `BuildContext` that carries them to the stages (core/build/context.py)."""
 
 from __future__ import annotations
 
-from core.backends.cache import CallCache
 from core.backends.embedders import make_embedder, writer_of
-from core.backends.offline import OfflineBackend
+from core.backends.language import make_backend
 from core.backends.servers import backend_kind, embedder_kind, require_servers
 from core.build.context import BuildContext
 from core.config import Settings
 from core.index.vectors import VectorIndex, reopen_vector_stores
 from core.index.writer import Writer, mismatch
 from core.models import Workspace
-from core.protocols import BackendError, Embedder, LanguageBackend
+from core.protocols import BackendError, Embedder
 from core.store import Store
-
-
-def make_backend(settings: Settings, store: Store | None) -> LanguageBackend:
-    if settings.backend.kind == "ollama":
-        # imported here only: the ollama backend pulls in httpx and the ollama client, which an offline build and
-        # the app's import of this module never need
-        from core.backends.ollama_backend import OllamaBackend
-
-        return OllamaBackend(settings.backend, CallCache(store) if store else None)
-    if settings.backend.kind == "openai":  # likewise the openai client
-        from core.backends.openai_backend import OpenAIBackend
-
-        return OpenAIBackend(settings.backend, CallCache(store) if store else None)
-    return OfflineBackend(settings.extract.max_entities_per_chunk, settings.extract.max_relationships_per_chunk,
-                          settings.extract.offline_extractor)
 
 
 def open_index(settings: Settings, ws_name: str, embedder_name: str) -> VectorIndex:

@@ -19,7 +19,8 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable
-from typing import TextIO, TypeVar
+from dataclasses import dataclass
+from typing import Any, TextIO, TypeVar
 
 from sqlalchemy import ColumnElement, delete, func, or_, select
 from sqlmodel import col
@@ -48,6 +49,27 @@ def attempts_of(exc: BaseException, default: int) -> int:
         return n
     m = _ATTEMPTS.search(str(exc))
     return int(m.group(1)) if m else default
+
+
+@dataclass
+class Failed:
+    """A unit's model call that failed after its retries: the server's reason and the tries it took."""
+
+    reason: str
+    attempts: int
+
+    def error(self) -> BackendError:
+        exc = BackendError(self.reason)
+        exc.attempts = self.attempts  # type: ignore[attr-defined]
+        return exc
+
+
+def outcome(fn, *args) -> Any:
+    """fn(*args), or a `Failed` when it raised a BackendError."""
+    try:
+        return fn(*args)
+    except BackendError as exc:
+        return Failed(str(exc) or type(exc).__name__, attempts_of(exc, 1))
 
 
 class UnitFailures:
@@ -81,6 +103,20 @@ class UnitFailures:
         except BackendError as exc:
             self.record(unit, exc, label)
             return None
+        self.succeeded(unit)
+        return out
+
+    def take(self, unit: str, result: T | Failed, label: str = "") -> T | None:
+        """A unit's result as an engine task gave it back (core/build/tasks.py): a `Failed` is recorded as `call`
+        records a raised BackendError, and gives None."""
+        if isinstance(result, Failed):
+            self.record(unit, result.error(), label)
+            return None
+        self.succeeded(unit)
+        return result
+
+    def succeeded(self, unit: str) -> None:
+        """`unit` succeeded: its failure recorded by an earlier run goes."""
         with self._lock:  # (held while the row goes: a failure of the same unit in between is recorded after)
             self._streak = 0
             if unit in self._pending:
@@ -88,7 +124,6 @@ class UnitFailures:
                 with self.store.engine.begin() as conn:
                     conn.execute(delete(TABLE).where(TABLE.c.workspace_id == self.ws_id, TABLE.c.stage == self.stage,
                                                      TABLE.c.unit == unit))
-        return out
 
     def record(self, unit: str, exc: BaseException, label: str = "") -> None:
         """Record `unit` of the current stage as failed in this run (replacing an older record of it)."""

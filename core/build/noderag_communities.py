@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 import igraph as ig
 import numpy as np
@@ -36,6 +35,7 @@ from sqlmodel import col, select
 from core.algorithms import noderag
 from core.build.community_rows import community_id, write_communities
 from core.build.context import BuildContext
+from core.build.tasks import report_one
 from core.ids import local_id, scope_by_id
 from core.models import Community, Edge, Node, sql_table
 from core.protocols import Report
@@ -139,20 +139,19 @@ def communities(ctx: BuildContext, part: HeteroPartition) -> Iterator[tuple[int,
     batch = max(32, workers * 4)
     reports: dict[str, Report] = {}
 
-    def build(k: int) -> tuple[str, Report | None]:
-        """A community's report; None when it failed after its retries (a failed unit: written by the next build)."""
-        hint, lines = part.material(k)
-        return part.cids[k], ctx.failures.call(part.cids[k], lambda: ctx.backend.report(hint, lines),
-                                               f"NodeRAG community report of {hint!r}")
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for off in range(0, len(todo), batch):
-            chunk = todo[off : off + batch]
-            reports.update((cid, rep) for cid, rep in (pool.map(build, chunk) if workers > 1 else map(build, chunk))
-                           if rep is not None)
-            yield off + len(chunk), len(todo)
-            if ctx.should_stop():
-                return
+    # each community's report is a unit; one that failed after its retries is a failed unit (written by the next
+    # build)
+    asked = ctx.engine.map(report_one, (part.material(k) for k in todo), ctx.parts,
+                           cpu=ctx.backend.name == "offline", window=workers)
+    for off in range(0, len(todo), batch):
+        chunk = todo[off : off + batch]
+        for k in chunk:
+            rep = ctx.failures.take(part.cids[k], next(asked), f"NodeRAG community report of {part.material(k)[0]!r}")
+            if rep is not None:
+                reports[part.cids[k]] = rep
+        yield off + len(chunk), len(todo)
+        if ctx.should_stop():
+            return
     rows, members_of = [], {}
     failed = {part.cids[k] for k in todo} - set(reports)  # their old material hash stays: the next build redoes them
     for k, cid in enumerate(part.cids):

@@ -17,7 +17,7 @@ from sqlalchemy import update
 from core.build.context import BuildContext, Cancelled, Event, JobPlan, Progress, Stage
 from core.build.failures import count_failed, finished_message, plural
 from core.build.lease import NOW, Lease, LeaseLost
-from core.build.runs import insert_run, record_version
+from core.build.runs import get_run, insert_run, record_version
 from core.build.stages.attributed import attributed_stage
 from core.build.stages.augment import augment_stage
 from core.build.stages.chunk import chunk_stage
@@ -99,6 +99,9 @@ def _run_stages(ctx: BuildContext, lease: Lease, only: list[str] | None,
         yield Event(run_id, "", "cancelled", 0, 0, "Stopped by the user", {})
         return
     stage_name = ""
+    row = get_run(store, run_id)
+    if row is not None:  # where its units run (core/build/engine.py), for the Build page and `core stats`
+        lease.write(params=dict(row.params or {}) | {"engine": ctx.engine.describe()})
     try:
         for name, label, fn in (stages() if steps is None else steps):
             if only and name not in only:

@@ -154,8 +154,10 @@ def _headline(run: BuildRun, number: int | None, stalled: bool, seconds: float, 
         return "info", f"Building build {current + 1} (started {started(run)})…", f"Building build {current + 1}"
     title = f"Build {number} finished"
     failed = plural(n_failed) if n_failed else "no failed units"
+    engine = (run.params or {}).get("engine")  # where its units ran (core/build/engine.py)
+    on = f" on {engine}" if engine else ""
     return ("warning" if n_failed else "success",
-            f"{title} in {duration(seconds)} with the {run.backend} backend · {failed}", title)
+            f"{title} in {duration(seconds)} with the {run.backend} backend{on} · {failed}", title)
 
 
 def build_verdict(store, ws: Workspace, run: BuildRun) -> Verdict:

@@ -428,12 +428,18 @@ def test_a_lost_lease_stops_the_runner_before_its_final_write(db, tiny_corpus, e
     assert store.require_workspace("w").build_version == 0
 
 
-def test_a_worker_woken_mid_unit_after_losing_its_run_changes_no_row(db, tiny_corpus):
+def test_a_worker_woken_mid_unit_after_losing_its_run_changes_no_row(db, tiny_corpus, monkeypatch):
     """The first worker is stopped (SIGSTOP) while it waits for a model reply, so it wakes in the middle of a unit with
     the reply in hand and rows to write. By then another worker has claimed and finished the run: every write of the
-    woken one (its extraction, the call cache, vectors, progress) fails on the lease, in its own transaction."""
+    woken one (its extraction, the call cache, vectors, progress) fails on the lease, in its own transaction.
+
+    Its units run in its own process here (STRATA_DASK_WORKERS=0), so the stopped process is the one waiting for the
+    reply. On a Dask cluster (core/build/engine.py) a unit's call is made, and its reply put in the call cache, by a
+    worker of the cluster, which SIGSTOP of the lease holder does not stop: the cache is keyed by the prompt, so such
+    a write stores a reply to its own prompt; every other write is the lease holder's, as here."""
     from tests.fake_ollama import FakeOllama, Reply, Sleep
 
+    monkeypatch.setenv("STRATA_DASK_WORKERS", "0")
     with FakeOllama() as fake:
         db.backend.kind = "ollama"
         db.backend.ollama_host = fake.url

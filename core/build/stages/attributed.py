@@ -31,7 +31,6 @@ The C-HNSW index (layer 0 entities, layer i the communities of layer i) is store
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,6 +42,7 @@ from core.algorithms.chnsw import CHNSW, CHNSW_ARTIFACT, CHNSW_FILE
 from core.build.community_rows import community_id, write_communities
 from core.build.context import BuildContext, Progress
 from core.build.report_material import MAX_ENTITIES, Element, report_material
+from core.build.tasks import report_one
 from core.graph.entity_graph import load_entity_graph
 from core.index.embedding import embed_missing, node_text_for_embedding
 from core.models import Community, Edge, Node, sql_table
@@ -228,27 +228,26 @@ def attributed_stage(ctx: BuildContext) -> Iterator[Progress]:
         provisional = cfg.max_levels - layer
         _persist(ctx, [c for c in comms if c.summary], provisional)
 
-        def make(gi: int) -> tuple[int, str, Report | None]:  # used within this level only: the loop's names hold
-            hint, material = materials[gi]  # noqa: B023
-            return gi, hint, ctx.failures.call(comms[gi].id, lambda: ctx.backend.report(hint, material),  # noqa: B023
-                                               f"ArchRAG layer {layer} report of {hint!r}")  # noqa: B023
-
+        # each community's report is a unit; one that failed after its retries is a failed unit (see below)
+        asked = ctx.engine.map(report_one, [materials[gi] for gi in todo], ctx.parts,
+                               cpu=ctx.backend.name == "offline", window=workers)
         failed = 0
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            for off in range(0, len(todo), batch):
-                part = todo[off : off + batch]
-                for gi, hint, rep in (pool.map(make, part) if workers > 1 else map(make, part)):
-                    if rep is None:  # failed after its retries: a failed unit, see below
-                        failed += 1
-                        continue
-                    c = comms[gi]
-                    c.title = (rep.title or "").strip()[:300] or hint[:300] or c.id
-                    c.summary = (rep.summary or "").strip() or c.title
-                    c.report = rep.model_dump() | {"title": c.title, "summary": c.summary}
-                _persist(ctx, [comms[gi] for gi in part if comms[gi].summary], provisional)
-                yield Progress(off + len(part), len(todo), f"layer {layer}: summarized {off + len(part)}/{len(todo)}")
-                if ctx.should_stop():
-                    return
+        for off in range(0, len(todo), batch):
+            part = todo[off : off + batch]
+            for gi in part:
+                hint = materials[gi][0]
+                rep = ctx.failures.take(comms[gi].id, next(asked), f"ArchRAG layer {layer} report of {hint!r}")
+                if rep is None:  # failed after its retries: a failed unit, see below
+                    failed += 1
+                    continue
+                c = comms[gi]
+                c.title = (rep.title or "").strip()[:300] or hint[:300] or c.id
+                c.summary = (rep.summary or "").strip() or c.title
+                c.report = rep.model_dump() | {"title": c.title, "summary": c.summary}
+            _persist(ctx, [comms[gi] for gi in part if comms[gi].summary], provisional)
+            yield Progress(off + len(part), len(todo), f"layer {layer}: summarized {off + len(part)}/{len(todo)}")
+            if ctx.should_stop():
+                return
         if failed:  # the next level's attributes are this level's report vectors: the hierarchy ends below it
             h.stop_reason = (f"layer {layer}: {failed} of {len(todo)} community reports failed (recorded as failed "
                              f"units), so this layer and those above are left to the next build")

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 import igraph as ig
 import numpy as np
@@ -49,10 +48,10 @@ from core.build.noderag_communities import (
 )
 from core.build.noderag_edges import EMBEDDED, embed_rows, load_vectors, write_edges
 from core.build.stages.index import report_rows
+from core.build.tasks import summarize_one
 from core.ids import local_id
 from core.index.embedding import embed_missing
 from core.models import Edge, Node, sql_table
-from core.protocols import Summary
 from core.store import content_id
 from core.text import truncate
 
@@ -147,30 +146,29 @@ def _attributes(ctx: BuildContext, dec: Decomposed, important: list[str]) -> Ite
     workers = ctx.settings.backend.parallel_calls if ctx.backend.name != "offline" else 1
     batch = max(32, workers * 4)
 
-    def summarize(item: tuple[str, str]) -> tuple[str, str, Summary | None]:
-        aid, eid = item
-        name = dec.entity[eid][0]
-        return aid, eid, ctx.failures.call(aid, lambda: ctx.backend.summarize("attribute", name, dec.material(eid)),
-                                           f"attribute of {name!r}")
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for off in range(0, total, batch):
-            part = todo[off : off + batch]
-            got = list(pool.map(summarize, part)) if workers > 1 else [summarize(t) for t in part]
-            results = [(aid, eid, summ) for aid, eid, summ in got if summ is not None]  # failed: made next build
-            nodes = [node_row(ws_id, aid, "attribute", dec.entity[eid][0], summ.summary,
-                               {"entity_id": eid, "keywords": list(summ.keywords)[:10], "material": material[aid]})
-                     for aid, eid, summ in results]
-            edges = [edge_row(ws_id, eid, aid, "has_attribute") for aid, eid, _ in results]
-            if nodes:
-                with store.session() as s:
-                    conn = s.connection()
-                    conn.execute(insert(sql_table(Node)), nodes)
-                    conn.execute(insert(sql_table(Edge)), edges)
-                    s.commit()
-            yield off + len(part), total
-            if ctx.should_stop():
-                return
+    # each entity's attribute is a unit; one whose model call failed after its retries is a failed unit (made by
+    # the next build)
+    offline = ctx.backend.name == "offline"
+    asked = ctx.engine.map(summarize_one, (("attribute", dec.entity[e][0], dec.material(e)) for _, e in todo),
+                           ctx.parts, cpu=offline, window=workers)
+    for off in range(0, total, batch):
+        part = todo[off : off + batch]
+        got = [(aid, eid, ctx.failures.take(aid, next(asked), f"attribute of {dec.entity[eid][0]!r}"))
+               for aid, eid in part]
+        results = [(aid, eid, summ) for aid, eid, summ in got if summ is not None]  # failed: made next build
+        nodes = [node_row(ws_id, aid, "attribute", dec.entity[eid][0], summ.summary,
+                           {"entity_id": eid, "keywords": list(summ.keywords)[:10], "material": material[aid]})
+                 for aid, eid, summ in results]
+        edges = [edge_row(ws_id, eid, aid, "has_attribute") for aid, eid, _ in results]
+        if nodes:
+            with store.session() as s:
+                conn = s.connection()
+                conn.execute(insert(sql_table(Node)), nodes)
+                conn.execute(insert(sql_table(Edge)), edges)
+                s.commit()
+        yield off + len(part), total
+        if ctx.should_stop():
+            return
 
 
 # ---------------------------------------------------------------------------------------------- the stage

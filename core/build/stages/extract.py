@@ -16,7 +16,6 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 from sqlmodel import col, select
 
@@ -24,6 +23,7 @@ from core.build.beside import embedded_beside
 from core.build.context import BuildContext, Progress
 from core.build.mentions import chunk_ords, fold_entity, fold_relationship
 from core.build.stages.embed import chunk_rows, statements_so_far
+from core.build.tasks import extract_batch, extract_one
 from core.ids import IdScope, local_id, scope_by_id
 from core.models import Document, Node, sql_table
 from core.protocols import Extraction
@@ -60,43 +60,47 @@ def extract_stage(ctx: BuildContext) -> Iterator[Progress]:
     todo_docs = {d: docs[d] for d in dict.fromkeys(r[2] for r in todo) if d in docs}
     subjects = document_subjects(ctx.backend, todo_docs) if ctx.settings.extract.title_subject else {}
 
-    def run_one(row) -> Extraction | None:
-        """The chunk's extraction; None when the model failed it after its retries: recorded as a failed unit,
-        nothing written and no checkpoint, so the next build extracts it again (core/build/failures.py)."""
-        chunk_id, text, doc_id = row
+    def unit(row) -> tuple[str, str | None]:
+        """What a chunk's extraction reads: its text and its subject (a model reads the document's title as
+        context; offline extraction only trusts a real title as the subject)."""
+        _, text, doc_id = row
         doc = docs.get(doc_id)
-        # a model reads the title as context; offline extraction only trusts a real title as the subject
-        subject = subjects.get(doc_id) if ctx.backend.name == "offline" else (doc.title if doc else None)
-        label = f"chunk of {doc.title!r}" if doc else "chunk"
-        return ctx.failures.call(chunk_id, lambda: ctx.backend.extract(text, types, subject=subject), label)
+        return text, subjects.get(doc_id) if ctx.backend.name == "offline" else (doc.title if doc else None)
 
-    def run_part(part) -> list[Extraction | None]:
-        many = getattr(ctx.backend, "extract_many", None)
-        if many is not None:  # the offline backend parses a batch at once
-            return many([t for _, t, _ in part], types, [subjects.get(d) for _, _, d in part])
-        return list(pool.map(run_one, part)) if workers > 1 else [run_one(r) for r in part]
+    def label(row) -> str:
+        doc = docs.get(row[2])
+        return f"chunk of {doc.title!r}" if doc else "chunk"
 
-    # A model call is slow: write every few chunks. The heuristics are fast: write many chunks per transaction
-    # (each with its checkpoint, so a stop still resumes at the first unwritten chunk).
-    # (Small builds still write in 50 or more steps, so progress moves and a stop lands mid-stage.)
+    # The offline heuristics parse a batch of chunks per unit and write many chunks per transaction; a model reads
+    # one chunk per unit, a few written at a time (each chunk with its checkpoint, so a stop resumes at the first
+    # unwritten one). Small builds still write in 50 or more steps, so progress moves and a stop lands mid-stage.
+    # A unit whose model call failed after its retries is a failed unit: nothing written, no checkpoint, so the
+    # next build extracts it again (core/build/failures.py).
     by = f" ({ctx.backend.model})" if ctx.backend.name == "offline" and total else ""  # which extractor ran
     if by:
         log.info("extract: offline extractor %s", ctx.backend.model)
-    batch = max(1, workers * 4) if ctx.backend.name != "offline" else min(_OFFLINE_BATCH, max(1, total // 50))
-    with ThreadPoolExecutor(max_workers=workers) as pool, embedded_beside(ctx, ("chunk", chunk_rows),
-                                                                              ("statement", statements_so_far)):
-        for start in range(0, total, batch):
-            part = todo[start : start + batch]
-            results = run_part(part)
-            items = [(cid, doc_id, ex) for (cid, _, doc_id), ex in zip(part, results) if ex is not None]
+    offline = ctx.backend.name == "offline"
+    batch = min(_OFFLINE_BATCH, max(1, total // 50)) if offline else max(1, workers * 4)
+    parts = [todo[i : i + batch] for i in range(0, total, batch)]
+    if offline:
+        results: Iterator[list] = ctx.engine.map(extract_batch, ([unit(r) for r in p] for p in parts), ctx.parts,
+                                                 types, cpu=True)
+    else:
+        flat = ctx.engine.map(extract_one, (unit(r) for r in todo), ctx.parts, types, window=workers)
+        results = ([next(flat) for _ in p] for p in parts)
+    with embedded_beside(ctx, ("chunk", chunk_rows), ("statement", statements_so_far)):
+        done_n = 0
+        for part, got in zip(parts, results):
+            exs = [ctx.failures.take(r[0], ex, label(r)) for r, ex in zip(part, got)]
+            items = [(cid, doc_id, ex) for (cid, _, doc_id), ex in zip(part, exs) if ex is not None]
             if items:
                 counts.update(write_extractions(store, ws_id, items, redirect, subjects))
-            counts["chunks"] = start + len(part)
+            done_n += len(part)
+            counts["chunks"] = done_n
             if len(items) < len(part):
                 counts["failed_chunks"] += len(part) - len(items)
             failed = f", {counts['failed_chunks']} failed" if counts["failed_chunks"] else ""
-            yield Progress(start + len(part), total, f"extracted {start + len(part)}/{total} chunks{by}{failed}",
-                           dict(counts))
+            yield Progress(done_n, total, f"extracted {done_n}/{total} chunks{by}{failed}", dict(counts))
             if ctx.should_stop():
                 return
     if total == 0:

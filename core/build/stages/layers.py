@@ -25,7 +25,6 @@ the change-rate rule the build ran with).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from sqlalchemy import insert
@@ -39,6 +38,8 @@ from core.algorithms.layers import (
     too_few_reason,
 )
 from core.build.context import BuildContext, Progress
+from core.build.engine import INLINE
+from core.build.tasks import summary_one
 from core.config import LayerSettings
 from core.extract.nouns import forget_readings
 from core.ids import local_id
@@ -165,17 +166,17 @@ def _summary_layer(ctx, cfg: LayerSettings, layer: int, ids: list[str], clusters
             shown.append((m, d))
         return [m for m, _ in shown], [(titles[m], d) for m, d in shown]
 
-    def summarize(members: list[str]):
-        shown, pairs = material(members)
+    shown_of = [material(c) for c in clusters]
+    # offline the summaries are extractive and quick: in this process, one after another; a model's run as the
+    # engine's units (a cluster whose call failed after its retries is a failed unit and gets no summary entity)
+    engine = ctx.engine if not offline else INLINE
+    asked = engine.map(summary_one, [pairs for _, pairs in shown_of], ctx.parts, concepts,
+                       window=max(1, int(ctx.settings.backend.concurrency)))
+    replies = []
+    for members, (shown, pairs), got in zip(clusters, shown_of, asked):
         unit = f"layer {layer}: {content_id(*members)}"  # the cluster, by its members
         label = f"summary entities of {len(members)} layer-{layer} entities ({', '.join(p[0] for p in pairs[:3])})"
-        return members, shown, ctx.failures.call(unit, lambda: ctx.backend.summary_entities(pairs, concepts), label)
-
-    if offline:  # extractive, in this process: no calls to overlap
-        replies = [summarize(c) for c in clusters]
-    else:
-        with ThreadPoolExecutor(max_workers=max(1, int(ctx.settings.backend.concurrency))) as pool:
-            replies = list(pool.map(summarize, clusters))
+        replies.append((members, shown, ctx.failures.take(unit, got, label)))
 
     nodes: dict[str, dict] = {}
     links: dict[str, dict[str, str]] = {}  # summary id -> member id -> relation description

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,6 +40,8 @@ from sqlmodel import col, delete, select
 
 from core.algorithms.topics import topic_groups
 from core.build.context import BuildContext, Progress
+from core.build.engine import INLINE
+from core.build.tasks import chunk_topics_one, summarize_one
 from core.ids import IdScope, local_id
 from core.index.embedding import embed_missing, statement_rows
 from core.models import Checkpoint, Document, Edge, Node, sql_table
@@ -199,8 +200,15 @@ def _topic(ids: IdScope, doc_id: str, doc_title: str, n: int, members: list[str]
             "ord": n, "statements": members}
 
 
+def _units(ctx: BuildContext, task, inputs: list) -> list:
+    """`task` over `inputs` on the build's engine, in order: offline (quick, extractive) in this process."""
+    if ctx.backend.name == "offline":
+        return list(INLINE.map(task, inputs, ctx.parts))
+    return list(ctx.engine.map(task, inputs, ctx.parts, window=ctx.settings.backend.parallel_calls))
+
+
 def _topics_by_clustering(ctx: BuildContext, lx: _Lexicon, batch: list[tuple[str, str]],
-                          by_doc: dict[str | None, list[str]], run) -> tuple[list[dict], set[str]]:
+                          by_doc: dict[str | None, list[str]]) -> tuple[list[dict], set[str]]:
     """The stand-in: each document's statements clustered by their vectors, each group titled and summarized by
     the backend (one unit per topic). Returns the topics and the documents with a failed unit."""
     cfg = ctx.settings.lexical
@@ -215,13 +223,11 @@ def _topics_by_clustering(ctx: BuildContext, lx: _Lexicon, batch: list[tuple[str
         for n, group in enumerate(topic_groups(vecs, cfg.topic_similarity, cfg.max_topic_statements)):
             topics.append(_topic(ctx.ids, doc_id, title or "", n, [stmts[i] for i in group]))
 
-    def summarize(t: dict):
-        """A topic's title and summary; None when the model failed it after its retries (a failed unit)."""
-        texts = [lx.stmt_text[i] for i in t["statements"]]
-        return ctx.failures.call(t["id"], lambda: ctx.backend.summarize("topic", t["doc_title"], texts),
-                                 f"topic {t['ord'] + 1} of {t['doc_title']!r}")
-
-    results = run(summarize, topics)
+    # a topic's title and summary, each a unit; one whose model call failed after its retries is a failed unit
+    asked = _units(ctx, summarize_one, [("topic", t["doc_title"], [lx.stmt_text[i] for i in t["statements"]])
+                                         for t in topics])
+    results = [ctx.failures.take(t["id"], got, f"topic {t['ord'] + 1} of {t['doc_title']!r}")
+               for t, got in zip(topics, asked)]
     for t, r in zip(topics, results):
         if r is not None:
             t.update(title=(r.title or "").strip() or "Untitled topic", summary=r.summary or "",
@@ -230,10 +236,9 @@ def _topics_by_clustering(ctx: BuildContext, lx: _Lexicon, batch: list[tuple[str
 
 
 def _topics_by_model(ctx: BuildContext, lx: _Lexicon, batch: list[tuple[str, str]],
-                     by_doc: dict[str | None, list[str]], run) -> tuple[list[dict], set[str]]:
+                     by_doc: dict[str | None, list[str]]) -> tuple[list[dict], set[str]]:
     """The paper's way (§6.2 (3)): per chunk, the model relates its statements to topics it titles and summarizes
     (one unit per chunk, `TopicModel.chunk_topics`). Returns the topics and the documents with a failed unit."""
-    backend: TopicModel = ctx.backend  # type: ignore[assignment]  # (model_topics checked it)
     jobs: list[tuple[str, str, str, list[str]]] = []  # (document, its title, chunk, the chunk's statements)
     for doc_id, title in batch:
         chunks: dict[str, list[str]] = {}
@@ -241,17 +246,14 @@ def _topics_by_model(ctx: BuildContext, lx: _Lexicon, batch: list[tuple[str, str
             chunks.setdefault(lx.stmt_chunk.get(sid, ""), []).append(sid)
         jobs += [(doc_id, title or "", chunk, stmts) for chunk, stmts in chunks.items()]
 
-    def relate(job: tuple[str, str, str, list[str]]):
-        """The chunk's topics; None when the model failed them after their retries (a failed unit)."""
-        doc_id, title, chunk, stmts = job
-        texts = [lx.stmt_text[i] for i in stmts]
-        return ctx.failures.call(chunk or doc_id, lambda: backend.chunk_topics(texts, title),
-                                 f"topics of chunk {lx.stmt_pos[stmts[0]][0] + 1} of {title!r}")
-
+    # the chunk's topics, each chunk a unit; one whose model call failed after its retries is a failed unit
+    asked = _units(ctx, chunk_topics_one, [([lx.stmt_text[i] for i in stmts], title) for _, title, _, stmts in jobs])
+    replies = [ctx.failures.take(chunk or doc_id, got, f"topics of chunk {lx.stmt_pos[stmts[0]][0] + 1} of {title!r}")
+               for (doc_id, title, chunk, stmts), got in zip(jobs, asked)]
     topics: list[dict] = []
     n_of: dict[str, int] = defaultdict(int)
     failed: set[str] = set()
-    for (doc_id, title, _, stmts), reply in zip(jobs, run(relate, jobs)):
+    for (doc_id, title, _, stmts), reply in zip(jobs, replies):
         if reply is None:
             failed.add(doc_id)
             continue
@@ -281,29 +283,24 @@ def lexical_stage(ctx: BuildContext) -> Iterator[Progress]:
     by_doc: dict[str | None, list[str]] = defaultdict(list)
     for sid, doc in lx.stmt_doc.items():
         by_doc[doc].append(sid)
-    workers = ctx.settings.backend.parallel_calls if ctx.backend.name != "offline" else 1
     by_model = model_topics(ctx)
 
     replaced: list[str] = []  # topics of documents made again
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        def run(fn, jobs):
-            return list(pool.map(fn, jobs)) if workers > 1 else [fn(j) for j in jobs]
-
-        k = 0
-        while k < len(todo):
-            batch: list[tuple[str, str]] = []
-            n_stmts = 0
-            while k < len(todo) and (not batch or n_stmts + len(by_doc.get(todo[k][0], [])) <= _BATCH_STATEMENTS):
-                batch.append(todo[k])
-                n_stmts += len(by_doc.get(todo[k][0], []))
-                k += 1
-            make = _topics_by_model if by_model else _topics_by_clustering
-            topics, failed = make(ctx, lx, batch, by_doc, run)  # a failed document is left to the next build, whole
-            replaced += _write_documents(store, ws_id, [d for d, _ in batch if d not in failed],
-                                         [t for t in topics if t["doc"] not in failed])
-            yield Progress(k, len(todo), f"topics for {k}/{len(todo)} documents", counts)
-            if ctx.should_stop():
-                return
+    k = 0
+    while k < len(todo):
+        batch: list[tuple[str, str]] = []
+        n_stmts = 0
+        while k < len(todo) and (not batch or n_stmts + len(by_doc.get(todo[k][0], [])) <= _BATCH_STATEMENTS):
+            batch.append(todo[k])
+            n_stmts += len(by_doc.get(todo[k][0], []))
+            k += 1
+        make = _topics_by_model if by_model else _topics_by_clustering
+        topics, failed = make(ctx, lx, batch, by_doc)  # a failed document is left to the next build, whole
+        replaced += _write_documents(store, ws_id, [d for d, _ in batch if d not in failed],
+                                     [t for t in topics if t["doc"] not in failed])
+        yield Progress(k, len(todo), f"topics for {k}/{len(todo)} documents", counts)
+        if ctx.should_stop():
+            return
 
     rows = _topic_rows(store, ws_id, lx)
     live = {r[0] for r in rows}  # a document's topics made again (core/build/stages/extract.py): old vectors go

@@ -17,15 +17,14 @@ the augment stage, noderag.txt §2.3), get none.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import bindparam, or_, update
 from sqlmodel import col, select
 
 from core.build.context import BuildContext, Progress
 from core.build.report_material import HASHED, REPORTED, CommunityElements, material_hash, report_material
+from core.build.tasks import report_one
 from core.models import Community, sql_table
-from core.protocols import Report
 from core.store import content_id, json_field, release_memory
 
 
@@ -72,34 +71,39 @@ def reports_stage(ctx: BuildContext) -> Iterator[Progress]:
         hashed = set(s.exec(select(Community.id).where(Community.workspace_id == ws_id,
                                                        col(Community.method).in_(HASHED))))
 
-    def build(cid: str) -> tuple[str, Report | None]:
-        """The community's report; None when the model failed it after its retries: recorded as a failed unit and
-        left unwritten (absent, or the stale one kept with its mark), so the next build writes it."""
+    hints: dict[str, str] = {}
+
+    def material(cid: str) -> tuple[str, list]:
+        """What the community's report is written from (read here; the engine's unit writes the report)."""
         assert elements is not None  # dropped only after the last report
         hint, material = report_material(*elements.of(cid))
         if cid in hashed:
             fresh[cid]["material"] = content_id(hint, *material)
-        return cid, ctx.failures.call(cid, lambda: ctx.backend.report(hint, material), f"report of {hint!r}")
+        hints[cid] = hint
+        return hint, material
 
+    # a report whose model call failed after its retries is a failed unit, left unwritten (absent, or the stale
+    # one kept with its mark), so the next build writes it
+    offline = ctx.backend.name == "offline"
+    results = ctx.engine.map(report_one, (material(c) for c in todo), ctx.parts, cpu=offline, window=workers)
     n_failed = 0
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for off in range(0, total, batch):
-            part = todo[off : off + batch]
-            results = list(pool.map(build, part)) if workers > 1 else [build(c) for c in part]
-            made = [(cid, rep) for cid, rep in results if rep is not None]
-            n_failed += len(results) - len(made)
-            if made:
-                with store.session() as s:
-                    s.connection().execute(update(table).where(table.c.id == bindparam("_id")), [
-                        {"_id": cid, "title": rep.title[:300], "summary": rep.summary, "report": rep.model_dump(),
-                         "data": fresh[cid]}
-                        for cid, rep in made])
-                    s.commit()
-            failed = f", {n_failed} failed" if n_failed else ""
-            yield Progress(off + len(part), total, f"{off + len(part)}/{total} reports{failed}",
-                           {"reports": off + len(part) - n_failed, "failed_reports": n_failed})
-            if ctx.should_stop():
-                return
+    for off in range(0, total, batch):
+        part = todo[off : off + batch]
+        got = [(cid, ctx.failures.take(cid, next(results), f"report of {hints.pop(cid)!r}")) for cid in part]
+        made = [(cid, rep) for cid, rep in got if rep is not None]
+        n_failed += len(got) - len(made)
+        if made:
+            with store.session() as s:
+                s.connection().execute(update(table).where(table.c.id == bindparam("_id")), [
+                    {"_id": cid, "title": rep.title[:300], "summary": rep.summary, "report": rep.model_dump(),
+                     "data": fresh[cid]}
+                    for cid, rep in made])
+                s.commit()
+        failed = f", {n_failed} failed" if n_failed else ""
+        yield Progress(off + len(part), total, f"{off + len(part)}/{total} reports{failed}",
+                       {"reports": off + len(part) - n_failed, "failed_reports": n_failed})
+        if ctx.should_stop():
+            return
     elements = None  # drop the loaded graph before handing memory back
     release_memory()
 

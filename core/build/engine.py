@@ -1,0 +1,182 @@
+"""Where a stage's units run: Dask distributed.
+
+A stage hands its units to `Engine.map(fn, items, *args)`. `fn` is a top-level function of core/build/tasks.py: it
+takes text in and gives results back, and writes no graph row and no vector. The results come back in the order of
+`items`, so the run's lease holder, its one writer, stores them in the same order whichever worker made them and
+whenever: the graph does not depend on the cluster. At most `window` units are in flight, so a stop lands after a
+few units and a killed worker costs only its own.
+
+Three places to run, one interface:
+
+* in this process (`INLINE`): the units run one after another in the caller's thread. Stage tests and jobs use it,
+  and it is the single-process build a distributed one is compared against;
+* a `LocalCluster` of worker processes sized to the machine (`local_engine`): what `core worker` and `core build`
+  start when no cluster is named (never inside the Streamlit process);
+* a running cluster (`STRATA_DASK_SCHEDULER=tcp://host:8786`, `attach`): `dask scheduler` on one machine, `dask
+  worker` on others with the same install (docs/DEPLOY.md).
+
+CPU-bound units (offline extraction, embedding) ask for the resource `cpu`, which a local worker has one of, so
+each core runs one at a time; units that wait on a model server run on every thread of a worker, bounded across the
+whole cluster by one semaphore per model host (core/backends/hosts.py `cluster_slot`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+log = logging.getLogger(__name__)
+SCHEDULER_ENV = "STRATA_DASK_SCHEDULER"
+WORKERS_ENV = "STRATA_DASK_WORKERS"  # processes of the local cluster (default: the machine's cores)
+TASK_THREADS_ENV = "STRATA_TASK_THREADS"  # set in local workers: the embedder runs one forward at a time there
+CPU = {"cpu": 1}
+
+
+class Engine:
+    """Runs a stage's units: in this process (`client` None) or on a Dask cluster."""
+
+    def __init__(self, client: Any = None, cluster: Any = None, where: str = "this process"):
+        self.client, self.cluster, self.where = client, cluster, where
+
+    @property
+    def distributed(self) -> bool:
+        return self.client is not None
+
+    def workers(self) -> int:
+        """How many workers run units now (1 in this process)."""
+        if self.client is None:
+            return 1
+        return max(1, len(self.client.scheduler_info().get("workers", {})))
+
+    def describe(self) -> str:
+        """What the Build page and `core stats` say: "this process", "local cluster, 2 workers", "tcp://…, 3 workers"."""
+        if self.client is None:
+            return self.where
+        n = self.workers()
+        return f"{self.where}, {n} worker{'s' if n != 1 else ''}"
+
+    def map(self, fn: Callable[..., Any], items: Iterable[Any], *args: Any, cpu: bool = False,
+            window: int | None = None) -> Iterator[Any]:
+        """fn(item, *args) for each item, yielded in the order of `items`. At most `window` units are in flight (on a
+        cluster, default twice the workers' threads; in this process, units that wait on a server (not `cpu`) run on
+        `window` threads, default one); `cpu`: the unit keeps a core busy (one per core at a time)."""
+        if self.client is None:
+            yield from _in_process(fn, items, args, 1 if cpu else (window or 1))
+            return
+        shared = [self.client.scatter(a, broadcast=True) if _large(a) else a for a in args]
+        limit = window or max(2, 2 * self._threads())
+        pending: deque = deque()
+        extra = {"resources": CPU} if cpu and self.cluster is not None else {}
+        try:
+            for item in items:
+                pending.append(self.client.submit(fn, item, *shared, pure=False, **extra))
+                if len(pending) >= limit:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:  # a stop or an error: the units not taken back are not wanted any more
+            for fut in pending:
+                fut.cancel()
+
+    def _threads(self) -> int:
+        info = self.client.scheduler_info().get("workers", {}) if self.client is not None else {}
+        return max(1, sum(int(w.get("nthreads", 1)) for w in info.values()))
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+        self.client = self.cluster = None
+
+
+INLINE = Engine()
+
+
+def _in_process(fn: Callable[..., Any], items: Iterable[Any], args: tuple, threads: int) -> Iterator[Any]:
+    """The units in this process, in order: one after another, or on `threads` threads (units that wait on a model
+    server), at most `threads` ahead of the one yielded."""
+    if threads <= 1:
+        for item in items:
+            yield fn(item, *args)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="unit") as pool:
+        pending: deque = deque()
+        try:
+            for item in items:
+                pending.append(pool.submit(fn, item, *args))
+                if len(pending) >= threads:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for fut in pending:
+                fut.cancel()
+
+
+def _large(value: Any) -> bool:
+    """An argument worth sending to every worker once rather than with every unit (a list or dict of many items)."""
+    return isinstance(value, (list, dict)) and len(value) > 64
+
+
+def local_engine(workers: int | None = None, threads: int = 1) -> Engine:
+    """A LocalCluster of `workers` processes (default STRATA_DASK_WORKERS, else one per core) of `threads` threads
+    each, without a dashboard; each worker has one `cpu` resource."""
+    from distributed import Client, LocalCluster
+
+    n = workers or int(os.environ.get(WORKERS_ENV) or 0) or _cores()
+    cluster = LocalCluster(n_workers=n, threads_per_worker=max(1, threads), processes=True, dashboard_address=None,
+                           resources=CPU, silence_logs=logging.WARNING, env={TASK_THREADS_ENV: "1"})
+    return Engine(Client(cluster), cluster, "local cluster")
+
+
+def attach(address: str) -> Engine:
+    """The running cluster whose scheduler listens at `address` (tcp://host:8786)."""
+    from distributed import Client
+
+    try:
+        client = Client(address, timeout="20s")
+    except OSError as exc:
+        raise OSError(f"cannot reach the Dask scheduler at {address} ({exc}); start it with `dask scheduler` or unset "
+                      f"{SCHEDULER_ENV} to build on a local cluster") from None
+    return Engine(client, None, address)
+
+
+def open_engine(calls: int = 1) -> Engine:
+    """The engine of a build process (`core worker`, `core build`): the cluster STRATA_DASK_SCHEDULER names, else a
+    local cluster of processes, one per core (STRATA_DASK_WORKERS=N: N of them; 0: the units run in this process).
+    `calls`: the model calls the build may have in flight (settings.backend.parallel_calls), shared out as threads
+    of the local workers (1 for an offline build)."""
+    address = os.environ.get(SCHEDULER_ENV, "").strip()
+    if address:
+        return attach(address)
+    want = os.environ.get(WORKERS_ENV, "").strip()
+    if want == "0":
+        return Engine(where="this process")
+    n = int(want) if want.isdigit() else _cores()
+    return local_engine(n, threads=max(1, -(-calls // n)))
+
+
+@contextmanager
+def running_on(ctx: Any) -> Iterator[Engine]:
+    """The units of `ctx` (a BuildContext) run on the engine of this build process while the body runs; the cluster
+    it started (if any) is closed after. A model-backed build shares its calls in flight out over the workers."""
+    engine = open_engine(1 if ctx.backend.name == "offline" else ctx.settings.backend.parallel_calls)
+    try:
+        ctx.use_engine(engine)
+        yield engine
+    finally:
+        engine.close()
+
+
+def _cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)

@@ -1,0 +1,128 @@
+"""The units a stage sends to its engine (core/build/engine.py): text in, results back, nothing written.
+
+Each task is a top-level function, so Dask can send it to a worker process or another machine. It reaches the
+build's language backend and embedder through `Parts`: in the lease holder's process they are the build's own
+objects; pickled to a Dask worker, a `Parts` carries only the settings and the embedder's runtime, and the worker
+makes its own backend and embedder from them once (`_on_worker`, cached per process: MiniLM is loaded once per
+worker). A unit whose model call fails after its retries comes back as a `Failed`, which the writer records as a
+failed unit (core/build/failures.py `UnitFailures.take`), as if the call had failed in its own process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import threading
+from typing import Any
+
+import numpy as np
+
+from core.build.failures import Failed, outcome
+from core.config import Settings
+from core.protocols import Embedder, Extraction, LanguageBackend, Report
+
+
+class Parts:
+    """The working parts a task uses: the build's language backend and embedder (see the module doc)."""
+
+    def __init__(self, settings: Settings, backend: LanguageBackend | None = None, embedder: Embedder | None = None,
+                 runtime: str = ""):
+        self.settings, self.runtime = settings, runtime
+        self._backend, self._embedder = backend, embedder
+        self._lock = threading.Lock()
+
+    def __reduce__(self):
+        return (_on_worker, (pickle.dumps(self.settings), self.runtime))
+
+    def backend(self) -> LanguageBackend:
+        with self._lock:
+            if self._backend is None:
+                from core.backends.language import make_backend
+                from core.store import Store
+
+                self._backend = make_backend(self.settings, Store(self.settings.storage.db_url))
+            return self._backend
+
+    def embedder(self) -> Embedder:
+        with self._lock:
+            if self._embedder is None:
+                from core.backends.embedders import make_embedder
+
+                self._embedder = make_embedder(self.settings.embed, self.settings.backend,
+                                               self.settings.storage.home / "models", runtime=self.runtime or None)
+            return self._embedder
+
+
+_WORKER_PARTS: dict[tuple[str, str], Parts] = {}
+_WORKER_LOCK = threading.Lock()
+
+
+def _on_worker(settings_bytes: bytes, runtime: str) -> Parts:
+    """The worker process's Parts for these settings: made once, then shared by every task that names them."""
+    key = (hashlib.sha256(settings_bytes).hexdigest(), runtime)
+    with _WORKER_LOCK:
+        if key not in _WORKER_PARTS:
+            _WORKER_PARTS[key] = Parts(pickle.loads(settings_bytes), runtime=runtime)
+        return _WORKER_PARTS[key]
+
+
+# -- the tasks ----------------------------------------------------------------------------------------------------
+
+def extract_one(unit: tuple[str, str | None], parts: Parts, types: list[str]) -> Extraction | Failed:
+    """A model's extraction of one chunk: (text, subject) in."""
+    text, subject = unit
+    return outcome(parts.backend().extract, text, types, subject)
+
+
+def extract_batch(units: list[tuple[str, str | None]], parts: Parts, types: list[str]) -> list[Extraction]:
+    """The offline extractor's extractions of a batch of chunks (it parses a batch at once)."""
+    backend: Any = parts.backend()
+    return backend.extract_many([t for t, _ in units], types, [s for _, s in units])
+
+
+def report_one(unit: tuple[str, list], parts: Parts) -> Report | Failed:
+    """A community's report: (hint, material) in (core/build/report_material.py)."""
+    hint, material = unit
+    return outcome(parts.backend().report, hint, material)
+
+
+def summary_one(pairs: list[tuple[str, str]], parts: Parts, concepts: list[str]) -> Any:
+    """HiRAG's summary entities of one cluster: its members' (name, description) in, the model's reply back."""
+    return outcome(parts.backend().summary_entities, pairs, concepts)
+
+
+def summarize_one(unit: tuple[str, str, list[str]], parts: Parts) -> Any:
+    """A title and summary of some texts: (what they are, their document's title, the texts) in."""
+    kind, title, texts = unit
+    return outcome(parts.backend().summarize, kind, title, texts)
+
+
+def chunk_topics_one(unit: tuple[list[str], str], parts: Parts) -> Any:
+    """HLG's topics of one chunk: its statements and its document's title in (a model that groups statements)."""
+    texts, title = unit
+    backend: Any = parts.backend()
+    return outcome(backend.chunk_topics, texts, title)
+
+
+def embed_texts(texts: list[str], parts: Parts) -> np.ndarray:
+    """The embedder's vectors of `texts` (one row each, float32)."""
+    return np.asarray(parts.embedder().embed(texts), dtype=np.float32)
+
+
+class EngineEmbedder:
+    """The build's embedder with its batches run as engine units: `embed(texts)` cuts the texts into a few pieces per
+    worker and embeds them on the workers (one per core at a time), back in order. A text's vector does not depend
+    on the piece it rides in (every forward of a width has one shape: core/backends/minilm_runtime.py), so the
+    vectors are those the lease holder's own embedder would make."""
+
+    def __init__(self, engine: Any, parts: Parts, inner: Embedder):
+        self.engine, self.parts, self.inner = engine, parts, inner
+        self.name, self.dim = inner.name, inner.dim
+        self.note = str(getattr(inner, "note", ""))
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        size = max(32, -(-len(texts) // (2 * self.engine.workers())))
+        pieces = [texts[i : i + size] for i in range(0, len(texts), size)]
+        return np.vstack(list(self.engine.map(embed_texts, pieces, self.parts, cpu=True)))
