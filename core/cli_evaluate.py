@@ -1,7 +1,8 @@
 """The command line's `python -m core evaluate`: an evaluation (core/evaluation) of a built workspace over a
 questions file (jsonl, csv or a JSON list, gold by id, title or file name) or a probe set made from the workspace,
 run in this process as the "evaluate" job through the runner (its progress on stderr), kept with the workspace's
-evaluations (the Evaluate page lists it), and printed as a table of figures with their 95 % bootstrap intervals."""
+evaluations (the Evaluate page lists it), and printed as a table of figures with their 95 % bootstrap intervals, then one line per figure: who leads, and
+whether the lead over the runner-up and over dense is significant (core/evaluation/leads.py)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ def cmd_evaluate(args: argparse.Namespace, settings: Settings, store: Store) -> 
     from core.build.runner import run_job
     from core.evaluation import job, probes, questions, records
     from core.evaluation.export import export_json
+    from core.evaluation.leads import leads, reading
     from core.evaluation.metrics import table_rows
 
     ws = store.require_workspace(args.workspace)
@@ -64,4 +66,6 @@ def cmd_evaluate(args: argparse.Namespace, settings: Settings, store: Store) -> 
                  for c in cols]
         name = row["strategy"] + (f" ({row['baseline']})" if row["baseline"] else "")
         print("  ".join(f"{c:>22}" for c in [name, *cells]))
+    for lead in leads(ev, records.results(store, ev)).values():
+        print(reading(lead))
     return 0

@@ -1,6 +1,8 @@
-"""The Evaluate page's Compare tab: two finished evaluations of the same question set side by side (core/evaluation/
-compare.py): per strategy the change of each figure (B minus A) with its paired 95 % bootstrap interval, drawn as a
-plot, and per question the wins and losses of the strategy chosen."""
+"""The Evaluate page's Compare tab: two finished evaluations of one question set side by side (core/evaluation/
+compare.py), from two builds of this workspace or from this workspace and another the user may read that was
+evaluated on the same questions (core/evaluation/across.py; questions paired by text): per strategy the change of
+each figure (B minus A) with its paired 95 % bootstrap interval, drawn as a plot, and per question the wins and
+losses of the strategy chosen."""
 
 from __future__ import annotations
 
@@ -8,52 +10,68 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core.evaluation import records
-from core.evaluation.compare import compare
+from core.evaluation.across import comparable
+from core.evaluation.compare import Change, compare, significant_changes
+from core.evaluation.leads import shown_metric
 from core.models import Workspace
 from ui import offered
 from ui import resources as R
-from ui.eval_results import describe
 from ui.retrieval_view import strategy_label as label
+from ui.text import md_escape
 
 
 def _cell(c: dict | None) -> str:
     if c is None or c["n"] == 0:
         return "—"
     sign = "+" if c["delta"] >= 0 else ""
-    return f"{c['a']:.3f} → {c['b']:.3f}  ({sign}{c['delta']:.3f} [{c['low']:+.3f}, {c['high']:+.3f}])"
+    clear = " ●" if Change(**c).significant else ""
+    return f"{c['a']:.3f} → {c['b']:.3f}  ({sign}{c['delta']:.3f} [{c['low']:+.3f}, {c['high']:+.3f}]){clear}"
 
 
 def draw(ws: Workspace) -> None:
     store = R.store()
-    done = [e for e in records.list_evaluations(store, ws.id or 0) if e.status == "done"]
-    groups: dict[str, list] = {}
-    for e in done:
-        groups.setdefault(e.question_hash, []).append(e)
-    pairs = {h: evs for h, evs in groups.items() if len(evs) > 1}
-    if not pairs:
-        st.info("Two finished evaluations of the same question set compare here: re-run an evaluation (Results, "
-                "after a rebuild, a merge decision or a promote) or run the same questions again.")
+    here = ws.id or 0
+    found = comparable(store, R.me(), ws)
+    if not found.evaluations:
+        st.info("Two finished evaluations of the same questions compare here: re-run an evaluation (Results, after "
+                "a rebuild, a merge decision or a promote), run the same questions again, or run them on another "
+                "workspace you may read.")
         return
-    by_id = {e.id: e for evs in pairs.values() for e in evs}
-    ids = list(by_id)  # newest first
+    evs = found.evaluations
+    ids = list(evs)  # this workspace's first, newest first
     c = st.columns(2)
-    b_id = offered.one(c[1].selectbox, "B (after)", ids, key="ev_cmp_b", format_func=lambda i: describe(by_id[i]))
-    same = [i for i in ids if i != b_id and by_id[i].question_hash == by_id[b_id].question_hash]
-    a_id = offered.one(c[0].selectbox, "A (before)", same, key="ev_cmp_a", format_func=lambda i: describe(by_id[i]))
+    b_id = offered.one(c[1].selectbox, "B (after)", ids, key="ev_cmp_b",
+                       format_func=lambda i: found.label(evs[i], here))
+    a_id = offered.one(c[0].selectbox, "A (before)", found.partners[b_id], key="ev_cmp_a",
+                       format_func=lambda i: found.label(evs[i], here))
     if a_id is None or b_id is None:
         return
-    a, b = by_id[a_id], by_id[b_id]
-    st.caption(f"A: build {a.build_version}, partition {a.partition or 'built'}, backend {a.backend} · "
-               f"B: build {b.build_version}, partition {b.partition or 'built'}, backend {b.backend}")
+    a, b = evs[a_id], evs[b_id]
     out = compare(a, records.results(store, a), b, records.results(store, b))
+    where = {e.id: md_escape(found.workspaces.get(e.workspace_id, "?")) for e in (a, b)}
+    st.caption(f"A: {where[a.id]}, build {a.build_version}, partition {md_escape(a.partition or 'built')}, backend "
+               f"{md_escape(a.backend)} · B: {where[b.id]}, build {b.build_version}, partition "
+               f"{md_escape(b.partition or 'built')}, backend {md_escape(b.backend)} · {out['paired']} questions "
+               f"paired by text (A has {len(a.questions)}, B {len(b.questions)})")
+    if not out["strategies"]:
+        st.caption("The two evaluations measured no strategy in common.")
+        return
+    moved = significant_changes(out)
+    st.container(key="ev_cmp_verdict").markdown(
+        ("**Significant changes** (B − A): " + " · ".join(
+            f"{md_escape(label(n))} {shown_metric(k)} {c['delta']:+.3f} \\[{c['low']:+.3f}, {c['high']:+.3f}\\]"
+            for n, k, c in moved)) if moved else
+        f"**No figure changed significantly** between A and B on these {out['paired']} questions: every paired "
+        "interval holds 0.")
     keys = [f"recall@{k}" for k in a.ks if k in b.ks] + ["mrr", "answer_in_context"]
     st.container(key="ev_cmp_box").dataframe([{"strategy": label(n), **{k: _cell(row.get(k)) for k in keys},
                    "wins": out["wins"][n], "losses": out["losses"][n]} for n, row in out["strategies"].items()],
                                              hide_index=True, width="stretch", key="ev_cmp_table",
                                              height=35 * (len(out["strategies"]) + 1) + 3)
     st.caption("Each cell: A → B (the change B − A, with its paired 95 % bootstrap interval: the same resampled "
-               "questions for both runs). An interval that holds 0 is no clear change. A win: B found more of the "
-               "question's gold in its top k, or ranked its first gold document higher.")
+               "questions for both runs). ● marks a significant change; an interval that holds 0 is no clear "
+               "change. A win: B found more of the question's gold in its top k, or ranked its first gold "
+               "document higher.")
     key = keys[min(1, len(keys) - 1)]
     names = list(out["strategies"])
     deltas = [out["strategies"][n][key] for n in names]

@@ -1,7 +1,8 @@
 """The Evaluate page's Results tab: one evaluation (the newest by default) with what it measured (build version,
 backend, embedder, partition, the question set's hash, generated questions labelled), its figures per strategy
 (recall@k, MRR, answer-in-context, latency p50 / p95, each with its 95 % bootstrap interval; the dense and BM25
-baselines marked) as a table and a plot, which strategies found which gold documents per question (one opened in
+baselines marked; the best strategy of each quality figure starred, with one line per figure saying whether its lead
+over the runner-up and over dense is significant: core/evaluation/leads.py) as a table and a plot, which strategies found which gold documents per question (one opened in
 ui/eval_question.py), exports, and the offers to resume a stopped evaluation or re-run an outdated one. While the
 evaluation runs, the figures so far are drawn again every few seconds."""
 
@@ -15,7 +16,9 @@ import streamlit as st
 from core.build.runs import JobBusy
 from core.evaluation import job, records
 from core.evaluation.export import export_csv, export_json
+from core.evaluation.leads import Lead, leads, none_significant, reading
 from core.evaluation.metrics import per_question, summarize, table_rows
+from core.evaluation.records import describe
 from core.models import UNFINISHED, Evaluation, EvaluationResult, Workspace
 from ui import eval_question, guard, job_panel, offered
 from ui import resources as R
@@ -24,12 +27,6 @@ from ui.text import md_escape
 
 OPEN = "ev_open"  # session state: the evaluation shown
 COLS = ["mrr", "answer_in_context", "latency_ms_p50", "latency_ms_p95"]
-
-
-def describe(ev: Evaluation) -> str:
-    gen = (ev.meta or {}).get("generated", 0)
-    return (f"#{ev.id} · {ev.name} · {len(ev.questions)} questions" + (f" ({gen} generated)" if gen else "")
-            + f" · {ev.created_at:%Y-%m-%d %H:%M} UTC")
 
 
 def _fmt(v, lo, hi, key: str) -> str:
@@ -45,20 +42,39 @@ def figures_of(ev: Evaluation, rows: list[EvaluationResult]) -> dict:
     return (ev.meta or {}).get("figures") or summarize(ev, rows)
 
 
-def _table(ev: Evaluation, figures: dict) -> None:
+def _table(ev: Evaluation, figures: dict, won: dict[str, Lead]) -> None:
     keys = [f"recall@{k}" for k in ev.ks] + COLS
     body = []
     for row in table_rows(figures, ev.ks):
         cells = {"strategy": label(row["strategy"]) + (f"  ◆ {row['baseline']} baseline" if row["baseline"] else ""),
                  "questions": row["questions"]}
-        cells |= {k.replace("_", " "): _fmt(row[k], row[f"{k} low"], row[f"{k} high"], k) for k in keys}
+        cells |= {k.replace("_", " "): _fmt(row[k], row[f"{k} low"], row[f"{k} high"], k)
+                  for k in keys}
+        cells |= {k.replace("_", " "): "★ " + cells[k.replace("_", " ")] for k in keys
+                  if k in won and won[k].best == row["strategy"]}
         body.append(cells)
     st.container(key="ev_table").dataframe(body, hide_index=True, width="stretch", key="ev_figures",
                                            height=35 * (len(body) + 1) + 3)
     st.caption("Each figure with its 95 % bootstrap interval (questions resampled 1,000 times, seeded). recall@k: "
                "the share of a question's gold documents in the strategy's top k; MRR: 1 / the rank of the first "
                "gold document; answer in context: the given answer appears in what was retrieved; latency in ms. "
-               "◆ marks the dense and BM25 baselines.")
+               "◆ marks the dense and BM25 baselines; ★ the best strategy of each figure.")
+
+
+def _leads(won: dict[str, Lead], n: int) -> None:
+    """One line per figure: who leads, and whether the lead over the runner-up and over dense is real."""
+    lines = []
+    for lead in won.values():
+        weak = [c for c in (lead.over_runner_up, lead.over_dense) if c is not None and not c.significant]
+        lines.append("- ★ " + (":orange[not significant] · " if weak else ":green[significant] · ")
+                     + md_escape(reading(lead, label)))
+    head = ("**Who won** · each lead is the mean per-question difference with its paired 95 % bootstrap interval "
+            "(the same questions resampled for both, seeded); an interval that holds 0 is not significant.")
+    if none_significant(won):
+        head += (f" On these {n} questions no leader is significantly ahead of its runner-up: more questions are "
+                 "needed to tell the best apart.")
+    with st.container(key="ev_leads"):
+        st.markdown(head + "\n\n" + "\n".join(lines))
 
 
 def _plot(ev: Evaluation, figures: dict) -> None:
@@ -91,7 +107,7 @@ def _per_question(ev: Evaluation, rows: list[EvaluationResult]) -> int | None:
         table.append(row)
     st.markdown(f"**Per question** · gold documents found in each strategy's top {top}")
     st.dataframe(table, hide_index=True, width="stretch", key=f"ev_questions_{ev.id}")
-    return offered.maybe(st.selectbox, "Open a question: every strategy's path with its gold highlighted",
+    return offered.maybe(st.selectbox, "Open a question: the best strategies' paths with its gold highlighted",
                         list(range(len(ev.questions))), index=None, key=f"ev_open_q_{ev.id}",
                         placeholder="Choose a question",
                         format_func=lambda i: f"{ev.questions[i]['id']} · {ev.questions[i]['question'][:120]}")
@@ -145,7 +161,9 @@ def _body(ws: Workspace, ev: Evaluation, state: str) -> None:
     figures = figures_of(ev, rows)
     if state != "done":
         st.caption("Figures of the questions measured so far.")
-    _table(ev, figures)
+    won = leads(ev, rows)
+    _table(ev, figures, won)
+    _leads(won, len({r.question for r in rows}))
     _plot(ev, figures)
     opened = _per_question(ev, rows)
     a, b, _ = st.columns([1, 1, 4])
@@ -154,7 +172,7 @@ def _body(ws: Workspace, ev: Evaluation, state: str) -> None:
     b.download_button("JSON", data=lambda: export_json(ev, rows), on_click="ignore", icon=":material/download:",
                       file_name=f"strata-{ws.name}-evaluation-{ev.id}.json", mime="application/json", key="ev_json")
     if opened is not None:
-        eval_question.draw(ws, ev, opened)
+        eval_question.draw(ws, ev, opened, rows)
 
 
 def offer_rerun(ws: Workspace, link: bool = True) -> Evaluation | None:

@@ -1,7 +1,8 @@
 """Evaluate: which strategy retrieves best on this workspace's own documents, and did the last change (a merge
 decision, a what-if promote, a rebuild) make it better or worse. New evaluation (questions brought or made,
-ui/eval_setup.py), Results (figures with intervals, per question, paths with the gold highlighted,
-ui/eval_results.py) and Compare (two runs of one question set, ui/eval_compare.py); the job panel above them
+ui/eval_setup.py), Results (figures with intervals, the winner of each figure and whether its lead is significant,
+per question, the best strategies' paths with the gold highlighted, ui/eval_results.py) and Compare (two runs of one
+question set, from two builds or two workspaces, ui/eval_compare.py); the job panel above them
 follows a running evaluation (ui/job_panel.py). The engine is core/evaluation."""
 
 from __future__ import annotations

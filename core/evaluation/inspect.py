@@ -38,16 +38,25 @@ def gold_nodes(res: Resources, doc_ids: list[str]) -> set[str]:
 
 def open_question(res: Resources, ev: Evaluation, index: int, strategies: list[str] | None = None,
                   llm: RetrievalLLM | None = None) -> QuestionView:
-    """Question `index` of `ev` with each strategy's retrieval made now (all of the evaluation's by default)."""
+    """Question `index` of `ev` with each strategy's retrieval made now (all of the evaluation's by default; the
+    page asks for the best few, leads.best_strategies, and adds others on demand with `retrieve`)."""
     if not 0 <= index < len(ev.questions):
         raise IndexError(f"evaluation {ev.id} has no question {index}")
     q = ev.questions[index]
     docs = list(dict.fromkeys(d for g in q["gold"] for d in g["docs"]))
     found = {r.strategy: list(r.found) for r in records.results(res.store, ev) if r.question == index}
     view = QuestionView(index, q, docs, gold_nodes(res, docs), found, stale=res.ws.build_version != ev.build_version)
-    settings = res.settings.model_copy(deep=True)
-    settings.retrieval.max_sources = max(settings.retrieval.max_sources, max(ev.ks))
-    res = res.with_settings(settings)
-    for name in strategies or ev.strategies:
-        view.retrievals[name] = get_strategy(name).retrieve(res, q["question"], llm=llm)
+    return retrieve(res, ev, view, ev.strategies if strategies is None else strategies, llm)
+
+
+def retrieve(res: Resources, ev: Evaluation, view: QuestionView, strategies: list[str],
+             llm: RetrievalLLM | None = None) -> QuestionView:
+    """`view` with the retrievals of those of `strategies` (the evaluation's own only) it does not hold yet."""
+    missing = [n for n in strategies if n in ev.strategies and n not in view.retrievals]
+    if missing:
+        settings = res.settings.model_copy(deep=True)
+        settings.retrieval.max_sources = max(settings.retrieval.max_sources, max(ev.ks))
+        res = res.with_settings(settings)
+    for name in missing:
+        view.retrievals[name] = get_strategy(name).retrieve(res, view.question["question"], llm=llm)
     return view

@@ -62,6 +62,14 @@ def create_evaluation(store: Store, ws: Workspace, questions: list[dict], strate
     return ev
 
 
+def describe(ev: Evaluation) -> str:
+    """An evaluation named for a picker: its name (unless it only counts the questions), build, questions, time."""
+    gen = (ev.meta or {}).get("generated", 0)
+    n = f"{len(ev.questions)} questions"
+    return ((f"{ev.name} · " if ev.name != n else "") + f"build {ev.build_version} · {n}"
+            + (f" ({gen} generated)" if gen else "") + f" · {ev.created_at:%Y-%m-%d %H:%M} UTC")
+
+
 def get_evaluation(store: Store, ws_id: int, eval_id: int) -> Evaluation | None:
     with store.session() as s:
         return owned(s, Evaluation, ws_id, eval_id)

@@ -2,7 +2,7 @@
 Debian's chromium, every request off the machine aborted). On the sample, which the app builds on first start, an
 analyst uploads a questions file (the sample's own questions plus a row naming no document of the workspace, which
 is listed and left out), runs it, sees the figures table and the recall plot as the background job fills them, opens
-a question and sees every strategy's path drawn with its gold documents highlighted, leaves the page and finds the
+a question and sees the best strategies' paths (then every strategy's) drawn with its gold documents highlighted, leaves the page and finds the
 figures on return, downloads the run as CSV, runs the same questions again and compares the two runs."""
 
 from __future__ import annotations
@@ -124,16 +124,23 @@ def test_upload_run_open_a_question_leave_return_and_compare(app_server, page, t
     if os.environ.get("STRATA_E2E_SCREENSHOTS"):
         shot(pg, "ev1-results")
 
-    # 3. open a question: every strategy's path, gold documents highlighted on the drawings
+    # 3. open a question: the 3 best strategies' paths and dense's, then every strategy's ("Draw all"), gold
+    # documents highlighted on the drawings
+    expect(pg.locator(".st-key-ev_leads")).to_contain_text("Who won")
     view = pg.locator(".st-key-ev_question")
     _pick(pg, "Open a question", "s1 · ")
     expect(view).to_contain_text("Gold: halden_barrier_overview.md")
-    expect(view.locator(CANVAS)).to_have_count(len(strategies), timeout=60_000)
+    expect(view.locator(CANVAS)).to_have_count(4, timeout=60_000)
+    expect(pg.locator(".st-key-ev_strategy_naive")).to_be_visible()
+    view.get_by_role("button", name=re.compile(r"Draw all")).click()
+    expect(view.locator(CANVAS)).to_have_count(len(strategies), timeout=120_000)
     hirag = canvas_nodes(pg, f".st-key-route_ev_hirag {CANVAS}")
     gold = [x for x in hirag if x["gold"]]
     assert gold, "no gold node highlighted on HiRAG's path"
     assert {x["kind"] for x in gold} <= {"document", "chunk"}
     expect(pg.locator(".st-key-ev_strategy_hirag")).to_contain_text("in the top 10")
+    expect(pg.locator(".st-key-ev_strategy_hirag [data-testid='stTab']")).to_have_count(0)  # the context on demand
+    view.get_by_text("Show each strategy's local / bridge / global context").click()
     expect(pg.locator(".st-key-ev_strategy_hirag [data-testid='stTab']")).to_have_count(3)  # local/bridge/global
     if os.environ.get("STRATA_E2E_SCREENSHOTS"):
         shot(pg, "ev2-question")

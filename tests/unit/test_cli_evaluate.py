@@ -21,7 +21,8 @@ def test_evaluate_prints_the_table_and_keeps_the_run(built, corpus, tmp_path):  
     assert "[measure] running 2/2" in out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("evaluation 1: 2 questions")
-    assert [ln.split()[0] for ln in lines[2:]] == ["hirag", "naive", "bm25"]
+    assert [ln.split()[0] for ln in lines[2:5]] == ["hirag", "naive", "bm25"]
+    assert lines[5].startswith("recall@2: ") and " leads (" in lines[5]  # then who won each figure, and if it is real
     assert "naive (dense)" in out.stdout and "bm25 (BM25)" in out.stdout
     js = cli(home, "evaluate", "--workspace", "tiny", "--questions", str(qfile), "--strategies", "hirag", "--json")
     assert js.returncode == 0, js.stderr

@@ -58,7 +58,8 @@ def test_a_run_compared_with_itself_changes_nothing_and_with_another_shows_its_w
     assert diff["strategies"]["s"]["recall@1"]["delta"] == round((3 - 2) / 5, 4)
     assert diff["wins"] == {"s": 2} and diff["losses"] == {"s": 1}
     assert [q["outcome"] for q in diff["questions"]["s"]] == ["tie", "win", "tie", "loss", "win"]
-    better.question_hash = "other"
+    better.question_hash = "other"  # another question set: no question text in common
+    better.questions = [dict(q, question=q["question"] + " elsewhere") for q in better.questions]
     try:
         C.compare(ev, rows, better, rows_b)
     except C.NotComparable:
