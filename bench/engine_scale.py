@@ -39,6 +39,7 @@ def measure(k: int, units: int, delay: float) -> dict:
     from core.build.engine import local_engine
     from core.build.tasks import Parts, extract_one
     from core.config import Settings
+    from core.store import Store
     from tests.fake_ollama import FakeOllama
 
     home = OUT / f"k{k}"
@@ -52,13 +53,14 @@ def measure(k: int, units: int, delay: float) -> dict:
         s.backend.ollama_host = fake.url
         s.backend.concurrency = k
         s.backend.retries = 0
+        Store(s.storage.db_url)  # the tables made once, before the workers open the call cache's database
         parts, types = Parts(s), list(s.extract.entity_types)
         engine = local_engine(k)
         try:
             warm = list(engine.map(extract_one, [(f"Warm-up text number {i} about Ada Lovelace.", None)
                                                  for i in range(k)], parts, types, window=k))
             assert all(not hasattr(w, "reason") for w in warm), warm
-            work = [(f"[{k}] {t}", None) for t in texts(units)]
+            work = [(f"[{k}:{i}] {t}", None) for i, t in enumerate(texts(units))]
             calls0 = fake.chat_requests
             t0 = time.perf_counter()
             got = list(engine.map(extract_one, work, parts, types, window=2 * k))

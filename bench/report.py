@@ -587,6 +587,11 @@ def main() -> None:
         from bench.faults import report as faults_report
 
         out += faults_report(json.loads(faults.read_text()))
+    scale = res / "engine-scale.json"  # extraction on k Dask workers (bench/engine_scale.py)
+    if scale.exists():
+        from bench.engine_scale import report as scale_report
+
+        out += scale_report(json.loads(scale.read_text()))
     for path in sorted(res.glob("evaluate-*.json")):  # bench.evaluate: the evaluate job's time and memory (issue 25)
         from bench.evaluate import report as evaluate_report
 
