@@ -302,6 +302,12 @@ class Store:
         with self.session() as s:
             return list(s.exec(select(Document).where(Document.workspace_id == ws_id).order_by(col(Document.created_at))))
 
+    def text_chars(self, ws_id: int) -> int:
+        """Characters of the workspace's documents' text, all together."""
+        with self.session() as s:
+            return int(s.exec(select(func.coalesce(func.sum(func.length(Document.text)), 0))
+                              .where(Document.workspace_id == ws_id)).one())
+
     def nodes_by_id(self, ws_id: int, ids: Iterable[str]) -> dict[str, Node]:
         ids = list(dict.fromkeys(ids))
         out: dict[str, Node] = {}

@@ -32,6 +32,8 @@ from typing import Any
 log = logging.getLogger(__name__)
 SCHEDULER_ENV = "STRATA_DASK_SCHEDULER"
 WORKERS_ENV = "STRATA_DASK_WORKERS"  # processes of the local cluster (default: the machine's cores)
+MIN_TOKENS_ENV = "STRATA_DASK_MIN_TOKENS"
+MIN_TOKENS = 100_000  # a smaller workspace builds in this process unless STRATA_DASK_WORKERS says otherwise
 TASK_THREADS_ENV = "STRATA_TASK_THREADS"  # set in local workers: the embedder runs one forward at a time there
 CPU = {"cpu": 1}
 
@@ -148,9 +150,12 @@ def attach(address: str) -> Engine:
     return Engine(client, None, address)
 
 
-def open_engine(calls: int = 1) -> Engine:
+def open_engine(calls: int = 1, tokens: int | None = None) -> Engine:
     """The engine of a build process (`core worker`, `core build`): the cluster STRATA_DASK_SCHEDULER names, else a
     local cluster of processes, one per core (STRATA_DASK_WORKERS=N: N of them; 0: the units run in this process).
+    Unless N is set, a workspace of fewer than STRATA_DASK_MIN_TOKENS tokens (`tokens`, its documents' text at four
+    characters a token) runs its units in this process: a local cluster's workers each load the extractor and the
+    embedder first (about 10 s on two busy cores), which a small build never wins back (docs/BENCHMARKS.md).
     `calls`: the model calls the build may have in flight (settings.backend.parallel_calls), shared out as threads
     of the local workers (1 for an offline build)."""
     address = os.environ.get(SCHEDULER_ENV, "").strip()
@@ -159,6 +164,9 @@ def open_engine(calls: int = 1) -> Engine:
     want = os.environ.get(WORKERS_ENV, "").strip()
     if want == "0":
         return Engine(where="this process")
+    least = int(os.environ.get(MIN_TOKENS_ENV, "").strip() or MIN_TOKENS)
+    if not want.isdigit() and tokens is not None and tokens < least:
+        return Engine(where=f"this process (under {least:,} tokens)")
     n = int(want) if want.isdigit() else _cores()
     return local_engine(n, threads=max(1, -(-calls // n)))
 
@@ -167,7 +175,8 @@ def open_engine(calls: int = 1) -> Engine:
 def running_on(ctx: Any) -> Iterator[Engine]:
     """The units of `ctx` (a BuildContext) run on the engine of this build process while the body runs; the cluster
     it started (if any) is closed after. A model-backed build shares its calls in flight out over the workers."""
-    engine = open_engine(1 if ctx.backend.name == "offline" else ctx.settings.backend.parallel_calls)
+    engine = open_engine(1 if ctx.backend.name == "offline" else ctx.settings.backend.parallel_calls,
+                         ctx.store.text_chars(ctx.ws_id) // 4)
     try:
         ctx.use_engine(engine)
         yield engine
