@@ -77,7 +77,7 @@ def leads_home(tmp_path_factory, sample_built):
         yield store, ev, theirs, bobs
 
 
-def test_the_winner_is_starred_and_each_lead_read_and_a_question_opens_on_the_best(leads_home):
+def test_the_winner_is_starred_and_each_lead_read_and_a_question_opens_on_the_best(leads_home, inject):  # noqa: F811
     _, ev, _, _ = leads_home
     at = open_page("views/evaluate.py", "Evaluate")
     assert at.session_state["ev_tab"] == "Results"
@@ -103,6 +103,10 @@ def test_the_winner_is_starred_and_each_lead_read_and_a_question_opens_on_the_be
     assert [titles[m.value] for m in at.markdown if m.value in titles] == drawn  # one path drawn for each
     ranks = next(d.value for d in at.dataframe if "gold in top 5" in d.value.columns)
     assert len(ranks) == 6  # every strategy's stored ranks, drawn or not
+    box = at.multiselect(key=f"ev_q_strats_{ev.id}")  # a strategy never offered, sent from the browser: ignored
+    inject[box.id] = _hostile_state("multiselect", box.id, "../../etc/passwd")
+    run(at)
+    assert at.multiselect(key=f"ev_q_strats_{ev.id}").value == []
     next(b for b in at.button if b.key == f"ev_q_all_{ev.id}").click()
     run(at)
     assert at.multiselect(key=f"ev_q_strats_{ev.id}").value == list(HITS)
