@@ -2,7 +2,7 @@
 
     python -m bench.engine_scale --delay 0.25 --workers 1 2 4 8 --units 64
 
-For each k: a LocalCluster of k worker processes of one thread (core/build/engine.py `local_engine`), the Ollama
+For each k: a LocalCluster of k worker processes of one thread (core/pipeline/engine.py `local_engine`), the Ollama
 backend against tests/fake_ollama.py's FakeOllama (a local HTTP server; every chat reply waits `--delay` s), a fresh
 home per k (so no call is answered from the call cache), the host's slots set to k. Each worker first extracts one
 warm-up chunk (its backend made once); then `--units` chunks of the sample corpus are extracted through
@@ -36,9 +36,9 @@ def texts(n: int) -> list[str]:
 
 
 def measure(k: int, units: int, delay: float) -> dict:
-    from core.build.engine import local_engine
-    from core.build.tasks import Parts, extract_one
     from core.config import Settings
+    from core.pipeline.engine import local_engine
+    from core.pipeline.tasks import Parts, extract_one
     from core.store import Store
     from tests.fake_ollama import FakeOllama
 

@@ -75,10 +75,10 @@ def _shape(store, ws_id: int) -> dict:
 def build(home: Path, paths: list[Path], backend: str, fake, embedder, timeout_s: float, retries: int | None,
           again: bool = False) -> dict:
     """One build of `paths` in `home` through `fake` (a second one of the same workspace with `again`)."""
-    from core.build.factory import make_context
-    from core.build.failures import EXIT_FAILED_UNITS, failed_units
-    from core.build.runner import create_run, run_build
     from core.config import Settings
+    from core.pipeline.factory import make_context
+    from core.pipeline.failures import EXIT_FAILED_UNITS, failed_units
+    from core.pipeline.runner import create_run, run_build
     from core.store import Store
     from core.workspace import ingest_paths
 

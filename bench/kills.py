@@ -28,7 +28,7 @@ from pathlib import Path
 
 from bench.incremental import WS, homes_equal, run_cli
 from bench.machine import commit, machine
-from core.build.runner import stage_names
+from core.pipeline.runner import stage_names
 
 ROOT = Path(__file__).resolve().parent.parent
 

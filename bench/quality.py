@@ -48,8 +48,8 @@ def main() -> None:
 
 
 def _measure(home: Path, name: str, do_promote: bool) -> dict:
-    from core.build.factory import open_index
     from core.config import Settings
+    from core.pipeline.factory import open_index
     from core.quality import variants as V
     from core.quality.compare import compare
     from core.quality.data import build_settings, load_base, load_levels

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from core.build.runner import stage_names
 from core.evaluation.compare import paired
 from core.evaluation.metrics import recall
+from core.pipeline.runner import stage_names
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = {  # ../shared/eval/README.md, same files, same embedder (all-MiniLM-L6-v2)
@@ -108,7 +108,7 @@ def _build_section(b: dict) -> list[str]:
 STAGE_NOTES = {
     "embed": "the bundled MiniLM over every chunk (cut at 256 tokens), statement and layer-0 entity ('name: "
              "description'): about 4.5M tokens (1.1M, 1.2M, 2.2M) for 1M tokens of text, of which the chunks and "
-             "part of the statements were already embedded beside the extract stage (core/build/beside.py). The "
+             "part of the statements were already embedded beside the extract stage (core/pipeline/beside.py). The "
              "torch runtime does 9-12k tokens per CPU-second with bfloat16 matmuls, two batches at once on the two "
              "cores; rows are sorted by length so batches carry little padding, and repeated statements (chunk "
              "overlap) are embedded once. chromadb's HNSW insertion adds about 0.4 ms of CPU per vector (~45 s for "
@@ -128,7 +128,7 @@ STAGE_NOTES = {
                    "communities of at most 10; 10k communities and 270k member edges written in bulk.",
     "extract": "spaCy's parse of every chunk on one core, the extraction rules and SQLite writes of 230k nodes and "
                "1M edges, 64 chunks per transaction; on the other core the chunks, then the statements written so "
-               "far, are embedded for the embed stage (core/build/beside.py).",
+               "far, are embedded for the embed stage (core/pipeline/beside.py).",
     "layers": "PCA and ~25 diagonal GMM fits on a 20k-row sample for the BIC search, then a set of extractive "
               "summary entities per cluster (one per group of members sharing a term: 4.6k on layer 0), named "
               "only by words spaCy tags as nouns (each sentence tagged once: 36k of the 60k asked for), and "
@@ -150,7 +150,7 @@ CHANGES = [
     "Memory: the embed, layers, communities and reports stages hand freed memory back (gc + malloc_trim) when "
     "they finish.",
     "Threads beside (session 27): the chunks are embedded on the core the extraction leaves idle, the community "
-    "reports on the one the augment stage leaves idle (core/build/beside.py); the layers stage tags each sentence "
+    "reports on the one the augment stage leaves idle (core/pipeline/beside.py); the layers stage tags each sentence "
     "once (983 → 897 s with the same graph, table in 'Session 27' below).",
 ]
 

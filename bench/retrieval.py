@@ -153,10 +153,10 @@ def bm25_row(folder: Path, name: str) -> dict:
     """The `bm25` strategy's eval row on the set in `folder`, from its chunks alone (see the module docstring)."""
     import tempfile
 
-    from core.build.context import BuildContext
-    from core.build.stages.chunk import chunk_stage
     from core.config import Settings
     from core.eval import evaluate, load_queries
+    from core.pipeline.context import BuildContext
+    from core.pipeline.stages.chunk import chunk_stage
     from core.retrieval.base import Resources
     from core.store import Store
     from core.workspace import ingest_paths

@@ -17,10 +17,10 @@ from pydantic import ValidationError
 
 from core import access
 from core.backends.servers import backend_kind, embedder_kind, require_servers
-from core.build.failures import EXIT_FAILED_UNITS, print_failed
 from core.cli_access import add_parsers as add_access_parsers
 from core.cli_evaluate import add_parsers as add_evaluate_parsers
 from core.config import Settings
+from core.pipeline.failures import EXIT_FAILED_UNITS, print_failed
 from core.protocols import BackendError
 from core.secrets import redacted_output
 from core.store import Store, StoreError, check_workspace_name
@@ -143,10 +143,10 @@ def _non_negative(v: str) -> int:
 
 
 def cmd_build(args, settings: Settings, store: Store) -> int:
-    from core.build.engine import running_on
-    from core.build.factory import make_context
-    from core.build.runner import create_run, run_build
-    from core.build.runs import active_run, busy_message
+    from core.pipeline.engine import running_on
+    from core.pipeline.factory import make_context
+    from core.pipeline.runner import create_run, run_build
+    from core.pipeline.runs import active_run, busy_message
     from core.workspace import ingest_paths
 
     check_workspace_name(args.workspace)
@@ -207,8 +207,8 @@ def cmd_build(args, settings: Settings, store: Store) -> int:
 
 
 def cmd_delete(args, settings: Settings, store: Store) -> int:
-    """List the documents and what only they support, then delete them (a "delete" run, core/build/delete.py)."""
-    from core.build.delete import delete_documents, find_documents, preview
+    """List the documents and what only they support, then delete them (a "delete" run, core/pipeline/delete.py)."""
+    from core.pipeline.delete import delete_documents, find_documents, preview
 
     ws = store.require_workspace(args.workspace)
     assert ws.id is not None  # a stored workspace
@@ -228,7 +228,7 @@ def cmd_delete(args, settings: Settings, store: Store) -> int:
 
 
 def _resources(args, settings: Settings, store: Store):
-    from core.build.factory import workspace_embedder
+    from core.pipeline.factory import workspace_embedder
     from core.workspace import open_resources
 
     ws = store.require_workspace(args.workspace)
@@ -239,7 +239,7 @@ def _resources(args, settings: Settings, store: Store):
 
 
 def cmd_ask(args, settings: Settings, store: Store) -> int:
-    from core.build.factory import make_backend
+    from core.pipeline.factory import make_backend
     from core.retrieval.base import get_strategy
     from core.workspace import ask
 
@@ -289,7 +289,7 @@ def cmd_eval(args, settings: Settings, store: Store) -> int:
         settings.backend.kind = backend_kind(res.ws.backend)  # type: ignore[assignment]
     llm = None
     if settings.backend.kind != "offline":
-        from core.build.factory import make_backend
+        from core.pipeline.factory import make_backend
         from core.workspace import retrieval_llm
 
         require_servers(settings)

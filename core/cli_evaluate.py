@@ -27,12 +27,12 @@ def add_parsers(sub) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace, settings: Settings, store: Store) -> int:
-    from core.build.factory import make_context
-    from core.build.runner import run_job
     from core.evaluation import job, probes, questions, records
     from core.evaluation.export import export_json
     from core.evaluation.leads import leads, reading
     from core.evaluation.metrics import table_rows
+    from core.pipeline.factory import make_context
+    from core.pipeline.runner import run_job
 
     ws = store.require_workspace(args.workspace)
     if ws.build_version == 0:

@@ -287,7 +287,7 @@ class GraphSettings(BaseModel):
 
 
 class WorkerSettings(BaseModel):
-    """Background workers sharing one database (core/build/lease.py)."""
+    """Background workers sharing one database (core/pipeline/lease.py)."""
 
     lease_s: float = Field(45.0, gt=0, description="A run whose worker renewed no heartbeat for this long is stale: "
                                                    "another worker may take it over (STRATA_WORKER_LEASE_S). Workers "

@@ -1,4 +1,4 @@
-"""Is a run's holder still alive? A lease holder is named `host:pid:start.nonce` (core/build/lease.py: the host name,
+"""Is a run's holder still alive? A lease holder is named `host:pid:start.nonce` (core/pipeline/lease.py: the host name,
 the process id, the process's start time in clock ticks since boot, and a nonce per claim). On the host that ran it,
 a holder whose process is gone (no such pid, a zombie, or the pid reused by a younger process) is known dead at once,
 without waiting for its lease to run out; on any other host only the lease tells.

@@ -146,7 +146,7 @@ class BuildRun(SQLModel, table=True):
     lease_s: Optional[float] = Field(default=LEASE_S, sa_column_kwargs={"server_default": str(LEASE_S)})
     created_at: datetime = Field(default_factory=utcnow)
     finished_at: Optional[datetime] = None
-    version: Optional[int] = None  # a finished build's number: the workspace's build_version it made (core/build/runs.py)
+    version: Optional[int] = None  # a finished build's number: the workspace's build_version it made (core/pipeline/runs.py)
 
 
 UNFINISHED = ("queued", "running", "cancelling")
@@ -155,7 +155,7 @@ UNFINISHED = ("queued", "running", "cancelling")
 def is_active(run: BuildRun, now: datetime) -> bool:
     """Unfinished, its worker (or, while queued, its creation) sent a sign of life within the run's own lease
     (`lease_s`, by the database's clock `now`, `Store.now()`), and the holder's process, when it ran on this host, is
-    still there: the one rule for whether a run holds its workspace (core/build/runs.py says what becomes of a dead
+    still there: the one rule for whether a run holds its workspace (core/pipeline/runs.py says what becomes of a dead
     one)."""
     if run.status not in UNFINISHED or holder_gone(run.worker):
         return False
@@ -194,7 +194,7 @@ class Checkpoint(SQLModel, table=True):
 
 class FailedUnit(SQLModel, table=True):
     """A unit of a stage (a chunk's extraction, a community's report, ...) whose language call still failed after its
-    retries: recorded instead of an empty result, retried by the next build (core/build/failures.py); the row goes
+    retries: recorded instead of an empty result, retried by the next build (core/pipeline/failures.py); the row goes
     when the unit succeeds. `run_id`: the run it failed in last."""
 
     __table_args__ = (UniqueConstraint("workspace_id", "stage", "unit"), Index("ix_failedunit_run", "run_id"))

@@ -1,7 +1,7 @@
 """What must never be stored or shown: the database URL's password, the OpenAI API key, the Chroma token, and any
 URL's `user:password@` or `?token=` / `?api_key=` values. One place redacts them, for everything that writes
 settings or messages somewhere another person can read: a run's stored settings and parameters
-(core/build/runs.py), the worker's log and messages (core/worker.py), the sidebar, the CLI's output.
+(core/pipeline/runs.py), the worker's log and messages (core/worker.py), the sidebar, the CLI's output.
 
 * `redact_url(url)`: `postgresql+psycopg://strata:***@host/db`, `https://h/x?token=***`; other URLs unchanged.
 * `redact_text(text)`: every known secret replaced by `***`, and every URL in the text redacted as above.

@@ -1,11 +1,11 @@
-"""The background worker and the jobs it runs: `python -m core worker --run ID` executes a build (core/build/runner.py)
+"""The background worker and the jobs it runs: `python -m core worker --run ID` executes a build (core/pipeline/runner.py)
 or a job; `python -m core worker --serve` is a long-running worker that claims the oldest queued run (or a run
 whose worker went silent) of any workspace, runs it, and looks for the next. Several workers on one database never
-run the same run: each claims it first (core/build/lease.py). A job is work on a built workspace that runs through the same runner instead of in the app's process, with
+run the same run: each claims it first (core/pipeline/lease.py). A job is work on a built workspace that runs through the same runner instead of in the app's process, with
 the build's heartbeat, progress rows and cancel: promoting a what-if variant, a what-if run, a merge decision.
 
 This module sits above core/quality, whose planners (`PLANNERS`) turn a job's parameters into its steps (a
-`JobPlan`, core/build/context.py); the build layer below never imports them.
+`JobPlan`, core/pipeline/context.py); the build layer below never imports them.
 """
 
 from __future__ import annotations
@@ -19,17 +19,17 @@ from dataclasses import asdict
 
 from core import access
 from core.access import User
-from core.build.context import BuildContext, JobPlan
-from core.build.delete import delete_plan
-from core.build.engine import running_on
-from core.build.factory import job_settings, make_context
-from core.build.failures import EXIT_FAILED_UNITS, describe, failed_units
-from core.build.lease import Lease, claim_next
-from core.build.runner import run_build, run_job
-from core.build.runs import FINISHED, KIND_LABELS, check_idle, get_run, insert_run, launch_worker
 from core.config import Settings
 from core.evaluation.job import evaluate_plan
 from core.models import LEASE_S, BuildRun, Workspace
+from core.pipeline.context import BuildContext, JobPlan
+from core.pipeline.delete import delete_plan
+from core.pipeline.engine import running_on
+from core.pipeline.factory import job_settings, make_context
+from core.pipeline.failures import EXIT_FAILED_UNITS, describe, failed_units
+from core.pipeline.lease import Lease, claim_next
+from core.pipeline.runner import run_build, run_job
+from core.pipeline.runs import FINISHED, KIND_LABELS, check_idle, get_run, insert_run, launch_worker
 from core.protocols import BackendError
 from core.quality.data import build_settings
 from core.quality.merge_job import merge_plan
@@ -78,7 +78,7 @@ def run_worker(store: Store, run_id: int, lease_s: float = LEASE_S) -> int:
     """`worker --run ID`: claim run `run_id` (a build or a job) and run it with the settings stored on its row.
     Exit status: 0 finished or stopped by the user, 1 failed, 2 no such run, 3 not claimed (another live worker
     holds it, or it finished or was superseded), 4 another worker took it over mid-run (this one stopped), 5
-    (`EXIT_FAILED_UNITS`) finished with failed units (core/build/failures.py; the next build retries them)."""
+    (`EXIT_FAILED_UNITS`) finished with failed units (core/pipeline/failures.py; the next build retries them)."""
     if get_run(store, run_id) is None:
         print(f"no build run {run_id}", file=sys.stderr)
         return 2
@@ -153,7 +153,7 @@ def run_claimed(store: Store, lease: Lease) -> int:
 def serve(store: Store, lease_s: float = LEASE_S, poll_s: float = 2.0,
           stop: threading.Event | None = None, max_runs: int | None = None) -> int:
     """`worker --serve`: claim the oldest claimable run of any workspace (queued, or held by a worker silent for
-    its run's lease, or whose process is gone from this host; its newest run only, see core/build/lease.py), run it, repeat; idle, look again every
+    its run's lease, or whose process is gone from this host; its newest run only, see core/pipeline/lease.py), run it, repeat; idle, look again every
     `poll_s` seconds. SIGTERM or SIGINT stops it after the current run (a run cut short resumes elsewhere once its
     lease expires). `max_runs` (tests): return after that many runs."""
     stop = stop or threading.Event()

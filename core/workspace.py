@@ -9,14 +9,14 @@ from pathlib import Path
 
 from core import access
 from core.answer import Answer, answer, context_budget
-from core.build.factory import delete_vectors, open_index
-from core.build.runner import create_run
-from core.build.runs import active_run, check_idle, launch_worker
 from core.config import Settings
 from core.ingest import LoadedDoc, Refusals, count_tokens, load_path
 from core.ingest.add import add_documents
 from core.ingest.isolate import load_uploads
 from core.models import BuildRun, QueryLog, Workspace
+from core.pipeline.factory import delete_vectors, open_index
+from core.pipeline.runner import create_run
+from core.pipeline.runs import active_run, check_idle, launch_worker
 from core.protocols import Embedder, LanguageBackend, RetrievalLLM
 from core.retrieval.base import Resources, Retrieval, get_strategy
 from core.store import Store
@@ -155,7 +155,7 @@ def start_build(store: Store, user: access.User, ws: Workspace, settings: Settin
 
 
 def retry_failed(store: Store, user: access.User, ws: Workspace, settings: Settings) -> BuildRun:
-    """Start a build that retries the workspace's failed units (core/build/failures.py) with the backend and model
+    """Start a build that retries the workspace's failed units (core/pipeline/failures.py) with the backend and model
     of its last build, which failed them: any build retries them, this one never swaps their backend."""
     s = settings.model_copy(deep=True)
     if ws.backend != "offline" and ws.chat_model:

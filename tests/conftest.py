@@ -75,9 +75,9 @@ def _settings(home: Path):
 
 def build_workspace(home: Path, paths: list[Path], embedder, name: str = "w", settings=None, engine=None) -> Built:
     """Ingest `paths` into a fresh workspace under `home` and run a full build from this process: its units in this
-    process, or on `engine` (core/build/engine.py) when given."""
-    from core.build.factory import make_context
-    from core.build.runner import create_run, run_build
+    process, or on `engine` (core/pipeline/engine.py) when given."""
+    from core.pipeline.factory import make_context
+    from core.pipeline.runner import create_run, run_build
     from core.store import Store
     from core.workspace import ingest_paths
     from tests.stores import configure

@@ -14,8 +14,8 @@ import re
 import numpy as np
 from sqlmodel import select
 
-from core.build.factory import open_index
 from core.models import Community, Edge, Node
+from core.pipeline.factory import open_index
 
 COLLECTIONS = ("chunk", "statement", "entity", "community", "topic", "attribute", "high_level")
 

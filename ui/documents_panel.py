@@ -1,6 +1,6 @@
 """The Workspaces page's documents: one opened (its text, entities, communities and what it contributed:
 core/explore/document_detail.py), and deleting documents from a built workspace: pick documents, see what only they
-support, confirm, and the delete job (core/build/delete.py) runs in the background worker; the graph is then
+support, confirm, and the delete job (core/pipeline/delete.py) runs in the background worker; the graph is then
 updated."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from __future__ import annotations
 import streamlit as st
 
 from core import access
-from core.build.delete import preview
-from core.build.runs import JobBusy
 from core.explore.document_detail import DocEntity, DocumentDetail, document_detail
+from core.pipeline.delete import preview
+from core.pipeline.runs import JobBusy
 from core.quality.data import METHODS
 from core.text import truncate
 from core.worker import start_delete

@@ -10,10 +10,10 @@ from __future__ import annotations
 import streamlit as st
 
 from core.backends.servers import backend_kind
-from core.build.factory import make_backend
 from core.evaluation.inspect import QuestionView, open_question, retrieve
 from core.evaluation.leads import best_strategies
 from core.models import Evaluation, EvaluationResult, Workspace
+from core.pipeline.factory import make_backend
 from core.protocols import BackendError
 from core.retrieval.base import SECTIONS
 from core.workspace import retrieval_llm

@@ -13,13 +13,13 @@ import math
 import plotly.graph_objects as go
 import streamlit as st
 
-from core.build.runs import JobBusy
 from core.evaluation import job, records
 from core.evaluation.export import export_csv, export_json
 from core.evaluation.leads import Lead, leads, none_significant, reading
 from core.evaluation.metrics import per_question, summarize, table_rows
 from core.evaluation.records import describe
 from core.models import UNFINISHED, Evaluation, EvaluationResult, Workspace
+from core.pipeline.runs import JobBusy
 from ui import eval_question, guard, job_panel, offered
 from ui import resources as R
 from ui.retrieval_view import strategy_label as label

@@ -11,10 +11,10 @@ from dataclasses import asdict
 import streamlit as st
 
 from core.backends.servers import backend_kind
-from core.build.factory import make_backend
-from core.build.runs import JobBusy
 from core.evaluation import job, probes, questions, records
 from core.models import Workspace
+from core.pipeline.factory import make_backend
+from core.pipeline.runs import JobBusy
 from core.retrieval.base import strategy_names
 from ui import guard, job_panel, offered
 from ui import resources as R

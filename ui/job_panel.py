@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.build import runs
-from core.build.failures import failed_units, plural
-from core.build.runs import active_run, request_cancel
 from core.models import BuildRun, Workspace
+from core.pipeline import runs
+from core.pipeline.failures import failed_units, plural
+from core.pipeline.runs import active_run, request_cancel
 from ui import failed_units as FU
 from ui import guard
 from ui import resources as R
@@ -88,7 +88,7 @@ def draw(ws: Workspace) -> None:
 
 def failed(ws: Workspace) -> None:
     """The failed units of the workspace's last job while they are outstanding (a promote whose reports failed):
-    the job finished "with N failed units"; the next build retries them (core/build/failures.py)."""
+    the job finished "with N failed units"; the next build retries them (core/pipeline/failures.py)."""
     store = R.store()
     assert ws.id is not None  # a row read from the store has its key
     run = store.latest_run(ws.id, tuple(k for k in runs.KIND_LABELS if k != "build"))

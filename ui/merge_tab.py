@@ -12,9 +12,9 @@ import math
 import streamlit as st
 
 from core import access
-from core.build.factory import job_settings
-from core.build.runs import JobBusy, result, run_label
 from core.models import BuildRun, Workspace
+from core.pipeline.factory import job_settings
+from core.pipeline.runs import JobBusy, result, run_label
 from core.quality.data import build_settings
 from core.resolution import review as rv
 from core.resolution.merge import MergeError

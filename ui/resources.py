@@ -31,7 +31,7 @@ def store() -> Store:
 def embedder(kind: str, runtime: str = "") -> Embedder:
     """The embedder of `kind` ("minilm", a served model's name); MiniLM on `runtime` (a workspace's recorded one,
     core/index/writer.py) when given and loadable here, else on this host's own."""
-    from core.build.factory import embedder_on
+    from core.pipeline.factory import embedder_on
 
     s = settings().model_copy(deep=True)
     s.embed.embedder = embedder_kind(kind)  # type: ignore[assignment]
@@ -70,7 +70,7 @@ def clear_vector_indexes() -> None:
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _vector_index(ws_name: str, embedder_name: str, identity: str) -> VectorIndex:
-    from core.build.factory import open_index
+    from core.pipeline.factory import open_index
 
     return open_index(settings(), ws_name, embedder_name)
 

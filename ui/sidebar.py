@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.build import runs
-from core.build.failures import count_failed, plural
-from core.build.runs import active_run
 from core.index import vectors
+from core.pipeline import runs
+from core.pipeline.failures import count_failed, plural
+from core.pipeline.runs import active_run
 from ui import guard, offered
 from ui import resources as R
 from ui.text import md_escape
@@ -40,7 +40,7 @@ def _status(ws_name: str) -> None:
         what = f"Building build {ws.build_version + 1}" if (run.kind or "build") == "build" else runs.run_label(run)
         st.info(md_escape(f"{what}… {run.stage or 'queued'}"), icon=":material/construction:")
     elif ws.build_version:
-        n_failed = count_failed(R.store(), ws.id or 0)  # (core/build/failures.py: a run "done" may leave some)
+        n_failed = count_failed(R.store(), ws.id or 0)  # (core/pipeline/failures.py: a run "done" may leave some)
         st.caption(f"Built with the **{ws.backend}** backend ({ws.chat_model or 'heuristic'}), "
                    f"embedder **{ws.embedder}** · build {ws.build_version}"
                    + (f" · **{plural(n_failed)}** (see the Build page)" if n_failed else ""))

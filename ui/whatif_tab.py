@@ -12,10 +12,10 @@ import math
 import streamlit as st
 
 from core import access
-from core.build.failures import count_failed, plural
-from core.build.runs import JobBusy, result, run_label
 from core.evaluation.partitions import measured_name, recall_effect
 from core.models import BuildRun
+from core.pipeline.failures import count_failed, plural
+from core.pipeline.runs import JobBusy, result, run_label
 from core.quality.compare import compare
 from core.quality.variants import (
     CURRENT,

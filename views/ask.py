@@ -16,9 +16,9 @@ import streamlit as st
 from core import access
 from core.answer import recorded
 from core.backends.servers import backend_kind
-from core.build.factory import make_backend
 from core.explore.strategies import ablations, designs, is_ablation, source_score
 from core.history import count_queries, export_json, list_queries, open_query
+from core.pipeline.factory import make_backend
 from core.protocols import BackendError
 from core.retrieval.base import SECTIONS, Retrieval
 from core.text import truncate

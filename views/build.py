@@ -9,14 +9,14 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core import access
-from core.build import runs
-from core.build.failures import failed_units, plural
-from core.build.runs import active_run, request_cancel
 from core.config import BACKEND_KINDS
 from core.explore.build_counts import GraphCounts
 from core.explore.hierarchy import METHODS, frame_signature, hierarchy_figure, hierarchy_frame
 from core.explore.verdict import Verdict, build_verdict, duration
 from core.models import Workspace
+from core.pipeline import runs
+from core.pipeline.failures import failed_units, plural
+from core.pipeline.runs import active_run, request_cancel
 from core.protocols import BackendError
 from core.workspace import retry_failed, start_build
 from ui import eval_results, guard, offered

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.build.runs import run_label
+from core.pipeline.runs import run_label
 from ui import eval_compare, eval_results, eval_setup, job_panel
 from ui import resources as R
 from ui.text import md_escape

@@ -5,10 +5,10 @@ from __future__ import annotations
 import streamlit as st
 
 from core import access
-from core.build.runs import JobBusy, active_run
 from core.config import BACKEND_KINDS
 from core.ingest import SUPPORTED_EXTENSIONS
 from core.ingest.uploads import recent_uploads, record_upload
+from core.pipeline.runs import JobBusy, active_run
 from core.protocols import BackendError
 from core.store import StoreError
 from core.workspace import delete_workspace, ingest_uploads, start_build

@@ -1,6 +1,6 @@
 """Hierarchical Leiden (leidenalg on igraph): weakly connected components first, then Leiden on each component,
 then recursive splits of large communities (GraphRAG's `cluster_graph`). Pure maths on an igraph graph: no store,
-no models; the `communities` stage (core/build/stages/communities.py) runs it on the graphs the papers cluster.
+no models; the `communities` stage (core/pipeline/stages/communities.py) runs it on the graphs the papers cluster.
 
 Level 0 is Leiden run on each component; a community larger than `max_cluster_size` is split again by Leiden on
 its own subgraph into children one level down (GraphRAG's recursive split), up to `max_levels`. Every level's

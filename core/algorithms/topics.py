@@ -2,7 +2,7 @@
 agglomerative clustering (average linkage, cosine distance, cut at 1 - topic_similarity); a group bigger than
 max_topic_statements is split along its own tree. Documents with more than `WINDOW` statements are clustered in
 consecutive windows, which bounds the quadratic distance matrix. Pure maths: the `lexical` stage
-(core/build/stages/lexical.py) reads the vectors and writes the topics. This clustering stands in for the paper's
+(core/pipeline/stages/lexical.py) reads the vectors and writes the topics. This clustering stands in for the paper's
 model-made topics (§6.2 (3): a model links each chunk's propositions to topics) offline, where no model is
 configured, and with lexical.topics = "clustering" (a model then only titles and summarizes each group); with a model
 backend the model groups each chunk's statements itself (core/backends/topic_replies.py).

@@ -260,7 +260,7 @@ _SLOTS_LOCK = threading.Lock()
 
 
 def cluster_slot(url: str, limit: int) -> Any:
-    """In a Dask worker (a build's unit, core/build/engine.py): a lease of the cluster's semaphore of model host
+    """In a Dask worker (a build's unit, core/pipeline/engine.py): a lease of the cluster's semaphore of model host
     `url`, so `limit` calls at most are in flight on it across all workers of the cluster (released by the caller);
     elsewhere None (this process's own slots are the limit)."""
     try:

@@ -60,7 +60,7 @@ def cpu_isa() -> str:
 
 
 def _cores() -> int:
-    """The cores this process may use: one in a local Dask worker (core/build/engine.py sets STRATA_TASK_THREADS
+    """The cores this process may use: one in a local Dask worker (core/pipeline/engine.py sets STRATA_TASK_THREADS
     there; its other workers take the other cores), else the CPUs it may run on."""
     if os.environ.get("STRATA_TASK_THREADS", "").isdigit():
         return max(1, int(os.environ["STRATA_TASK_THREADS"]))

@@ -19,13 +19,13 @@ from collections.abc import Iterator
 from core import access
 from core.access import User
 from core.backends.servers import backend_kind
-from core.build.context import BuildContext, JobPlan, Progress, Stage
-from core.build.factory import job_settings
-from core.build.runs import check_idle, insert_run, launch_worker
 from core.config import Settings
 from core.evaluation import records
 from core.evaluation.metrics import gold_ranks, summarize
 from core.models import BuildRun, Evaluation, EvaluationResult, Workspace
+from core.pipeline.context import BuildContext, JobPlan, Progress, Stage
+from core.pipeline.factory import job_settings
+from core.pipeline.runs import check_idle, insert_run, launch_worker
 from core.retrieval.base import Resources, Retrieval, Strategy, get_strategy
 from core.store import Store
 from core.workspace import retrieval_llm

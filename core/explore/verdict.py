@@ -1,5 +1,5 @@
 """A build's verdict in plain words, what the Build page opens on: which build it is ("build N", never a row id:
-core/build/runs.py), how it ended and how long it took, what the graph holds (documents, entities, the communities
+core/pipeline/runs.py), how it ended and how long it took, what the graph holds (documents, entities, the communities
 of each method, HLG topics: core/explore/build_counts.py, the one source of those counts), its failed units, and
 what is unusual, spelled out: a HiRAG layer that collapsed into one cluster or a layering that stopped early, a
 community bigger than its method's cap, many single-member communities, many entities left out of every Leiden
@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from sqlalchemy import func
 from sqlmodel import select
 
-from core.build.failures import count_failed, plural
-from core.build.runs import build_numbers, started
 from core.explore.build_counts import GraphCounts, MethodCounts, graph_counts
 from core.models import UNFINISHED, BuildRun, EntityMerge, StageRun, Workspace, is_active
+from core.pipeline.failures import count_failed, plural
+from core.pipeline.runs import build_numbers, started
 
 # the community methods as the verdict names them, in the order it lists them
 NAMES = {"hirag": "HiRAG", "leiden": "Hierarchical Leiden (GraphRAG)", "attributed": "ArchRAG attributed",
@@ -154,7 +154,7 @@ def _headline(run: BuildRun, number: int | None, stalled: bool, seconds: float, 
         return "info", f"Building build {current + 1} (started {started(run)})…", f"Building build {current + 1}"
     title = f"Build {number} finished"
     failed = plural(n_failed) if n_failed else "no failed units"
-    engine = (run.params or {}).get("engine")  # where its units ran (core/build/engine.py)
+    engine = (run.params or {}).get("engine")  # where its units ran (core/pipeline/engine.py)
     on = f" on {engine}" if engine else ""
     return ("warning" if n_failed else "success",
             f"{title} in {duration(seconds)} with the {run.backend} backend{on} · {failed}", title)

@@ -103,7 +103,7 @@ class HeteroGraph:
 class EdgeList:
     """Every stored edge between two vertices of a HeteroGraph, one row per edge (not merged per pair): its
     vertices, its kind (index into the graph's `edge_kind_names`, -1 for a kind the graph does not know) and the HNSW
-    boost it carries (`data.hnsw`, 0 when none; core/build/noderag_edges.py). For a walk over
+    boost it carries (`data.hnsw`, 0 when none; core/pipeline/noderag_edges.py). For a walk over
     a chosen subset of the edges (NodeRAG's heterograph edges, core/retrieval/noderag.py)."""
 
     src: np.ndarray

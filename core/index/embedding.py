@@ -35,7 +35,7 @@ def statement_rows(store, ws_id: int, ids: list[str] | None = None, titled: bool
 
     Offline a statement is one sentence of its chunk; the HLG paper's statements are standalone propositions, a
     propositionizer writing into each the name of what "it" or "the economy" refers to. Where a document is about
-    one entity (the extract stage marked its subject: a row titled by a name, core/build/stages/extract.py
+    one entity (the extract stage marked its subject: a row titled by a name, core/pipeline/stages/extract.py
     `document_subjects`), that referent is the document's title, so its statements are embedded with it, as its
     chunks are; a headline, a file name or no title names no referent, and those statements are embedded alone
     (on multihoprag_small, news statements embedded with their headline lost 8 points of HLG recall@5). The stored

@@ -94,8 +94,8 @@ class VectorIndex:
             self.client = chroma.connect_embedded(Path(path))
         self.dir: Path | None = None if url else Path(path or "")  # embedded: each write closes its new files
         self.workspace = workspace
-        self.writer: Writer | None = None  # who writes now (set by core/build/factory.py): recorded, held to
-        # a run's lease (core/build/lease.py `Lease.holding`): every write happens inside it, so a worker that lost
+        self.writer: Writer | None = None  # who writes now (set by core/pipeline/factory.py): recorded, held to
+        # a run's lease (core/pipeline/lease.py `Lease.holding`): every write happens inside it, so a worker that lost
         # its run writes no vector
         self.write_guard: Callable[[], AbstractContextManager] | None = None
         self._collections: dict[str, object] = {}

@@ -4,7 +4,7 @@ in every vector collection's metadata (`strata_embedder`, `strata_runtime`, `str
 The bundled MiniLM gives each text the same vector bit for bit whatever batch it is in, but its runtimes differ
 from one another (bfloat16 against float32 matmuls: up to ~3e-3), and a workspace extended with other vectors than
 it was built with would no longer equal its rebuild. So a build, an added document, a merge or a re-embed writes
-with the runtime the collections record (core/build/factory.py chooses it), and `VectorIndex.upsert` refuses a
+with the runtime the collections record (core/pipeline/factory.py chooses it), and `VectorIndex.upsert` refuses a
 writer that differs, with one line saying why and what to do (`WriterMismatch`).
 """
 

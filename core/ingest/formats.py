@@ -116,7 +116,7 @@ def _check_text_chars(text: str) -> None:
 
 def _title_from(title: str, source: str) -> str:
     """Where a document's title came from (Document.meta["title_from"]): `source` when the file names itself, else
-    "filename" (the stem stands in). Only a real title may name the document's subject (core.build.stages.extract)."""
+    "filename" (the stem stands in). Only a real title may name the document's subject (core.pipeline.stages.extract)."""
     return source if title else "filename"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from core.build.context import BuildContext, JobPlan, Progress
+from core.pipeline.context import BuildContext, JobPlan, Progress
 from core.resolution import review as rv
 
 

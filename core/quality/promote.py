@@ -1,7 +1,7 @@
 """Promoting a what-if variant (core/quality/variants.py): its communities become the Leiden partition retrieval uses.
 
 The current leiden partition is saved first as a variant "before-<UTC time>" with its reports; the variant's
-communities then replace the leiden rows (core/build/community_rows.write_communities: ids hash the members, so an
+communities then replace the leiden rows (core/pipeline/community_rows.write_communities: ids hash the members, so an
 unchanged community keeps its row and report, and promoting a "before-" variant back restores ids and reports
 exactly); reports are made for the new ones (the reports stage with the workspace's backend), NodeRAG's high-level
 elements are re-synced (the augment stage), the "community" vectors are rewritten (the index stage drops the old
@@ -24,15 +24,15 @@ from datetime import datetime, timezone
 import numpy as np
 from sqlmodel import col, select
 
-from core.build.community_rows import community_id, write_communities
-from core.build.context import BuildContext, JobPlan, Progress, Stage
-from core.build.factory import make_context
-from core.build.runs import active_run
-from core.build.stages.augment import augment_stage
-from core.build.stages.index import index_stage
-from core.build.stages.reports import reports_stage
 from core.config import Settings
 from core.models import Community, CommunityVariant, Workspace
+from core.pipeline.community_rows import community_id, write_communities
+from core.pipeline.context import BuildContext, JobPlan, Progress, Stage
+from core.pipeline.factory import make_context
+from core.pipeline.runs import active_run
+from core.pipeline.stages.augment import augment_stage
+from core.pipeline.stages.index import index_stage
+from core.pipeline.stages.reports import reports_stage
 from core.quality.data import EntityBase, Group, build_settings, load_base, stored_groups
 from core.quality.variants import (
     VariantError,
@@ -182,7 +182,7 @@ def promote(ctx: BuildContext, name: str) -> Iterator[Progress]:
             if step == "replace":
                 made = p.counts or made
             yield p
-        ctx.failures.settle(step)  # units that failed stay recorded for the next build (core/build/failures.py)
+        ctx.failures.settle(step)  # units that failed stay recorded for the next build (core/pipeline/failures.py)
     version = store.bump_version(ws_id)
     yield Progress(5, 5, f"variant {name!r} promoted; build version {version}",
                    {"snapshot": made.get("snapshot"), "communities": made.get("communities", 0),

@@ -39,10 +39,10 @@ from core.access import User
 from core.algorithms.attributed import canonical_pairs, edge_weights
 from core.algorithms.chnsw import knn_blocks
 from core.algorithms.leiden import Hierarchy, hierarchical_leiden
-from core.build.context import BuildContext, JobPlan, Progress
 from core.config import CommunitySettings, Settings
 from core.ids import owned
 from core.models import CommunityVariant, Workspace
+from core.pipeline.context import BuildContext, JobPlan, Progress
 from core.quality.data import EntityBase, Group, build_settings, leiden_levels, load_base
 from core.quality.metrics import LevelData, level_metrics
 

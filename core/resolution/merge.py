@@ -1,4 +1,4 @@
-"""Entity resolution beyond same-name merging: the rules of the `merge` stage (core/build/stages/merge.py), and
+"""Entity resolution beyond same-name merging: the rules of the `merge` stage (core/pipeline/stages/merge.py), and
 reviewable, undoable merges.
 
 Candidates and their evidence (name similarity, type agreement, embedding cosine, shared neighbours, combined

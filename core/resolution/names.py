@@ -1,7 +1,7 @@
 """Entity names compared token by token: the evidence of name similarity for entity resolution (core/resolution/merge.py
 explains how it is combined with types, embeddings and shared neighbours), and `settle`: an entity's title, type
 and text from all its mentions, whose descriptions `add_description` keeps (the extract stage's fold, a refold and
-an entity merge all keep them so: core/build/mentions.py)."""
+an entity merge all keep them so: core/pipeline/mentions.py)."""
 
 from __future__ import annotations
 

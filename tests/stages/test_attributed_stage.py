@@ -10,10 +10,10 @@ import pytest
 from sqlmodel import select
 
 from core.algorithms.chnsw import CHNSW, CHNSW_ARTIFACT, CHNSW_FILE
-from core.build.community_rows import write_communities
-from core.build.factory import make_context
-from core.build.stages.attributed import attributed_stage
 from core.models import Community, Edge, Node, StageRun
+from core.pipeline.community_rows import write_communities
+from core.pipeline.factory import make_context
+from core.pipeline.stages.attributed import attributed_stage
 from tests.conftest import TINY_DOCS, build_workspace
 
 

@@ -1,4 +1,4 @@
-"""The augment stage (NodeRAG, core/build/stages/augment.py) on the built sample: the seven node kinds of Table 4,
+"""The augment stage (NodeRAG, core/pipeline/stages/augment.py) on the built sample: the seven node kinds of Table 4,
 edges joining the kinds the paper joins, NodeRAG's own Leiden communities over the heterograph (a partition of the
 N, R, S, A nodes they cover, each connected, each with a report and its high-level elements), matches inside one
 of them, semantic edges between embedded kinds only, one vector per attribute and high-level node, the stage's
@@ -11,9 +11,9 @@ from collections import Counter, defaultdict
 from sqlmodel import delete, select
 
 from core.algorithms import noderag
-from core.build.factory import make_context
-from core.build.stages.augment import augment_stage
 from core.models import Community, Edge, Node
+from core.pipeline.factory import make_context
+from core.pipeline.stages.augment import augment_stage
 
 KINDS = {"chunk", "statement", "entity", "relationship", "attribute", "high_level", "overview"}
 EMBEDDED = {"chunk", "statement", "attribute", "high_level"}
@@ -169,7 +169,7 @@ def test_semantic_edges_never_duplicate_a_link_they_boost(sample_built):
 
 
 def test_one_vector_per_attribute_and_high_level_node_only(sample_built):
-    from core.build.factory import open_index
+    from core.pipeline.factory import open_index
 
     kind, _, _ = graph(sample_built)
     index = open_index(sample_built.settings, sample_built.ws.name, sample_built.embedder.name)

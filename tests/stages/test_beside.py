@@ -1,4 +1,4 @@
-"""Vectors embedded on a second thread beside a stage (core/build/beside.py): the chunks beside `extract`, the
+"""Vectors embedded on a second thread beside a stage (core/pipeline/beside.py): the chunks beside `extract`, the
 community reports beside `augment`. The vectors must be exactly those the later stage (embed, index) would store, a
 failing embedder must not fail the stage, and the thread must be gone when the stage is."""
 
@@ -9,12 +9,12 @@ import time
 
 import numpy as np
 
-from core.build.beside import embedded_beside
-from core.build.factory import make_context
-from core.build.runner import create_run, run_build
-from core.build.stages.embed import chunk_rows, statements_so_far
-from core.build.stages.index import report_rows
 from core.index.vectors import settle
+from core.pipeline.beside import embedded_beside
+from core.pipeline.factory import make_context
+from core.pipeline.runner import create_run, run_build
+from core.pipeline.stages.embed import chunk_rows, statements_so_far
+from core.pipeline.stages.index import report_rows
 from core.store import Store
 from core.workspace import ingest_paths
 from tests.conftest import SAMPLE_DIR

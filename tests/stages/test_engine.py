@@ -1,4 +1,4 @@
-"""A build whose units run on Dask distributed is the build whose units run in one process (core/build/engine.py).
+"""A build whose units run on Dask distributed is the build whose units run in one process (core/pipeline/engine.py).
 
 Four documents of the sample corpus are built three ways: every unit in this process (the reference), on a
 LocalCluster of two worker processes, and on a cluster of its own (`dask scheduler` and two `dask worker` processes
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from core.build.engine import attach, local_engine
 from core.explore.verdict import build_verdict
+from core.pipeline.engine import attach, local_engine
 from core.stats import workspace_stats
 from tests.conftest import SAMPLE_DIR, build_workspace
 from tests.fake_ollama import FakeOllama
@@ -39,8 +39,8 @@ def _snapshot(built):
 
 
 def _on_workers(engine) -> dict[str, int]:
-    """worker address -> how many build settings its process has made parts for (core/build/tasks.py)."""
-    return engine.client.run(lambda: len(__import__("core.build.tasks", fromlist=["_"])._WORKER_PARTS))
+    """worker address -> how many build settings its process has made parts for (core/pipeline/tasks.py)."""
+    return engine.client.run(lambda: len(__import__("core.pipeline.tasks", fromlist=["_"])._WORKER_PARTS))
 
 
 @pytest.fixture(scope="module")

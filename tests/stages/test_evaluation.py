@@ -21,10 +21,6 @@ from sqlmodel import select
 
 from core import access, worker
 from core import eval as core_eval
-from core.build.factory import make_context
-from core.build.lease import Lease
-from core.build.runner import run_job
-from core.build.runs import active_run, get_run, request_cancel
 from core.evaluation import job as J
 from core.evaluation import probes as P
 from core.evaluation import records as R
@@ -34,6 +30,10 @@ from core.evaluation.inspect import open_question
 from core.evaluation.metrics import gold_ranks
 from core.evaluation.questions import read_questions
 from core.models import Document
+from core.pipeline.factory import make_context
+from core.pipeline.lease import Lease
+from core.pipeline.runner import run_job
+from core.pipeline.runs import active_run, get_run, request_cancel
 from core.retrieval.base import get_strategy
 from core.workspace import open_resources
 from tests.conftest import build_workspace

@@ -8,12 +8,12 @@ import json
 from sqlmodel import select
 
 from core.backends.offline import OfflineBackend
-from core.build.factory import make_context
-from core.build.mentions import refold
-from core.build.runner import create_run, run_build
-from core.build.stages.extract import write_extractions
 from core.config import ExtractSettings
 from core.models import Checkpoint, Edge, Node
+from core.pipeline.factory import make_context
+from core.pipeline.mentions import refold
+from core.pipeline.runner import create_run, run_build
+from core.pipeline.stages.extract import write_extractions
 from core.store import Store
 from core.workspace import ingest_paths
 from tests.conftest import SAMPLE_DIR

@@ -1,4 +1,4 @@
-"""Units whose model call still fails after its retries (core/build/failures.py), through a local server speaking the
+"""Units whose model call still fails after its retries (core/pipeline/failures.py), through a local server speaking the
 Ollama API (tests/fake_ollama.py) whose replies fail for chosen prompts (`fake.fail_when`).
 
 A failed unit is recorded with its reason, nothing is stored for it (no empty extraction, no empty report), the stage
@@ -13,12 +13,12 @@ from sqlmodel import select
 
 from core import worker
 from core.__main__ import main
-from core.build import failures
-from core.build.factory import make_context, open_index
-from core.build.failures import EXIT_FAILED_UNITS, failed_units
-from core.build.runner import create_run, run_build
 from core.config import Settings
 from core.models import BuildRun, Checkpoint, Community, Edge, FailedUnit, Node
+from core.pipeline import failures
+from core.pipeline.factory import make_context, open_index
+from core.pipeline.failures import EXIT_FAILED_UNITS, failed_units
+from core.pipeline.runner import create_run, run_build
 from core.protocols import BackendError
 from core.quality import variants as V
 from core.store import Store

@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from core.build.delete import delete_documents, find_documents, preview
-from core.build.factory import make_context
-from core.build.runner import create_run, run_build
-from core.build.runs import launch_worker, update_run
 from core.models import BuildRun, Edge, Node, StageRun
+from core.pipeline.delete import delete_documents, find_documents, preview
+from core.pipeline.factory import make_context
+from core.pipeline.runner import create_run, run_build
+from core.pipeline.runs import launch_worker, update_run
 from core.store import Store
 from core.worker import create_job
 from core.workspace import ingest_paths

@@ -15,14 +15,14 @@ from sqlmodel import select
 
 from core import worker
 from core.access import LOCAL
-from core.build import factory
-from core.build import runs as build_runs
-from core.build.factory import make_context, open_index
-from core.build.runner import create_run, run_job
-from core.build.runs import active_run, launch_worker, request_cancel
 from core.config import Settings
 from core.index import vectors
 from core.models import BuildRun, Community, CommunityVariant, Edge, EntityMerge, Node
+from core.pipeline import factory
+from core.pipeline import runs as build_runs
+from core.pipeline.factory import make_context, open_index
+from core.pipeline.runner import create_run, run_job
+from core.pipeline.runs import active_run, launch_worker, request_cancel
 from core.quality import promote as P
 from core.quality import variants as V
 from core.quality.data import load_base, stored_groups

@@ -1,4 +1,4 @@
-"""HLG's lexical graph (core/build/stages/lexical.py) as built into workspaces: facts linking statements across documents,
+"""HLG's lexical graph (core/pipeline/stages/lexical.py) as built into workspaces: facts linking statements across documents,
 topics grouping every statement of a document, topic vectors, and a stage that resumes and re-runs cleanly."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import numpy as np
 from sqlmodel import col, delete, select
 
 from core.algorithms.topics import topic_groups
-from core.build.factory import make_context
-from core.build.stages import lexical
-from core.build.stages.lexical import lexical_stage
 from core.models import Checkpoint, Edge, Node
+from core.pipeline.factory import make_context
+from core.pipeline.stages import lexical
+from core.pipeline.stages.lexical import lexical_stage
 
 
 def lexical_rows(store, ws_id):

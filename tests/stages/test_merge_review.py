@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
-from core.build.factory import make_context, open_index
-from core.build.runner import create_run, run_build
 from core.config import Settings
 from core.models import LEASE_S, BuildRun, Community, Edge, EntityMerge, Node, Workspace, utcnow
+from core.pipeline.factory import make_context, open_index
+from core.pipeline.runner import create_run, run_build
 from core.resolution import review as rv
 from core.resolution.merge import MergeError, is_stale, list_merges, mark_stale
 from core.store import Store, content_id
@@ -274,7 +274,7 @@ def test_the_reports_stage_rewrites_stale_reports_and_clears_their_mark(ws):
     kept = store.nodes_by_id(w.id, [row.kept_id])[row.kept_id]
     # the stale reports were rewritten from the merged members (the merged name is an alias of the kept entity now);
     # a marked community of a method without reports (its wcc component) only lost its mark
-    from core.build.report_material import REPORTED
+    from core.pipeline.report_material import REPORTED
 
     assert {after[c].method for c in marked if c in after} - set(REPORTED) <= {"wcc", "noderag"}
     assert "wcc" in {after[c].method for c in marked if c in after}
@@ -303,7 +303,7 @@ def test_mark_stale_marks_every_method_and_level_holding_an_entity(ws):
 
 
 def test_every_strategy_answers_after_merges_without_a_merged_away_entity(ws):
-    from core.build.factory import make_backend
+    from core.pipeline.factory import make_backend
     from core.retrieval.base import strategy_names
     from core.workspace import ask, open_resources
 

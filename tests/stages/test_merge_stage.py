@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from sqlmodel import select
 
-from core.build.factory import make_context
-from core.build.runner import create_run, run_build
-from core.build.stages.extract import entity_id
 from core.ids import IdScope
 from core.models import Edge, EntityMerge, Node, StageRun
+from core.pipeline.factory import make_context
+from core.pipeline.runner import create_run, run_build
+from core.pipeline.stages.extract import entity_id
 from core.resolution.merge import list_merges, undo
 from core.text import norm_key
 

@@ -1,5 +1,5 @@
 """HLG topics made by the model, the paper's way (hierarchical-lexical-graph.txt §6.2 (3): "From each chunk, we
-extract fine-grained propositions, and then link them with topics"; core/build/stages/lexical.py): through a local
+extract fine-grained propositions, and then link them with topics"; core/pipeline/stages/lexical.py): through a local
 server speaking the Ollama API (tests/fake_ollama.py) whose topic replies the tests script. Offline, and with
 lexical.topics = "clustering", the clustering stands in (tests/stages/test_lexical.py covers it offline)."""
 
@@ -9,11 +9,11 @@ from collections import Counter
 
 from sqlmodel import col, delete, select
 
-from core.build.factory import make_context, open_index
-from core.build.failures import failed_units
-from core.build.runner import create_run, run_build
-from core.build.stages.lexical import lexical_stage, model_topics
 from core.models import Checkpoint, Document, Edge, LLMCall, Node
+from core.pipeline.factory import make_context, open_index
+from core.pipeline.failures import failed_units
+from core.pipeline.runner import create_run, run_build
+from core.pipeline.stages.lexical import lexical_stage, model_topics
 from core.store import Store
 from core.workspace import ingest_paths
 from tests import fake_ollama

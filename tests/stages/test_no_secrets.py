@@ -38,7 +38,7 @@ def test_redact_url_and_text():
 
 def test_a_stored_run_holds_no_password(tmp_path):
     """SQLite cannot hold a password: a SQLite-stored run made with settings whose database_url has one."""
-    from core.build.runner import create_run
+    from core.pipeline.runner import create_run
     from core.store import Store
 
     s = Settings()
@@ -93,7 +93,7 @@ def _database_text(url: str) -> str:
 
 
 def _wait(store, run_id: int, home: Path, timeout: float = 500):
-    from core.build.runs import FINISHED, get_run
+    from core.pipeline.runs import FINISHED, get_run
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -114,8 +114,8 @@ def _page_text(node) -> str:
 
 
 def test_no_secret_is_stored_or_shown(tmp_path, tiny_corpus, monkeypatch, embedder):
-    from core.build.factory import make_backend
     from core.export import communities_csv, graph_export, traces_json
+    from core.pipeline.factory import make_backend
     from core.quality.variants import VariantSettings
     from core.store import Store
     from core.worker import start_variant

@@ -8,8 +8,8 @@ import re
 
 from sqlmodel import select
 
-from core.build.factory import make_backend
 from core.models import Community, Edge, LLMCall, Node
+from core.pipeline.factory import make_backend
 from core.workspace import ask, open_resources
 from tests.fake_ollama import Fail, FakeOllama, delimited
 
@@ -94,11 +94,11 @@ def test_ollama_build_extracts_reports_and_answers(tmp_path, tiny_corpus, build,
 
 def test_ollama_failures_fail_their_units_not_the_run_and_keep_the_data(tmp_path, tiny_corpus, build, make_settings,
                                                                         embedder):
-    """Calls that still fail after their retries are failed units (core/build/failures.py): the run goes on and
+    """Calls that still fail after their retries are failed units (core/pipeline/failures.py): the run goes on and
     finishes with them listed; a server failing every call is tests/stages/test_failed_units.py's."""
-    from core.build.factory import make_context
-    from core.build.failures import failed_units
-    from core.build.runner import create_run, run_build
+    from core.pipeline.factory import make_context
+    from core.pipeline.failures import failed_units
+    from core.pipeline.runner import create_run, run_build
     from core.store import Store
     from core.workspace import ingest_paths
 

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from core.backends.offline import OfflineBackend
-from core.build.factory import make_backend
+from core.pipeline.factory import make_backend
 from core.protocols import BackendError
 from core.retrieval.archrag.filter import layer_material
 from core.retrieval.archrag.search import layer_content

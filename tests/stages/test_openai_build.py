@@ -10,9 +10,9 @@ from contextlib import ExitStack
 import pytest
 from sqlmodel import select
 
-from core.build.factory import make_backend, make_context
-from core.build.runner import create_run, run_build
 from core.models import Community, LLMCall, Node
+from core.pipeline.factory import make_backend, make_context
+from core.pipeline.runner import create_run, run_build
 from core.store import Store
 from core.workspace import ask, ingest_paths, open_resources
 from tests.fake_ollama import FakeOllama

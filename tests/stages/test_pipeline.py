@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from core.build.factory import make_context, open_index
-from core.build.runner import create_run, run_build, stage_names
-from core.build.runs import request_cancel
 from core.models import BuildRun, Checkpoint, Community, Edge, Node, Workspace
+from core.pipeline.factory import make_context, open_index
+from core.pipeline.runner import create_run, run_build, stage_names
+from core.pipeline.runs import request_cancel
 from core.store import Store
 from core.workspace import ingest_paths
 
@@ -168,7 +168,7 @@ def test_vector_collections_match_the_graph(sample_built):
     index = open_index(settings, ws.name, embedder.name)
     chunk_ids = {n.id for n in nodes(store, ws.id, "chunk")}
     entity_ids = {n.id for n in nodes(store, ws.id, "entity")}
-    from core.build.report_material import REPORTED
+    from core.pipeline.report_material import REPORTED
 
     reported = {c.id for c in communities(store, ws.id) if c.method in REPORTED}
     # every community of a reported method (leiden, hirag, attributed) has its report and its vector; the wcc
@@ -339,7 +339,7 @@ def test_cancel_mid_extract_then_resume_matches_uninterrupted_build(tmp_path, sa
     index = open_index(settings, ws.name, embedder.name)
     assert index.count("chunk") == got["counts"]["chunk"]
     assert index.count("entity") == got["counts"]["entity"]
-    from core.build.report_material import REPORTED
+    from core.pipeline.report_material import REPORTED
 
     assert index.count("community") == sum(1 for _, method, *_ in got["communities"] if method in REPORTED)
 
@@ -375,8 +375,8 @@ def test_bad_workspace_names_are_refused(tmp_path, bad):
 def test_active_run_ignores_finished_and_silent_runs(tmp_path, make_settings):
     from datetime import timedelta
 
-    from core.build.runs import active_run
     from core.models import utcnow
+    from core.pipeline.runs import active_run
     from core.worker import run_worker
 
     settings = make_settings(tmp_path / "h")
@@ -421,7 +421,7 @@ def test_cancel_requested_while_queued_is_honoured(tmp_path, tiny_corpus, make_s
 
 
 def test_background_worker_builds_and_records_progress(tmp_path, tiny_corpus, make_settings):
-    from core.build.runs import active_run, launch_worker
+    from core.pipeline.runs import active_run, launch_worker
 
     settings = make_settings(tmp_path / "h")
     store = Store(settings.storage.db_url)

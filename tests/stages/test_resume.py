@@ -12,11 +12,11 @@ from datetime import timedelta
 
 import pytest
 
-import core.build.runner as pipeline
-from core.build.factory import make_context, open_index
-from core.build.runner import create_run, run_build, stage_names
-from core.build.runs import JobBusy
+import core.pipeline.runner as pipeline
 from core.models import LEASE_S, BuildRun, utcnow
+from core.pipeline.factory import make_context, open_index
+from core.pipeline.runner import create_run, run_build, stage_names
+from core.pipeline.runs import JobBusy
 from core.store import Store
 from core.workspace import ingest_paths
 from tests.stages.test_pipeline import SAMPLE_DIR, snapshot

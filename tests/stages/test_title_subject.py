@@ -9,9 +9,9 @@ import json
 import pytest
 from sqlmodel import select
 
-from core.build.factory import make_context
-from core.build.runner import create_run, run_build
 from core.models import Edge, Node
+from core.pipeline.factory import make_context
+from core.pipeline.runner import create_run, run_build
 from core.store import Store
 from core.workspace import ingest_paths
 

@@ -12,8 +12,8 @@ import pytest
 from sqlmodel import select
 
 from core.access import LOCAL
-from core.build.factory import open_index
 from core.models import Community, CommunityVariant
+from core.pipeline.factory import open_index
 from core.quality import compare as C
 from core.quality import promote as P
 from core.quality import variants as V

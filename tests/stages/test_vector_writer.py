@@ -1,5 +1,5 @@
 """Each vector collection records the embedder, runtime and dimension that wrote it; a workspace is extended, merged
-or re-embedded with the recorded runtime, or refused with one line (core/index/writer.py, core/build/factory.py).
+or re-embedded with the recorded runtime, or refused with one line (core/index/writer.py, core/pipeline/factory.py).
 
 The workspace is built with the MiniLM runtime this machine would NOT pick by itself (ONNX on a CPU with native
 bfloat16, torch-bf16 elsewhere), so `auto` choosing the recorded one is a real choice."""
@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from core.backends.embedders import MiniLMEmbedder, native_bf16
-from core.build.factory import make_context, open_index, workspace_embedder
 from core.config import Settings
 from core.index.writer import Writer, WriterMismatch
+from core.pipeline.factory import make_context, open_index, workspace_embedder
 from core.store import Store
 from tests.conftest import build_workspace
 
@@ -63,7 +63,7 @@ def test_every_collection_records_its_writer(built):
 def test_auto_takes_the_recorded_runtime_when_the_workspace_grows(built, monkeypatch):
     """A host whose `auto` picks another runtime writes with the recorded one (extending, merging, re-embedding all
     get their embedder from make_context)."""
-    from core.build.runner import create_run, run_build
+    from core.pipeline.runner import create_run, run_build
     from core.workspace import ingest_paths
 
     b, extra = built

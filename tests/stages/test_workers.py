@@ -1,4 +1,4 @@
-"""Several workers on one database (core/build/lease.py), with real worker processes, on SQLite and on PostgreSQL
+"""Several workers on one database (core/pipeline/lease.py), with real worker processes, on SQLite and on PostgreSQL
 (the `db` fixture runs every test on both; the PostgreSQL server is tests/pg.py's):
 
 * two `worker --serve` processes and three queued builds: every build done exactly once, each claimed by exactly
@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from core.build.lease import Lease, claim_next
-from core.build.runner import create_run
-from core.build.runs import active_run, get_run, launch_worker, request_cancel
 from core.models import BuildRun, Checkpoint
+from core.pipeline.lease import Lease, claim_next
+from core.pipeline.runner import create_run
+from core.pipeline.runs import active_run, get_run, launch_worker, request_cancel
 from core.store import Store
 from core.workspace import ingest_paths
 from tests.conftest import ROOT, build_workspace
@@ -258,7 +258,7 @@ def every_row(store: Store) -> dict[str, str]:
 
 
 def every_vector(settings, ws_name: str) -> dict[str, dict[str, str]]:
-    from core.build.factory import open_index
+    from core.pipeline.factory import open_index
     from tests.snapshots import COLLECTIONS
 
     index = open_index(settings, ws_name, "minilm")
@@ -267,7 +267,7 @@ def every_vector(settings, ws_name: str) -> dict[str, dict[str, str]]:
 
 CLAIMER = """
 import sys, time
-from core.build.lease import claim_next
+from core.pipeline.lease import claim_next
 from core.store import Store
 store = Store(sys.argv[1])
 time.sleep(max(0.0, float(sys.argv[2]) - time.time()))  # all claimers start at once
@@ -278,8 +278,8 @@ while (lease := claim_next(store, 30.0)) is not None:
 
 STARTER = """
 import sys, time
-from core.build.runner import create_run
-from core.build.runs import JobBusy
+from core.pipeline.runner import create_run
+from core.pipeline.runs import JobBusy
 from core.config import Settings
 from core.store import Store
 settings = Settings.from_env()
@@ -399,8 +399,8 @@ def test_concurrent_stop_requests_heartbeats_and_bumps_are_never_lost(db):
 
 
 def test_a_lost_lease_stops_the_runner_before_its_final_write(db, tiny_corpus, embedder):
-    from core.build.factory import make_context
-    from core.build.runner import run_build
+    from core.pipeline.factory import make_context
+    from core.pipeline.runner import run_build
 
     store = Store(db.storage.db_url)
     ws = store.create_workspace("w")
@@ -434,7 +434,7 @@ def test_a_worker_woken_mid_unit_after_losing_its_run_changes_no_row(db, tiny_co
     woken one (its extraction, the call cache, vectors, progress) fails on the lease, in its own transaction.
 
     Its units run in its own process here (STRATA_DASK_WORKERS=0), so the stopped process is the one waiting for the
-    reply. On a Dask cluster (core/build/engine.py) a unit's call is made, and its reply put in the call cache, by a
+    reply. On a Dask cluster (core/pipeline/engine.py) a unit's call is made, and its reply put in the call cache, by a
     worker of the cluster, which SIGSTOP of the lease holder does not stop: the cache is keyed by the prompt, so such
     a write stores a reply to its own prompt; every other write is the lease holder's, as here."""
     from tests.fake_ollama import FakeOllama, Reply, Sleep
@@ -507,7 +507,7 @@ def test_a_frozen_transaction_on_the_run_row_does_not_block_the_takeover_forever
 
     from sqlalchemy import text
 
-    from core.build.lease import Lease, claim_next
+    from core.pipeline.lease import Lease, claim_next
     from tests.pg import database_for
 
     settings = make_settings(tmp_path / "home")
@@ -542,8 +542,8 @@ def test_a_write_refused_on_a_lost_lease_is_not_committed_by_the_next_user_of_it
     CI: a woken worker's refused call-cache row appeared after its next heartbeat)."""
     from sqlalchemy import update
 
-    from core.build.lease import LeaseLost
     from core.models import LLMCall
+    from core.pipeline.lease import LeaseLost
 
     store = Store(db.storage.db_url)
     ws = store.create_workspace("w")

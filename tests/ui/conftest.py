@@ -57,7 +57,7 @@ def wait_for_job(store, ws_name: str, timeout: float = 400):
     that started it says its outcome at its next run."""
     import time
 
-    from core.build.runs import FINISHED
+    from core.pipeline.runs import FINISHED
 
     ws = store.require_workspace(ws_name)
     deadline = time.monotonic() + timeout

@@ -9,8 +9,8 @@ from pathlib import Path
 from sqlmodel import select
 from streamlit.testing.v1 import AppTest
 
-from core.build.runs import FINISHED
 from core.models import Node
+from core.pipeline.runs import FINISHED
 from core.store import Store
 from tests.conftest import build_workspace
 from tests.ui.conftest import app_home, run

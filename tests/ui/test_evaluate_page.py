@@ -12,9 +12,9 @@ import time
 import pytest
 
 from core.access import LOCAL
-from core.build.runs import FINISHED
 from core.config import Settings
 from core.evaluation import probes, records
+from core.pipeline.runs import FINISHED
 from core.quality.variants import defaults, list_variants
 from core.store import Store
 from core.worker import start_promote, start_variant

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from core.build.failures import failed_units
-from core.build.runs import FINISHED
+from core.pipeline.failures import failed_units
+from core.pipeline.runs import FINISHED
 from core.store import Store
 from tests.conftest import build_workspace
 from tests.fake_ollama import FakeOllama, delimited

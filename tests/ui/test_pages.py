@@ -34,9 +34,9 @@ def ui_home(tmp_path_factory, embedder):
 
     The environment is set before any page runs, so the app's cached settings point here; the app's bootstrap
     then finds `sample` present and starts no background worker."""
-    from core.build.factory import make_context
-    from core.build.runner import create_run, run_build
     from core.config import Settings
+    from core.pipeline.factory import make_context
+    from core.pipeline.runner import create_run, run_build
     from core.store import Store
     from core.workspace import ingest_paths
 
@@ -166,7 +166,7 @@ def test_upload_of_a_binary_file_is_refused_without_a_build(app, store):
 
 # -- Build ---------------------------------------------------------------------------------------------------------
 def test_build_page_shows_all_stages_done_and_metrics(app, store):
-    from core.build.runner import stage_names
+    from core.pipeline.runner import stage_names
 
     _open(app, "views/build.py")
     assert [t.value for t in app.title] == ["Build"]

@@ -193,10 +193,10 @@ def test_metrics_tab_measures_each_method_or_says_it_is_absent(page, quality_hom
 def test_the_job_panel_shows_a_running_job_stops_it_and_other_starts_are_refused(page, quality_home):
     """A queued job row whose heartbeat this test keeps fresh (as its worker would) stands for a running job."""
     from core import worker
-    from core.build import runs
-    from core.build.runs import active_run
     from core.config import Settings
     from core.models import BuildRun, utcnow
+    from core.pipeline import runs
+    from core.pipeline.runs import active_run
     from ui.text import md_escape
 
     store = quality_home

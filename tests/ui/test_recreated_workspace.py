@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.build.runner import create_run
-from core.build.runs import JobBusy
+from core.pipeline.runner import create_run
+from core.pipeline.runs import JobBusy
 from core.store import Store
 from core.workspace import delete_workspace
 from tests.conftest import TINY_ROWS, build_workspace

@@ -24,10 +24,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("core", "ui", "views")  # plus the top-level module app.py
 MAX_LINES = 400
-# Units of the graph: core's subpackages and top-level modules (core.build, core.text, ...), ui, views, app. The
-# build layer is split one level deeper (core.build.context, .runner, .stages, ...): the cycle issue 12 removed
+# Units of the graph: core's subpackages and top-level modules (core.pipeline, core.text, ...), ui, views, app. The
+# build layer is split one level deeper (core.pipeline.context, .runner, .stages, ...): the cycle issue 12 removed
 # lived there (the runner imports every stage, so no stage may import the runner).
-SPLIT = ("core.build",)
+SPLIT = ("core.pipeline",)
 LAYERS: list[tuple[str, ...]] = [
     ("core.text", "core.query_config", "core.config", "core.liveness", "core.models", "core.protocols",
      "core.secrets"),
@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("core.extract",),
     ("core.backends",),
     ("core.resolution", "core.graph"),
-    ("core.build",),
+    ("core.pipeline",),
     ("core.retrieval",),
     ("core.explore", "core.quality"),
     ("core.workspace", "core.answer", "core.history", "core.export", "core.stats", "core.eval", "core.evaluation",
@@ -269,7 +269,7 @@ def long_modules(root: Path, limit: int = MAX_LINES) -> list[str]:
 def stage_signature_problems(registered) -> list[str]:
     """`registered`: the runner's (name, label, function) rows. Each function must take one parameter `ctx:
     BuildContext` and return `Iterator[Progress]`, as annotations a type checker reads."""
-    from core.build.context import BuildContext, Progress
+    from core.pipeline.context import BuildContext, Progress
 
     names = {"BuildContext": BuildContext, "Progress": Progress, "Iterator": collections.abc.Iterator}
     out = []
@@ -320,7 +320,7 @@ def test_no_module_over_the_size_limit():
 
 
 def test_every_stage_is_typed():
-    from core.build.runner import stages
+    from core.pipeline.runner import stages
 
     found = stage_signature_problems(stages())
     assert not found, _report("stages not typed (ctx: BuildContext) -> Iterator[Progress]", found)
@@ -353,10 +353,10 @@ def test_cycle_check_can_fail(tmp_path):
 
 
 def test_cycle_inside_the_build_layer_is_seen(tmp_path):
-    root = _tree(tmp_path, {"core/build/runner.py": "from core.build.stages.chunk import chunk_stage\n",
-                            "core/build/stages/chunk.py": "from core.build.runner import Progress\n"})
+    root = _tree(tmp_path, {"core/pipeline/runner.py": "from core.pipeline.stages.chunk import chunk_stage\n",
+                            "core/pipeline/stages/chunk.py": "from core.pipeline.runner import Progress\n"})
     (found,) = cycles(root)
-    assert "core.build.runner -> core.build.stages -> core.build.runner" in found
+    assert "core.pipeline.runner -> core.pipeline.stages -> core.pipeline.runner" in found
 
 
 def test_layer_check_can_fail(tmp_path):
@@ -403,7 +403,7 @@ def test_size_check_can_fail(tmp_path):
 
 
 def test_stage_check_can_fail():
-    from core.build.context import BuildContext, Progress
+    from core.pipeline.context import BuildContext, Progress
 
     def good(ctx: BuildContext) -> collections.abc.Iterator[Progress]:
         yield Progress(0, 0)
@@ -424,7 +424,7 @@ def test_stage_check_can_fail():
     assert "want exactly (ctx: BuildContext)" in found[0] and "want Iterator[Progress]" in found[1]
 
 
-@pytest.mark.parametrize("mod,expected", [("core.build.stages.embed", "core.build.stages"), ("core.text", "core.text"),
+@pytest.mark.parametrize("mod,expected", [("core.pipeline.stages.embed", "core.pipeline.stages"), ("core.text", "core.text"),
                                           ("core.retrieval.hlg.beam", "core.retrieval"), ("views.ask", "views"),
                                           ("numpy", None)])
 def test_units(mod, expected):

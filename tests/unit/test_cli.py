@@ -130,7 +130,7 @@ def test_stats_json(built):
     assert out["nodes"]["document"] == {"0": 3}
     assert out["nodes"]["entity"]["0"] > 0
     assert "leiden" in out["communities"]
-    from core.build.runner import stage_names
+    from core.pipeline.runner import stage_names
 
     assert list(out["stages"]) == stage_names()
     assert out["build_version"] == 1

@@ -29,8 +29,8 @@ def private_imports(path: Path) -> list[str]:
 def test_the_rule_finds_a_private_import():
     bad = ROOT / "core" / "_rule_probe_tmp.py"
     try:
-        bad.write_text("from core.build.stages.embed import _secret\n", encoding="utf-8")
-        assert private_imports(bad) == ["core/_rule_probe_tmp.py:1 core.build.stages.embed._secret"]
+        bad.write_text("from core.pipeline.stages.embed import _secret\n", encoding="utf-8")
+        assert private_imports(bad) == ["core/_rule_probe_tmp.py:1 core.pipeline.stages.embed._secret"]
     finally:
         bad.unlink()
 

@@ -1,11 +1,11 @@
-"""Which engine a build process takes (core/build/engine.py `open_engine`), and the in-process engine's order."""
+"""Which engine a build process takes (core/pipeline/engine.py `open_engine`), and the in-process engine's order."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from core.build.engine import INLINE, MIN_TOKENS, open_engine
+from core.pipeline.engine import INLINE, MIN_TOKENS, open_engine
 
 
 def test_a_small_workspace_builds_in_its_own_process_unless_workers_are_asked_for(monkeypatch):

@@ -48,9 +48,9 @@ def test_a_new_home_is_its_owners_alone(tmp_path, make_settings, monkeypatch):
     """A home made by Strata (and the folders above it that were missing): its database, the vectors of two kinds
     (a second collection made after the first write) and of a workspace only read, the Graph page's derived index
     and a worker's log."""
-    from core.build import runs
     from core.explore.explore_index import load_index
     from core.index.vectors import VectorIndex
+    from core.pipeline import runs
     from core.store import Store
 
     home = tmp_path / "srv" / "strata"

@@ -1,10 +1,10 @@
-"""How an entity's descriptions are folded from its mentions (core/build/mentions.py)."""
+"""How an entity's descriptions are folded from its mentions (core/pipeline/mentions.py)."""
 
 from __future__ import annotations
 
 import random
 
-from core.build.mentions import fold_entity
+from core.pipeline.mentions import fold_entity
 from core.resolution.names import DESC_CAP, add_description
 
 

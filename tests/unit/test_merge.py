@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
-from core.build.stages.merge import merge_stage
 from core.config import Settings
 from core.ids import IdScope
 from core.index.vectors import VectorIndex
 from core.models import Edge, EntityMerge, Node
+from core.pipeline.stages.merge import merge_stage
 from core.resolution.merge import (
     MergeError,
     find_candidates,

@@ -18,9 +18,9 @@ from sqlalchemy import insert
 from sqlmodel import select
 
 from core.algorithms import noderag
-from core.build.noderag_communities import keyword_title
-from core.build.noderag_edges import write_edges
 from core.models import Edge, Node
+from core.pipeline.noderag_communities import keyword_title
+from core.pipeline.noderag_edges import write_edges
 from core.store import Store
 
 

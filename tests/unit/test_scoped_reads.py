@@ -19,7 +19,7 @@ MODELS = {"Node", "Edge", "Community", "Document", "BuildRun", "Evaluation", "Ev
           "QueryLog", "EntityMerge", "FailedUnit", "Checkpoint", "Artifact", "Member", "UploadRecord"}
 ALLOWED = {  # file: the model names read by id there, and why that id is not the browser's
     "core/ids.py": ({"Workspace", *MODELS}, "owned() itself"),
-    "core/build/runs.py": ({"BuildRun"}, "runs by the id the server created or claimed (workers, the job panel)"),
+    "core/pipeline/runs.py": ({"BuildRun"}, "runs by the id the server created or claimed (workers, the job panel)"),
     "core/worker.py": ({"BuildRun"}, "the run this worker claimed through its lease"),
     "core/evaluation/records.py": ({"Evaluation"}, "set_fields: the job's own evaluation"),
     "core/ingest/add.py": ({"Document"}, "a document found by content hash among this workspace's"),

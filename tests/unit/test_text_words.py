@@ -4,9 +4,9 @@ summaries read from documents and questions, and BM25 (core/retrieval/lexicon.py
 from __future__ import annotations
 
 from core.algorithms.layers import meta_summary_concepts
-from core.build.noderag_communities import keyword_title
 from core.config import ExtractSettings
 from core.extract.offline import extract_offline
+from core.pipeline.noderag_communities import keyword_title
 from core.retrieval.lexicon import BM25
 from core.text import content_words, fold, words
 

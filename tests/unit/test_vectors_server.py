@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.build.factory import delete_vectors, open_index
 from core.config import Settings
 from core.index.chroma import VectorStoreUnavailable, parse_url, server_available, server_collection_name
 from core.index.vectors import VectorIndex
+from core.pipeline.factory import delete_vectors, open_index
 from tests.chroma_server import server_url
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,5 +1,5 @@
 """A build's verdict (core/explore/verdict.py), its counts (core/explore/build_counts.py) and build numbers
-(core/build/runs.py), on a small hand-made store: what the graph holds, worded once; what is unusual, spelled out;
+(core/pipeline/runs.py), on a small hand-made store: what the graph holds, worded once; what is unusual, spelled out;
 "build N" from the workspace's build_version, never a row id."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import create_engine, delete, inspect, text
 
-from core.build.runner import finish_build
-from core.build.runs import build_numbers, get_run, run_name, run_names, update_run
 from core.explore.build_counts import graph_counts
 from core.explore.verdict import build_verdict, duration
 from core.models import BuildRun, Community, Document, EntityMerge, FailedUnit, Node, StageRun, add_new_columns, utcnow
+from core.pipeline.runner import finish_build
+from core.pipeline.runs import build_numbers, get_run, run_name, run_names, update_run
 from core.store import Store
 
 LAYERS = {"layers": [

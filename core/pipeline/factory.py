@@ -1,16 +1,16 @@
 """How a build or job gets its working parts: the language backend, the embedder, the workspace's vector index, and
-the `BuildContext` that carries them to the stages (core/build/context.py)."""
+the `BuildContext` that carries them to the stages (core/pipeline/context.py)."""
 
 from __future__ import annotations
 
 from core.backends.embedders import make_embedder, writer_of
 from core.backends.language import make_backend
 from core.backends.servers import backend_kind, embedder_kind, require_servers
-from core.build.context import BuildContext
 from core.config import Settings
 from core.index.vectors import VectorIndex, reopen_vector_stores
 from core.index.writer import Writer, mismatch
 from core.models import Workspace
+from core.pipeline.context import BuildContext
 from core.protocols import BackendError, Embedder
 from core.store import Store
 

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from sqlalchemy import insert
 from sqlmodel import col, select
 
-from core.build.context import BuildContext, Progress
 from core.ids import local_id
 from core.ingest.chunking import chunk_text
 from core.models import Checkpoint, Document, Edge, Node, sql_table
+from core.pipeline.context import BuildContext, Progress
 
 STAGE = "chunk"
 _BATCH_CHARS = 400_000  # text chunked per transaction

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from sqlalchemy import func
 from sqlmodel import col, select
 
-from core.build.context import BuildContext, Progress
 from core.index.embedding import embed_missing, statement_rows
 from core.models import EntityMerge, Node
+from core.pipeline.context import BuildContext, Progress
 from core.resolution.candidates import find_candidates
 from core.resolution.merge import apply_merge, entity_vectors, record_candidates, reembed
 

@@ -12,7 +12,7 @@ from the members the reply relates to it (a member the reply relates to nothing 
 its cluster, so the layer stays covered), stored one layer up and embedded; the new layer is then clustered in turn.
 A layer too small to cluster, or the safety cap, also ends the build, with that reason. The stage is one unit: it
 replaces the summary layers it built before, so a rerun gives the same layers. A cluster whose call still fails after
-its retries is a failed unit (core/build/failures.py): the layer it was making is kept with the summary entities of
+its retries is a failed unit (core/pipeline/failures.py): the layer it was making is kept with the summary entities of
 the other clusters, and no layer is built above it (it would cluster an incomplete layer); the next build, whose
 calls that succeeded replay from the call cache, makes the whole hierarchy.
 
@@ -37,14 +37,14 @@ from core.algorithms.layers import (
     stop_reason,
     too_few_reason,
 )
-from core.build.context import BuildContext, Progress
-from core.build.engine import INLINE
-from core.build.tasks import summary_one
 from core.config import LayerSettings
 from core.extract.nouns import forget_readings
 from core.ids import local_id
 from core.index.embedding import embed_missing, node_text_for_embedding
 from core.models import Edge, Node, sql_table
+from core.pipeline.context import BuildContext, Progress
+from core.pipeline.engine import INLINE
+from core.pipeline.tasks import summary_one
 from core.store import content_id, release_memory
 
 DESCRIPTION_CHARS = 400  # a member's description as shown to the model

@@ -1,6 +1,6 @@
 """Where a stage's units run: Dask distributed.
 
-A stage hands its units to `Engine.map(fn, items, *args)`. `fn` is a top-level function of core/build/tasks.py: it
+A stage hands its units to `Engine.map(fn, items, *args)`. `fn` is a top-level function of core/pipeline/tasks.py: it
 takes text in and gives results back, and writes no graph row and no vector. The results come back in the order of
 `items`, so the run's lease holder, its one writer, stores them in the same order whichever worker made them and
 whenever: the graph does not depend on the cluster. At most `window` units are in flight, so a stop lands after a

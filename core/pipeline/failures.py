@@ -107,7 +107,7 @@ class UnitFailures:
         return out
 
     def take(self, unit: str, result: T | Failed, label: str = "") -> T | None:
-        """A unit's result as an engine task gave it back (core/build/tasks.py): a `Failed` is recorded as `call`
+        """A unit's result as an engine task gave it back (core/pipeline/tasks.py): a `Failed` is recorded as `call`
         records a raised BackendError, and gives None."""
         if isinstance(result, Failed):
             self.record(unit, result.error(), label)

@@ -17,10 +17,10 @@ from sqlalchemy import text as sql_text
 from sqlmodel import col, select
 
 from core.algorithms import noderag
-from core.build.context import BuildContext
-from core.build.noderag_communities import edge_row
 from core.index.embedding import node_text_for_embedding
 from core.models import Edge, Node, sql_table
+from core.pipeline.context import BuildContext
+from core.pipeline.noderag_communities import edge_row
 from core.store import is_sqlite, json_field
 
 EMBEDDED = noderag.SEMANTIC_KINDS  # NodeRAG's retrievable, vector-searched kinds

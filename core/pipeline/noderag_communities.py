@@ -1,5 +1,5 @@
 """NodeRAG's own communities and their high-level elements (noderag.txt §2.3 "Community detection based
-aggregation", Appendix C.3), for the `augment` stage (core/build/stages/augment.py).
+aggregation", Appendix C.3), for the `augment` stage (core/pipeline/stages/augment.py).
 
 * Communities: "We first apply the Leiden algorithm to G2" - the heterograph after attribute augmentation, i.e.
   entities (N, layer 0), relationships (R), semantic units (S = `statement`) and attributes (A) with the edges of
@@ -33,11 +33,11 @@ from sqlalchemy import bindparam, delete, insert, or_, update
 from sqlmodel import col, select
 
 from core.algorithms import noderag
-from core.build.community_rows import community_id, write_communities
-from core.build.context import BuildContext
-from core.build.tasks import report_one
 from core.ids import local_id, scope_by_id
 from core.models import Community, Edge, Node, sql_table
+from core.pipeline.community_rows import community_id, write_communities
+from core.pipeline.context import BuildContext
+from core.pipeline.tasks import report_one
 from core.protocols import Report
 from core.store import content_id
 from core.text import STOPWORDS, truncate

@@ -14,7 +14,7 @@ once on each graph a reference design clusters.
   hierarchical too, with the same settings as `leiden`.
 
 The clustering is core/algorithms/leiden.py (hierarchical Leiden, pure); the rows are written by
-core/build/community_rows.py.
+core/pipeline/community_rows.py.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from core.algorithms.leiden import Hierarchy, hierarchical_leiden
-from core.build.community_rows import METHODS, cluster_rows, community_id, write_communities
-from core.build.context import BuildContext, Progress
 from core.graph.entity_graph import EntityGraph, load_entity_graph
 from core.models import Community
+from core.pipeline.community_rows import METHODS, cluster_rows, community_id, write_communities
+from core.pipeline.context import BuildContext, Progress
 from core.store import release_memory
 
 

@@ -6,7 +6,7 @@ A build and a job are both `BuildRun` rows (`kind` "build", or a job kind: "prom
 parameters in `params`), with one `StageRun` row per stage or step. One run at a time per workspace: `check_idle`
 raises JobBusy while `active_run` finds one, and `insert_run` checks it again under the workspace's write lock.
 
-Which worker runs a run is core/build/lease.py: an atomic claim and a lease renewed by heartbeats. The rule for a
+Which worker runs a run is core/pipeline/lease.py: an atomic claim and a lease renewed by heartbeats. The rule for a
 run whose worker went silent (its heartbeat older than the run's own `lease_s`, by the database's clock) or whose
 worker's process is gone from this host (core/liveness.py): it is no longer active (`models.is_active`), so the app (Build / resume) or the CLI may start a new run of the workspace, which supersedes it (closed
 here, in the same transaction; a worker still holding it loses its lease and stops) and resumes from the
@@ -230,7 +230,7 @@ def launch_worker(settings: Settings, run_id: int) -> subprocess.Popen:
         if secret is not None and secret.get_secret_value():  # else the caller's environment's, if any
             env[var] = secret.get_secret_value()
     env["STRATA_WORKER_LEASE_S"] = str(settings.worker.lease_s)
-    root = Path(__file__).resolve().parents[2]  # the checkout: core/build/runs.py -> ../../..
+    root = Path(__file__).resolve().parents[2]  # the checkout: core/pipeline/runs.py -> ../../..
     env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
     log = open(private_file(logs / f"run-{run_id}.log"), "ab")  # noqa: SIM115 - handed to the child
     return subprocess.Popen(

@@ -5,7 +5,7 @@ background worker or in process by `delete_documents`). Its steps:
 
 1. `remove` (one transaction): the documents, their chunks, statements and topics with every edge touching them
    (`derived_from`, `next`, `mentions`, `in_topic`, ...), their checkpoints; then every entity and relationship
-   their chunks contributed to is folded again from the contributions left on its edges (core/build/mentions.py),
+   their chunks contributed to is folded again from the contributions left on its edges (core/pipeline/mentions.py),
    so an entity also named by another document keeps exactly that document's support (weight, aliases, types,
    descriptions as if the deleted chunks never existed), and one nothing supports any more goes with its edges.
    Entity-resolution records stay coherent: a merge whose kept or merged entity lost all its support is dropped
@@ -27,10 +27,10 @@ from collections.abc import Iterator
 
 from sqlalchemy import delete, select
 
-from core.build.context import BuildContext, JobPlan, Progress
-from core.build.mentions import refold, write_refolded
-from core.build.runner import stages
 from core.models import Checkpoint, Document, Edge, EntityMerge, FailedUnit, Node, sql_table
+from core.pipeline.context import BuildContext, JobPlan, Progress
+from core.pipeline.mentions import refold, write_refolded
+from core.pipeline.runner import stages
 from core.resolution.merge import mark_stale
 
 _PART = 500
@@ -205,9 +205,9 @@ def delete_plan(params: dict) -> JobPlan:
 
 def delete_documents(store, ws, settings, doc_ids: list[str], embedder=None):
     """Delete documents in this process (the CLI, tests): a "delete" run through the runner; yields its Events."""
-    from core.build.factory import make_context
-    from core.build.runner import run_job
-    from core.build.runs import check_idle, insert_run
+    from core.pipeline.factory import make_context
+    from core.pipeline.runner import run_job
+    from core.pipeline.runs import check_idle, insert_run
 
     check_idle(store, ws)
     plan = delete_plan({"documents": doc_ids})

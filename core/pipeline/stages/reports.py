@@ -1,6 +1,6 @@
 """Community reports: a title, summary, findings with importance ratings and keywords for every community.
 
-The material of a report is its members' descriptions and inner relationships (core/build/report_material.py,
+The material of a report is its members' descriptions and inner relationships (core/pipeline/report_material.py,
 which also names the methods REPORTED and why). The stage writes the reports still missing and rewrites those
 marked stale by an entity merge or undo since they were written (core/resolution/merge.py `mark_stale`), clearing
 the mark, and (for `leiden` and `hirag`) those whose material changed since: each report keeps the hash of the
@@ -21,10 +21,10 @@ from collections.abc import Iterator
 from sqlalchemy import bindparam, or_, update
 from sqlmodel import col, select
 
-from core.build.context import BuildContext, Progress
-from core.build.report_material import HASHED, REPORTED, CommunityElements, material_hash, report_material
-from core.build.tasks import report_one
 from core.models import Community, sql_table
+from core.pipeline.context import BuildContext, Progress
+from core.pipeline.report_material import HASHED, REPORTED, CommunityElements, material_hash, report_material
+from core.pipeline.tasks import report_one
 from core.store import content_id, json_field, release_memory
 
 

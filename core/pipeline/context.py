@@ -2,7 +2,7 @@
 
 A stage is a plain function `stage(ctx: BuildContext) -> Iterator[Progress]` (the `Stage` protocol). It is
 re-runnable: each one skips the units a previous run finished (checkpoints, existing vectors, existing reports), so
-a stopped or killed build resumes at the first unfinished unit. `core/build/runner.py` runs the stages in order and
+a stopped or killed build resumes at the first unfinished unit. `core/pipeline/runner.py` runs the stages in order and
 records every `Progress` in the database.
 """
 
@@ -12,13 +12,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from core.build.engine import INLINE, Engine
-from core.build.failures import UnitFailures
-from core.build.tasks import EngineEmbedder, Parts
 from core.config import Settings
 from core.ids import IdScope, scope_of
 from core.index.vectors import VectorIndex
 from core.models import Workspace
+from core.pipeline.engine import INLINE, Engine
+from core.pipeline.failures import UnitFailures
+from core.pipeline.tasks import EngineEmbedder, Parts
 from core.protocols import Embedder, LanguageBackend
 from core.store import Store
 
@@ -37,7 +37,7 @@ class Progress:
 class BuildContext:
     """Everything a stage works with: the store and workspace, the settings, the language backend, the embedder and
     the workspace's vector index; `should_stop` turns true when the user cancels the run; `failures` records the
-    units whose language call failed after its retries (core/build/failures.py)."""
+    units whose language call failed after its retries (core/pipeline/failures.py)."""
 
     store: Store
     ws: Workspace
@@ -46,7 +46,7 @@ class BuildContext:
     embedder: Embedder
     index: VectorIndex
     should_stop: Callable[[], bool] = lambda: False
-    engine: Engine = INLINE  # where the stages' units run (core/build/engine.py): this process, or a Dask cluster
+    engine: Engine = INLINE  # where the stages' units run (core/pipeline/engine.py): this process, or a Dask cluster
     failures: UnitFailures = field(init=False)
 
     def __post_init__(self) -> None:
@@ -61,7 +61,7 @@ class BuildContext:
 
     @property
     def parts(self) -> Parts:
-        """The backend and embedder as the engine's tasks reach them (core/build/tasks.py)."""
+        """The backend and embedder as the engine's tasks reach them (core/pipeline/tasks.py)."""
         if self._parts is None:
             runtime = self.index.writer.runtime if self.index.writer is not None else ""
             self._parts = Parts(self.settings, self.backend, self.embedder, runtime)

@@ -1,5 +1,5 @@
 """Vectors embedded on a second thread while a stage whose own work keeps one core runs (when the build's units run
-in its own process; on a Dask cluster (core/build/engine.py) the workers take the cores and this does nothing).
+in its own process; on a Dask cluster (core/pipeline/engine.py) the workers take the cores and this does nothing).
 
 The extract stage's offline parser and most of the augment stage (HNSW, Leiden, SQL writes) run on one thread; on
 a two-core machine the other core would idle. `embedded_beside` fills it with an embedding job a later stage would
@@ -22,8 +22,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from core.build.context import BuildContext
 from core.index.embedding import embed_missing
+from core.pipeline.context import BuildContext
 from core.protocols import Embedder
 
 log = logging.getLogger(__name__)

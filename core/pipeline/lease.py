@@ -38,10 +38,10 @@ from contextlib import contextmanager
 from sqlalchemy import and_, case, event, exists, func, literal, or_, select, update
 from sqlalchemy.orm import aliased
 
-from core.build.context import Cancelled
-from core.build.runs import lock_workspace
 from core.liveness import holder_gone, holder_token
 from core.models import LEASE_S, UNFINISHED, BuildRun, StageRun
+from core.pipeline.context import Cancelled
+from core.pipeline.runs import lock_workspace
 from core.secrets import redact_text
 from core.store import Store, db_now, is_sqlite
 

@@ -1,5 +1,5 @@
 """The `index` stage: vectors for the community reports retrieval searches (the methods in
-core/build/report_material.py `REPORTED`), stale ones removed.
+core/pipeline/report_material.py `REPORTED`), stale ones removed.
 
 It skips reports already in the collection with the same text, so an interrupted build resumes where it stopped.
 """
@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 from sqlmodel import col, select
 
-from core.build.context import BuildContext, Progress
-from core.build.report_material import REPORTED
 from core.index.embedding import embed_missing, node_text_for_embedding
 from core.models import Community
+from core.pipeline.context import BuildContext, Progress
+from core.pipeline.report_material import REPORTED
 
 
 def report_rows(ctx: BuildContext) -> list[tuple[str, str, dict]]:
@@ -32,7 +32,7 @@ def index_stage(ctx: BuildContext) -> Iterator[Progress]:
                                                      col(Community.method).in_(REPORTED))).all())
     stale = [i for i in ctx.index.existing("community") if i not in live]
     ctx.index.delete("community", stale)
-    rows = report_rows(ctx)  # most were embedded beside the augment stage (core/build/beside.py)
+    rows = report_rows(ctx)  # most were embedded beside the augment stage (core/pipeline/beside.py)
     for done, total in embed_missing(ctx.index, ctx.embedder, "community", rows, ctx.settings.embed.batch_size,
                                      ctx.should_stop):
         yield Progress(done, total, f"embedded {done}/{total} community reports", {"community": done})

@@ -1,11 +1,11 @@
-"""The units a stage sends to its engine (core/build/engine.py): text in, results back, nothing written.
+"""The units a stage sends to its engine (core/pipeline/engine.py): text in, results back, nothing written.
 
 Each task is a top-level function, so Dask can send it to a worker process or another machine. It reaches the
 build's language backend and embedder through `Parts`: in the lease holder's process they are the build's own
 objects; pickled to a Dask worker, a `Parts` carries only the settings and the embedder's runtime, and the worker
 makes its own backend and embedder from them once (`_on_worker`, cached per process: MiniLM is loaded once per
 worker). A unit whose model call fails after its retries comes back as a `Failed`, which the writer records as a
-failed unit (core/build/failures.py `UnitFailures.take`), as if the call had failed in its own process.
+failed unit (core/pipeline/failures.py `UnitFailures.take`), as if the call had failed in its own process.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from core.build.failures import Failed, outcome
 from core.config import Settings
+from core.pipeline.failures import Failed, outcome
 from core.protocols import Embedder, Extraction, LanguageBackend, Report
 
 
@@ -81,7 +81,7 @@ def extract_batch(units: list[tuple[str, str | None]], parts: Parts, types: list
 
 
 def report_one(unit: tuple[str, list], parts: Parts) -> Report | Failed:
-    """A community's report: (hint, material) in (core/build/report_material.py)."""
+    """A community's report: (hint, material) in (core/pipeline/report_material.py)."""
     hint, material = unit
     return outcome(parts.backend().report, hint, material)
 

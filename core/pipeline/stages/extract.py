@@ -2,7 +2,7 @@
 
 Each chunk is one unit, written in one transaction with its checkpoint, so an interrupted build neither loses nor
 duplicates a chunk's elements. A chunk whose extraction still fails after its retries is a failed unit
-(core/build/failures.py): nothing is written for it and it has no checkpoint, so the next build extracts it and folds
+(core/pipeline/failures.py): nothing is written for it and it has no checkpoint, so the next build extracts it and folds
 its mentions in as for an added document (and the lexical stage makes its document's topics again). Entities are keyed by their normalized name, so same-named mentions land on one
 node (the `resolve` stage then settles type and description); relationships are nodes (NodeRAG's R) linked to
 their `subject` and `object` entities and `derived_from` the chunk.
@@ -19,13 +19,13 @@ from collections.abc import Iterator
 
 from sqlmodel import col, select
 
-from core.build.beside import embedded_beside
-from core.build.context import BuildContext, Progress
-from core.build.mentions import chunk_ords, fold_entity, fold_relationship
-from core.build.stages.embed import chunk_rows, statements_so_far
-from core.build.tasks import extract_batch, extract_one
 from core.ids import IdScope, local_id, scope_by_id
 from core.models import Document, Node, sql_table
+from core.pipeline.beside import embedded_beside
+from core.pipeline.context import BuildContext, Progress
+from core.pipeline.mentions import chunk_ords, fold_entity, fold_relationship
+from core.pipeline.stages.embed import chunk_rows, statements_so_far
+from core.pipeline.tasks import extract_batch, extract_one
 from core.protocols import Extraction
 from core.resolution.merge import merged_into
 from core.store import bulk_insert, driver_sql
@@ -75,7 +75,7 @@ def extract_stage(ctx: BuildContext) -> Iterator[Progress]:
     # one chunk per unit, a few written at a time (each chunk with its checkpoint, so a stop resumes at the first
     # unwritten one). Small builds still write in 50 or more steps, so progress moves and a stop lands mid-stage.
     # A unit whose model call failed after its retries is a failed unit: nothing written, no checkpoint, so the
-    # next build extracts it again (core/build/failures.py).
+    # next build extracts it again (core/pipeline/failures.py).
     by = f" ({ctx.backend.model})" if ctx.backend.name == "offline" and total else ""  # which extractor ran
     if by:
         log.info("extract: offline extractor %s", ctx.backend.model)
@@ -151,7 +151,7 @@ def write_extractions(store, ws_id: int, items: list[tuple[str, str | None, Extr
     `subjects` maps a document to the title naming its subject (`row_subject`): a chunk's `mentions` edge to the
     entity of that name is marked {"subject": true}, so what reads the graph knows which chunks are *about* an
     entity rather than merely naming it (an entity's descriptions from those passages come first,
-    core/build/mentions.py). It weighs 1, as every mention: no paper weights a mention by a title field.
+    core/pipeline/mentions.py). It weighs 1, as every mention: no paper weights a mention by a title field.
 
     `redirect` maps entities merged away by entity resolution to the entity holding their mentions now, so a new
     mention of a merged name joins that entity instead of bringing the merged node back.
@@ -210,7 +210,7 @@ def write_extractions(store, ws_id: int, items: list[tuple[str, str | None, Extr
 
         for chunk_id, doc_id, ex, by_name, wanted, rel_ids in plans:
             about = subject_keys((subjects or {}).get(doc_id)) if doc_id else set()
-            pos = (doc_id or "", ords.get(chunk_id, 0))  # the canonical order of contributions (core/build/mentions.py)
+            pos = (doc_id or "", ords.get(chunk_id, 0))  # the canonical order of contributions (core/pipeline/mentions.py)
             for eid, (key, e) in wanted.items():
                 name, desc = e.name.strip(), (e.description or "").strip()
                 node = current(eid)

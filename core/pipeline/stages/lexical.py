@@ -22,7 +22,7 @@ HLG's intra-document connectivity.
 Units. Fact linking inserts only the edges that are missing, so it is idempotent. Topics are written per document
 together with the document's checkpoint in one transaction; checkpointed documents are skipped. A unit that still
 fails after its retries (a chunk's topics from the model; with the clustering, a topic's summary) is a failed unit
-(core/build/failures.py): its document is written neither topics nor checkpoint, so the next build makes its topics
+(core/pipeline/failures.py): its document is written neither topics nor checkpoint, so the next build makes its topics
 again (the calls that succeeded replay from the call cache). With the clustering, documents with more than `WINDOW`
 statements are clustered in consecutive windows (core/algorithms/topics.py), which bounds the quadratic distance
 matrix.
@@ -39,12 +39,12 @@ from sqlalchemy import func, insert
 from sqlmodel import col, delete, select
 
 from core.algorithms.topics import topic_groups
-from core.build.context import BuildContext, Progress
-from core.build.engine import INLINE
-from core.build.tasks import chunk_topics_one, summarize_one
 from core.ids import IdScope, local_id
 from core.index.embedding import embed_missing, statement_rows
 from core.models import Checkpoint, Document, Edge, Node, sql_table
+from core.pipeline.context import BuildContext, Progress
+from core.pipeline.engine import INLINE
+from core.pipeline.tasks import chunk_topics_one, summarize_one
 from core.protocols import TopicModel
 
 STAGE = "lexical"
@@ -303,7 +303,7 @@ def lexical_stage(ctx: BuildContext) -> Iterator[Progress]:
             return
 
     rows = _topic_rows(store, ws_id, lx)
-    live = {r[0] for r in rows}  # a document's topics made again (core/build/stages/extract.py): old vectors go
+    live = {r[0] for r in rows}  # a document's topics made again (core/pipeline/stages/extract.py): old vectors go
     ctx.index.delete("topic", sorted(set(replaced) - live))
     for d, total in embed_missing(ctx.index, ctx.embedder, "topic", rows, ctx.settings.embed.batch_size,
                                   ctx.should_stop):

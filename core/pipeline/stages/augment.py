@@ -4,17 +4,17 @@ Adds to the stored heterograph (Table 4 kinds: T chunk, S statement, N entity, R
 * A `attribute` nodes: a summary of each important entity (k-core ∪ betweenness over the S-N / R-N graph of §2.2,
   core/algorithms/noderag.py) from its statements and relationships, linked entity -> attribute by `has_attribute`;
 * NodeRAG's own communities: Leiden over the heterograph after attribute augmentation (N, R, S, A), stored as
-  `noderag` Community rows with `in_community` edges and a report each (core/build/noderag_communities.py);
+  `noderag` Community rows with `in_community` edges and a report each (core/pipeline/noderag_communities.py);
 * H `high_level` nodes, one per finding of each noderag community's report, each with an O `overview` node (a
   keyword title, `has_overview`) and a `derived_from` edge to its community;
 * `matches` edges high_level -> statement / attribute / high_level of the same K-means cluster and community
   (one cluster for all when K-means would average 39 nodes or fewer per cluster, `hcluster_size`);
 * vectors for A and H (collections "attribute", "high_level"); T and S were embedded by the embed stage;
 * `semantic` edges from the base layer of an HNSW graph over every T, S, A, H vector; a pair already linked by
-  a heterograph edge has that edge's weight raised by 1 (marked `data.hnsw`) instead (core/build/noderag_edges.py).
+  a heterograph edge has that edge's weight raised by 1 (marked `data.hnsw`) instead (core/pipeline/noderag_edges.py).
 
 An attribute or a community report whose call still fails after its retries is a failed unit
-(core/build/failures.py): it is not written, so the next build makes it. The stage goes on without it: the
+(core/pipeline/failures.py): it is not written, so the next build makes it. The stage goes on without it: the
 communities are found over the heterograph as it stands (the next build, with the attribute, finds them again and
 keeps the unchanged ones with their reports), and a community without its report has no high-level element yet.
 
@@ -34,9 +34,12 @@ from sqlalchemy import func, insert
 from sqlmodel import col, select
 
 from core.algorithms import noderag
-from core.build.beside import Beside, embedded_beside
-from core.build.context import BuildContext, Progress
-from core.build.noderag_communities import (
+from core.ids import local_id
+from core.index.embedding import embed_missing
+from core.models import Edge, Node, sql_table
+from core.pipeline.beside import Beside, embedded_beside
+from core.pipeline.context import BuildContext, Progress
+from core.pipeline.noderag_communities import (
     HeteroPartition,
     communities,
     delete_nodes,
@@ -46,12 +49,9 @@ from core.build.noderag_communities import (
     node_communities,
     node_row,
 )
-from core.build.noderag_edges import EMBEDDED, embed_rows, load_vectors, write_edges
-from core.build.stages.index import report_rows
-from core.build.tasks import summarize_one
-from core.ids import local_id
-from core.index.embedding import embed_missing
-from core.models import Edge, Node, sql_table
+from core.pipeline.noderag_edges import EMBEDDED, embed_rows, load_vectors, write_edges
+from core.pipeline.stages.index import report_rows
+from core.pipeline.tasks import summarize_one
 from core.store import content_id
 from core.text import truncate
 

@@ -2,7 +2,7 @@
 normalized name, core/text.py `norm_key`); this stage settles each entity's title, type and description from all
 its mentions (core/resolution/names.py `settle`), and records the merged surface forms. First it folds again, in
 canonical order, the entities and relationships that received contributions out of order (documents added to a
-built workspace: core/build/mentions.py), so they equal a from-scratch build's.
+built workspace: core/pipeline/mentions.py), so they equal a from-scratch build's.
 """
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ from collections.abc import Iterator
 from sqlalchemy import bindparam, update
 from sqlmodel import select
 
-from core.build.context import BuildContext, Progress
-from core.build.mentions import refold, write_refolded
 from core.models import Node, sql_table
+from core.pipeline.context import BuildContext, Progress
+from core.pipeline.mentions import refold, write_refolded
 from core.resolution.names import settle
 from core.store import json_field
 
 
 def refold_marked(store, ws_id: int, step: int = 2000) -> int:
     """Fold again, in canonical order, every entity and relationship the extract stage marked as having received a
-    contribution out of order (documents added to a built workspace; core/build/mentions.py). Returns how many."""
+    contribution out of order (documents added to a built workspace; core/pipeline/mentions.py). Returns how many."""
     n = 0
     for kind in ("entity", "relationship"):
         with store.session() as s:

@@ -1,8 +1,8 @@
 """Ordered build stages, the runner that records them in the database, and the background worker launcher.
 
-A stage is `stage(ctx: BuildContext) -> Iterator[Progress]` (core/build/context.py). The runner writes every
+A stage is `stage(ctx: BuildContext) -> Iterator[Progress]` (core/pipeline/context.py). The runner writes every
 stage's progress to `StageRun` rows and a heartbeat to `BuildRun`, which is what the app polls, so a reload or a
-second tab sees the same run. It writes them as the holder of the run's lease (core/build/lease.py): a worker
+second tab sees the same run. It writes them as the holder of the run's lease (core/pipeline/lease.py): a worker
 that lost the run to another stops at its next unit and writes nothing more.
 """
 
@@ -14,24 +14,24 @@ from collections.abc import Callable, Iterator
 
 from sqlalchemy import update
 
-from core.build.context import BuildContext, Cancelled, Event, JobPlan, Progress, Stage
-from core.build.failures import count_failed, finished_message, plural
-from core.build.lease import NOW, Lease, LeaseLost
-from core.build.runs import get_run, insert_run, record_version
-from core.build.stages.attributed import attributed_stage
-from core.build.stages.augment import augment_stage
-from core.build.stages.chunk import chunk_stage
-from core.build.stages.communities import communities_stage
-from core.build.stages.embed import embed_stage
-from core.build.stages.extract import extract_stage
-from core.build.stages.index import index_stage
-from core.build.stages.layers import layers_stage
-from core.build.stages.lexical import lexical_stage
-from core.build.stages.merge import merge_stage
-from core.build.stages.reports import reports_stage
-from core.build.stages.resolve import resolve_stage
 from core.config import Settings
 from core.models import BuildRun, Workspace, utcnow
+from core.pipeline.context import BuildContext, Cancelled, Event, JobPlan, Progress, Stage
+from core.pipeline.failures import count_failed, finished_message, plural
+from core.pipeline.lease import NOW, Lease, LeaseLost
+from core.pipeline.runs import get_run, insert_run, record_version
+from core.pipeline.stages.attributed import attributed_stage
+from core.pipeline.stages.augment import augment_stage
+from core.pipeline.stages.chunk import chunk_stage
+from core.pipeline.stages.communities import communities_stage
+from core.pipeline.stages.embed import embed_stage
+from core.pipeline.stages.extract import extract_stage
+from core.pipeline.stages.index import index_stage
+from core.pipeline.stages.layers import layers_stage
+from core.pipeline.stages.lexical import lexical_stage
+from core.pipeline.stages.merge import merge_stage
+from core.pipeline.stages.reports import reports_stage
+from core.pipeline.stages.resolve import resolve_stage
 from core.protocols import BackendError
 from core.store import Store
 
@@ -100,7 +100,7 @@ def _run_stages(ctx: BuildContext, lease: Lease, only: list[str] | None,
         return
     stage_name = ""
     row = get_run(store, run_id)
-    if row is not None:  # where its units run (core/build/engine.py), for the Build page and `core stats`
+    if row is not None:  # where its units run (core/pipeline/engine.py), for the Build page and `core stats`
         lease.write(params=dict(row.params or {}) | {"engine": ctx.engine.describe()})
     try:
         for name, label, fn in (stages() if steps is None else steps):

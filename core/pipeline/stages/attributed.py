@@ -5,7 +5,7 @@ Input: the layer-0 entities with their vectors (collection "entity") as attribut
 relationships (relationship nodes collapsed; Algorithm 1 then weighs every link by attribute similarity, so the
 relationship weights only decide which links exist). Each level: KNN augmentation, weighted Leiden
 (core/algorithms/attributed.py), a report per community from the language backend (level 1: the members'
-descriptions and the relationships inside, capped as in core/build/report_material.py; higher levels: the children's titles and
+descriptions and the relationships inside, capped as in core/pipeline/report_material.py; higher levels: the children's titles and
 summaries), and the embedding of "title\\nsummary" into collection "community" — the attribute of the
 community at the next level. A singleton community is its only member: it takes the member's title and
 description (level 1) or its child's report (above) instead of a model call, and above level 1 its child's
@@ -16,7 +16,7 @@ Storage: `Community` rows, method "attributed", level 0 = coarsest (ArchRAG laye
 member (transitively), title/summary/report filled so the `reports` stage skips them. Ids hash (workspace,
 "attributed", layer, entity members), so they do not depend on L.
 
-A level with a report that still failed after its retries (a failed unit, core/build/failures.py) ends the hierarchy
+A level with a report that still failed after its retries (a failed unit, core/pipeline/failures.py) ends the hierarchy
 below it: the next level's attributes are this level's report vectors, so it is left out whole (its reports made
 so far replay from the call cache) and the next build makes it and the levels above.
 
@@ -39,13 +39,13 @@ from sqlmodel import col, select
 
 from core.algorithms.attributed import Hierarchy, Level
 from core.algorithms.chnsw import CHNSW, CHNSW_ARTIFACT, CHNSW_FILE
-from core.build.community_rows import community_id, write_communities
-from core.build.context import BuildContext, Progress
-from core.build.report_material import MAX_ENTITIES, Element, report_material
-from core.build.tasks import report_one
 from core.graph.entity_graph import load_entity_graph
 from core.index.embedding import embed_missing, node_text_for_embedding
 from core.models import Community, Edge, Node, sql_table
+from core.pipeline.community_rows import community_id, write_communities
+from core.pipeline.context import BuildContext, Progress
+from core.pipeline.report_material import MAX_ENTITIES, Element, report_material
+from core.pipeline.tasks import report_one
 from core.protocols import Report
 from core.store import content_id
 from core.text import truncate

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 from sqlmodel import select
 
-from core.build.context import BuildContext, Progress
 from core.index.embedding import embed_missing, node_text_for_embedding, statement_rows
 from core.models import Document, Node
+from core.pipeline.context import BuildContext, Progress
 from core.store import release_memory
 
 
