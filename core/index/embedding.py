@@ -71,14 +71,31 @@ def embed_missing(index: VectorIndex, embedder: Embedder, kind: str, rows: list[
             todo.append((i, text, meta | {"h": h}))
     todo.sort(key=lambda r: (len(r[1]), r[1]))  # equal texts end up next to each other
     step = max(batch_size * 16, 256)
-    last: dict[str, np.ndarray] = {}  # vectors of the previous part, for a run of equal texts cut by a boundary
-    for off in range(0, len(todo), step):
-        part = todo[off : off + step]
-        texts = list(dict.fromkeys(t for _, t, _ in part if t not in last))
-        got = dict(zip(texts, embedder.embed(texts))) if texts else {}
+    parts = [todo[off : off + step] for off in range(0, len(todo), step)]
+    asks: list[list[str]] = []  # the texts each part embeds: not those its previous part embedded (a run of equal
+    for part in parts:  # texts cut by a boundary takes the previous part's vectors)
+        before = set(asks[-1]) if asks else set()
+        asks.append(list(dict.fromkeys(t for _, t, _ in part if t not in before)))
+    last: dict[str, np.ndarray] = {}
+    done = 0
+    for part, texts, got_vecs in zip(parts, asks, embedded_parts(embedder, asks)):
+        got = dict(zip(texts, got_vecs))
         vecs = np.vstack([got[t] if t in got else last[t] for _, t, _ in part])
         index.upsert(kind, [i for i, _, _ in part], vecs, [m for _, _, m in part])
         last = got
-        yield off + len(part), len(todo)
+        done += len(part)
+        yield done, len(todo)
         if should_stop():
             return
+
+
+def embedded_parts(embedder: Embedder, asks: list[list[str]]) -> Iterator[np.ndarray]:
+    """The vectors of each list of texts, in order: one `embed` call after another, or, for an embedder that runs
+    its batches elsewhere (`embed_parts`: a Dask cluster's workers), the next parts embedded while this one is
+    stored."""
+    many = getattr(embedder, "embed_parts", None)
+    if many is not None:
+        yield from many(asks)
+        return
+    for texts in asks:
+        yield embedder.embed(texts) if texts else np.zeros((0, embedder.dim), dtype=np.float32)
