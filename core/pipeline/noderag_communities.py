@@ -141,8 +141,7 @@ def communities(ctx: BuildContext, part: HeteroPartition) -> Iterator[tuple[int,
 
     # each community's report is a unit; one that failed after its retries is a failed unit (written by the next
     # build)
-    asked = ctx.engine.map(report_one, (part.material(k) for k in todo), ctx.parts,
-                           cpu=ctx.backend.name == "offline", window=workers)
+    asked = ctx.model_engine.map(report_one, (part.material(k) for k in todo), ctx.parts, window=workers)
     for off in range(0, len(todo), batch):
         chunk = todo[off : off + batch]
         for k in chunk:

@@ -229,8 +229,7 @@ def attributed_stage(ctx: BuildContext) -> Iterator[Progress]:
         _persist(ctx, [c for c in comms if c.summary], provisional)
 
         # each community's report is a unit; one that failed after its retries is a failed unit (see below)
-        asked = ctx.engine.map(report_one, [materials[gi] for gi in todo], ctx.parts,
-                               cpu=ctx.backend.name == "offline", window=workers)
+        asked = ctx.model_engine.map(report_one, [materials[gi] for gi in todo], ctx.parts, window=workers)
         failed = 0
         for off in range(0, len(todo), batch):
             part = todo[off : off + batch]

@@ -148,9 +148,8 @@ def _attributes(ctx: BuildContext, dec: Decomposed, important: list[str]) -> Ite
 
     # each entity's attribute is a unit; one whose model call failed after its retries is a failed unit (made by
     # the next build)
-    offline = ctx.backend.name == "offline"
-    asked = ctx.engine.map(summarize_one, (("attribute", dec.entity[e][0], dec.material(e)) for _, e in todo),
-                           ctx.parts, cpu=offline, window=workers)
+    asked = ctx.model_engine.map(summarize_one, (("attribute", dec.entity[e][0], dec.material(e)) for _, e in todo),
+                           ctx.parts, window=workers)
     for off in range(0, total, batch):
         part = todo[off : off + batch]
         got = [(aid, eid, ctx.failures.take(aid, next(asked), f"attribute of {dec.entity[eid][0]!r}"))

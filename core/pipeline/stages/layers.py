@@ -43,7 +43,6 @@ from core.ids import local_id
 from core.index.embedding import embed_missing, node_text_for_embedding
 from core.models import Edge, Node, sql_table
 from core.pipeline.context import BuildContext, Progress
-from core.pipeline.engine import INLINE
 from core.pipeline.tasks import summary_one
 from core.store import content_id, release_memory
 
@@ -169,9 +168,8 @@ def _summary_layer(ctx, cfg: LayerSettings, layer: int, ids: list[str], clusters
     shown_of = [material(c) for c in clusters]
     # offline the summaries are extractive and quick: in this process, one after another; a model's run as the
     # engine's units (a cluster whose call failed after its retries is a failed unit and gets no summary entity)
-    engine = ctx.engine if not offline else INLINE
-    asked = engine.map(summary_one, [pairs for _, pairs in shown_of], ctx.parts, concepts,
-                       window=max(1, int(ctx.settings.backend.concurrency)))
+    asked = ctx.model_engine.map(summary_one, [pairs for _, pairs in shown_of], ctx.parts, concepts,
+                                 window=1 if offline else max(1, int(ctx.settings.backend.concurrency)))
     replies = []
     for members, (shown, pairs), got in zip(clusters, shown_of, asked):
         unit = f"layer {layer}: {content_id(*members)}"  # the cluster, by its members

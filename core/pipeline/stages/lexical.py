@@ -43,7 +43,6 @@ from core.ids import IdScope, local_id
 from core.index.embedding import embed_missing, statement_rows
 from core.models import Checkpoint, Document, Edge, Node, sql_table
 from core.pipeline.context import BuildContext, Progress
-from core.pipeline.engine import INLINE
 from core.pipeline.tasks import chunk_topics_one, summarize_one
 from core.protocols import TopicModel
 
@@ -201,10 +200,9 @@ def _topic(ids: IdScope, doc_id: str, doc_title: str, n: int, members: list[str]
 
 
 def _units(ctx: BuildContext, task, inputs: list) -> list:
-    """`task` over `inputs` on the build's engine, in order: offline (quick, extractive) in this process."""
-    if ctx.backend.name == "offline":
-        return list(INLINE.map(task, inputs, ctx.parts))
-    return list(ctx.engine.map(task, inputs, ctx.parts, window=ctx.settings.backend.parallel_calls))
+    """`task` over `inputs` where the build's model units run (`BuildContext.model_engine`), in order."""
+    window = 1 if ctx.backend.name == "offline" else ctx.settings.backend.parallel_calls
+    return list(ctx.model_engine.map(task, inputs, ctx.parts, window=window))
 
 
 def _topics_by_clustering(ctx: BuildContext, lx: _Lexicon, batch: list[tuple[str, str]],

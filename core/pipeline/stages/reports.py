@@ -84,8 +84,7 @@ def reports_stage(ctx: BuildContext) -> Iterator[Progress]:
 
     # a report whose model call failed after its retries is a failed unit, left unwritten (absent, or the stale
     # one kept with its mark), so the next build writes it
-    offline = ctx.backend.name == "offline"
-    results = ctx.engine.map(report_one, (material(c) for c in todo), ctx.parts, cpu=offline, window=workers)
+    results = ctx.model_engine.map(report_one, (material(c) for c in todo), ctx.parts, window=workers)
     n_failed = 0
     for off in range(0, total, batch):
         part = todo[off : off + batch]
