@@ -1,0 +1,144 @@
+"""Each page's first useful drawing, in a real browser, on a built workspace (issue 39's goal: under 2 s each).
+
+    python -m bench.page_times --home bench/out/workspaces-hotpotqa-240/home --workspace first --runs 3
+
+Copies the home (the original is never written), serves `streamlit run app.py` on it, and opens each page in a fresh
+browser context (a new session, as a first visit) of Debian's chromium. The clock starts at navigation and stops when
+the page's useful element is drawn: Workspaces its documents table, Build its verdict, Hierarchy and Quality their
+first chart, Graph its canvas, Evaluate its results table; then Ask with three strategies (HiRAG, GraphRAG local,
+dense), from the click on Ask to the three answers' best-evidence cards. The first run of each page after the server
+starts is reported apart (caches are cold). Results in bench/results/page-times.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.machine import commit, machine
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "page-times.json"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+PAGES = {  # url path -> what shows the page is useful
+    "": "[data-testid='stDataFrame']",
+    "build": ".st-key-build_verdict",
+    "hierarchy": ".js-plotly-plot, iframe",
+    "graph": "iframe",
+    "quality": ".js-plotly-plot",
+    "evaluate": "[data-testid='stDataFrame']",
+}
+QUESTION = "What team was Anna Benson's husband on?"
+STRATEGIES = ["GraphRAG local search", "Naive chunk search"]  # beside the default HiRAG
+
+
+def serve(home: Path, port: int) -> subprocess.Popen:
+    env = dict(os.environ, STRATA_HOME=str(home), STRATA_SAMPLE="0", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env.pop("STRATA_DATABASE_URL", None)
+    proc = subprocess.Popen([str(ROOT / ".venv" / "bin" / "streamlit"), "run", "app.py", "--server.address",
+                             "127.0.0.1", "--server.port", str(port), "--server.headless", "true"], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import urllib.request
+
+    for _ in range(300):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1):
+                return proc
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError("the app did not start")
+
+
+def timed_page(browser, url: str, selector: str) -> float:
+    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+    pg = ctx.new_page()
+    t0 = time.perf_counter()
+    pg.goto(url)
+    pg.locator(selector).first.wait_for(state="visible", timeout=120_000)
+    took = time.perf_counter() - t0
+    ctx.close()
+    return took
+
+
+def timed_ask(browser, url: str) -> float:
+    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+    pg = ctx.new_page()
+    pg.goto(url)
+    box = pg.locator("[data-testid='stMultiSelect']", has_text="Strategies")
+    box.wait_for(state="visible", timeout=120_000)
+    for label in STRATEGIES:
+        box.locator("input").first.click()
+        pg.get_by_role("option", name=label, exact=True).click()
+    pg.keyboard.press("Escape")
+    pg.get_by_label("Question").fill(QUESTION)
+    t0 = time.perf_counter()
+    pg.locator("[data-testid='stFormSubmitButton'] button", has_text="Ask").click()
+    pg.get_by_role("heading", name=re.compile(r"^Answer · ")).nth(2).wait_for(state="visible", timeout=120_000)
+    for i in range(3):
+        pg.locator(f".st-key-evidence_{i}").wait_for(state="visible", timeout=120_000)
+    took = time.perf_counter() - t0
+    ctx.close()
+    return took
+
+
+def main() -> None:
+    from playwright.sync_api import sync_playwright
+
+    from tests.net import free_port
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--home", type=Path, required=True)
+    ap.add_argument("--workspace", required=True)
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="strata-pages-"))
+    home = tmp / "home"
+    shutil.copytree(args.home, home)
+    port = free_port()
+    proc = serve(home, port)
+    base = f"http://127.0.0.1:{port}"
+    out: dict[str, dict] = {}
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+            for path, selector in [*PAGES.items(), ("ask", "")]:
+                url = f"{base}/{path}?workspace={args.workspace}"
+                times = [timed_ask(browser, url) if path == "ask" else timed_page(browser, url, selector)
+                         for _ in range(args.runs + 1)]
+                out[path or "workspaces"] = {"first_s": round(times[0], 2),
+                                             "median_s": round(statistics.median(times[1:]), 2),
+                                             "runs_s": [round(t, 2) for t in times[1:]]}
+                print(path or "workspaces", out[path or "workspaces"], file=sys.stderr)
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        shutil.rmtree(tmp, ignore_errors=True)
+    res = {"command": "python -m bench.page_times " + " ".join(sys.argv[1:]), "machine": machine(),
+           "date": time.strftime("%Y-%m-%d"), "commit": commit(), "pages": out}
+    RESULTS.write_text(json.dumps(res, indent=1))
+
+
+def report(res: dict) -> list[str]:
+    lines = ["## Pages' first useful drawing (issue 39)", "", f"* command: `{res['command']}`",
+             f"* machine: {res['machine']}", f"* date: {res['date']}, commit {res['commit']}",
+             "* a fresh browser session per visit; Ask: from the click to three answers' evidence (HiRAG, GraphRAG "
+             "local, dense)", "", "| page | first visit after the server starts | median of the next | runs |",
+             "|---|---|---|---|"]
+    for page, r in res["pages"].items():
+        lines.append(f"| {page} | {r['first_s']} s | {r['median_s']} s | {', '.join(map(str, r['runs_s']))} |")
+    return lines + [""]
+
+
+if __name__ == "__main__":
+    main()
