@@ -99,11 +99,13 @@ def graph_counts(store, ws_id: int, caps: dict[str, int] | None = None) -> Graph
     with store.session() as s:
         kinds: dict[str, int] = {}
         entities = summary = 0
-        for kind, upper, n in s.exec(select(Node.kind, col(Node.layer) > 0, func.count())
-                                     .where(Node.workspace_id == ws_id).group_by(Node.kind, col(Node.layer) > 0)):
+        # grouped by the layer itself: PostgreSQL takes `layer > 0` in SELECT and GROUP BY for two expressions (each
+        # binds its own 0) and refuses the query
+        for kind, layer, n in s.exec(select(Node.kind, Node.layer, func.count())
+                                     .where(Node.workspace_id == ws_id).group_by(Node.kind, col(Node.layer))):
             kinds[kind] = kinds.get(kind, 0) + int(n)
             if kind == "entity":
-                if upper:
+                if (layer or 0) > 0:
                     summary += int(n)
                 else:
                     entities += int(n)

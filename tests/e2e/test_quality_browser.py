@@ -45,8 +45,8 @@ def test_quality_metrics_and_a_what_if_variant(app_server, page):
         expect(figures.locator("[data-testid='stMetric']").filter(has_text="Coverage")
                .locator("[data-testid='stMetricValue']")).to_have_text(re.compile(r"^\d+\.\d%$"))
         plots = pg.locator(".st-key-q_plots .js-plotly-plot")
-        expect(plots).to_have_count(3)
-        expect(plots.nth(1).locator("g.points path.point").first).to_be_attached()  # the scatter has its points
+        expect(plots).to_have_count(4)  # the metrics against their reference lines, levels, sizes, size/conductance
+        expect(plots.locator("g.points path.point").first).to_be_attached()  # the scatter has its points
         worst = pg.locator(".st-key-q_worst_0")
         expect(worst).to_contain_text("badness")
         expect(worst.get_by_role("button", name="Open on graph")).to_be_visible()
