@@ -54,7 +54,7 @@ def test_add_a_document_to_a_built_workspace_then_delete_it(app_server, page, tm
         expect(pg.locator("[data-testid='stFileUploader']").get_by_role(
             "button", name="Remove orrin_observatory.md")).to_be_visible()
         pg.get_by_role("button", name=re.compile("Add and build")).click()
-        expect(pg.get_by_text("1 document(s) added")).to_be_visible(timeout=60_000)
+        expect(pg.get_by_text("1 document(s) added", exact=True)).to_be_visible(timeout=60_000)
         expect(pg.get_by_text("Only the new documents are chunked and extracted")).to_be_visible()
         sidebar = pg.locator("[data-testid='stSidebar']")
         expect(sidebar).to_contain_text("· build 2", timeout=BUILD_TIMEOUT_MS)
