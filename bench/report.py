@@ -587,6 +587,11 @@ def main() -> None:
         from bench.faults import report as faults_report
 
         out += faults_report(json.loads(faults.read_text()))
+    pages = res / "page-times.json"  # each page's first useful drawing in a browser (bench/page_times.py)
+    if pages.exists():
+        from bench.page_times import report as pages_report
+
+        out += pages_report(json.loads(pages.read_text()))
     scale = res / "engine-scale.json"  # extraction on k Dask workers (bench/engine_scale.py)
     if scale.exists():
         from bench.engine_scale import report as scale_report
