@@ -8,7 +8,8 @@ few units and a killed worker costs only its own.
 
 Three places to run, one interface:
 
-* in this process (`INLINE`): the units run one after another in the caller's thread. Stage tests and jobs use it,
+* in this process (`INLINE`): CPU-bound units one after another in the caller's thread, units that wait on a model
+  server on `window` threads. Stage tests and jobs use it, a workspace under STRATA_DASK_MIN_TOKENS builds on it,
   and it is the single-process build a distributed one is compared against;
 * a `LocalCluster` of worker processes sized to the machine (`local_engine`): what `core worker` and `core build`
   start when no cluster is named (never inside the Streamlit process);
@@ -17,7 +18,8 @@ Three places to run, one interface:
 
 CPU-bound units (offline extraction, embedding) ask for the resource `cpu`, which a local worker has one of, so
 each core runs one at a time; units that wait on a model server run on every thread of a worker, bounded across the
-whole cluster by one semaphore per model host (core/backends/hosts.py `cluster_slot`).
+whole cluster by one semaphore per model host (core/backends/hosts.py `cluster_slot`). The offline backend's quick
+extractive reports and summaries stay in the lease holder's process (core/pipeline/context.py `model_engine`).
 """
 
 from __future__ import annotations
