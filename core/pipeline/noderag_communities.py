@@ -130,7 +130,8 @@ def communities(ctx: BuildContext, part: HeteroPartition) -> Iterator[tuple[int,
         have = {cid: (summary, data) for cid, summary, data in s.exec(select(
             Community.id, Community.summary, Community.data).where(
             Community.workspace_id == ws_id, Community.method == METHOD))}
-    material = [content_id(hint, *lines) for hint, lines in (part.material(k) for k in range(len(part.cids)))]
+    made_from = [part.material(k) for k in range(len(part.cids))]  # (hint, lines) of each community, read once
+    material = [content_id(hint, *lines) for hint, lines in made_from]
     # no report yet, a stale one, or one written from other material (documents added or deleted)
     todo = [k for k, cid in enumerate(part.cids)
             if cid not in have or not have[cid][0] or (have[cid][1] or {}).get("stale")
@@ -141,11 +142,11 @@ def communities(ctx: BuildContext, part: HeteroPartition) -> Iterator[tuple[int,
 
     # each community's report is a unit; one that failed after its retries is a failed unit (written by the next
     # build)
-    asked = ctx.model_engine.map(report_one, (part.material(k) for k in todo), ctx.parts, window=workers)
+    asked = ctx.model_engine.map(report_one, (made_from[k] for k in todo), ctx.parts, window=workers)
     for off in range(0, len(todo), batch):
         chunk = todo[off : off + batch]
         for k in chunk:
-            rep = ctx.failures.take(part.cids[k], next(asked), f"NodeRAG community report of {part.material(k)[0]!r}")
+            rep = ctx.failures.take(part.cids[k], next(asked), f"NodeRAG community report of {made_from[k][0]!r}")
             if rep is not None:
                 reports[part.cids[k]] = rep
         yield off + len(chunk), len(todo)

@@ -130,10 +130,9 @@ class EngineEmbedder:
     def embed_parts(self, asks: list[list[str]]) -> Iterator[np.ndarray]:
         """The vectors of each list of texts, in order; the workers embed the next lists while the caller stores
         these (the engine keeps a few pieces in flight)."""
-        size = PIECE  # fuller forwards: texts of one width share them, the last of each width is filled with copies
-        pieces = ((k, texts[i : i + size]) for k, texts in enumerate(asks) for i in range(0, len(texts), size))
-        order = [(k, n) for k, texts in enumerate(asks) for n in [len(range(0, len(texts), size))]]
-        got = self.engine.map(embed_texts, (p for _, p in pieces), self.parts, cpu=True)
-        for _, n in order:
-            vecs = [next(got) for _ in range(n)]
+        # pieces of PIECE: fuller forwards (texts of one width share them, the last of each width filled with copies)
+        pieces = (texts[i : i + PIECE] for texts in asks for i in range(0, len(texts), PIECE))
+        got = self.engine.map(embed_texts, pieces, self.parts, cpu=True)
+        for texts in asks:
+            vecs = [next(got) for _ in range(0, len(texts), PIECE)]
             yield np.vstack(vecs) if vecs else np.zeros((0, self.dim), dtype=np.float32)
