@@ -12,7 +12,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: install debs chromium run test test-stores test-runtime test-fast bench clean
+.PHONY: install debs chromium run test test-stores test-fast bench clean
 
 install: $(STAMP)
 
@@ -39,28 +39,24 @@ run: install
 	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.port $(PORT)
 
 # Lint (ruff.toml) and type checks (mypy.ini) run first: either one failing stops the target before pytest. Then every
-# test on SQLite, embedded chromadb and the MiniLM runtime this machine picks; then the stage tests again on
-# PostgreSQL and, on a Chroma server with the MiniLM runtime this machine does NOT pick by itself (ONNX on a CPU with
-# native bfloat16, torch-bf16 elsewhere), the stage, vector and embedder tests once more (test-stores; the servers
-# are started by the tests themselves). So a green run covers both stores of each kind and both runtimes.
+# test on SQLite, embedded chromadb and the MiniLM runtime this machine picks; then (test-stores) the stage, vector and
+# embedder tests once more with every one of those swapped at once: PostgreSQL, a Chroma server, and the MiniLM
+# runtime this machine does NOT pick by itself (ONNX on a CPU with native bfloat16, torch-bf16 elsewhere); the servers
+# are started by the tests themselves. So a green run covers both stores of each kind and both runtimes, each one
+# against the stage tests. (One pass per swapped part cost 13 and 20 minutes; each swap is independent of the
+# others (the database holds rows, Chroma holds vectors, the runtime makes them), so one pass with all three covers
+# every pair the stage tests check.)
 test: install debs
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
 	$(MAKE) --no-print-directory test-stores
 
-STORE_TESTS := tests/stages tests/unit/test_vectors.py
+STORE_TESTS := tests/stages tests/unit/test_vectors.py tests/unit/test_embedders.py
 OTHER_RUNTIME = $(BIN)/python -c "from core.backends.minilm_runtime import native_bf16; print('onnx' if native_bf16() else 'torch-bf16')"
-# (the PostgreSQL pass leaves out tests/stages/test_engine.py: a distributed build's writes are its lease holder's, as in
-# every other stage test, so the database adds nothing there; the runtime pass runs it on the other MiniLM runtime)
 test-stores: install debs
-	STRATA_TEST_DATABASE=postgres $(BIN)/python -m pytest -q $(STORE_TESTS) --ignore=tests/stages/test_engine.py
-	$(MAKE) --no-print-directory test-runtime
-
-# the stage, vector and embedder tests on a Chroma server and the other MiniLM runtime
-test-runtime: install debs
-	STRATA_TEST_CHROMA=server STRATA_MINILM_RUNTIME=$$($(OTHER_RUNTIME)) $(BIN)/python -m pytest -q $(STORE_TESTS) \
-	  tests/unit/test_embedders.py
+	STRATA_TEST_DATABASE=postgres STRATA_TEST_CHROMA=server STRATA_MINILM_RUNTIME=$$($(OTHER_RUNTIME)) \
+	  $(BIN)/python -m pytest -q $(STORE_TESTS)
 
 test-fast: install
 	$(BIN)/python -m pytest -m "not e2e"

@@ -36,7 +36,7 @@ from tests.stages.test_pipeline import snapshot
 LEASE_S = 3.0  # the tests' lease: a silent worker's run is taken over after 3 s instead of 45 s
 
 
-# both databases in the main pass; the PostgreSQL pass of `make test-stores` runs the postgres cases only (a missing
+# both databases in the main pass; the second pass (`make test-stores`, on PostgreSQL) runs the postgres cases only (a missing
 # PostgreSQL is an error naming the package, tests/pg.py, never a skip)
 DATABASES = ["postgres"] if os.environ.get("STRATA_TEST_DATABASE") == "postgres" else ["sqlite", "postgres"]
 
