@@ -112,6 +112,7 @@ class BackendSettings(BaseModel):
     backoff_s: float = Field(0.5, description="First pause of retries on a host, doubled per retry to 15 s, jittered.")
     concurrency: int = Field(2, description="Parallel requests sent to Ollama during a build.")
     temperature: float = Field(0.0, description="Sampling temperature; 0 keeps builds repeatable.")
+    max_tokens: int = Field(2048, description="Bound of every reply (max_tokens, Ollama's num_predict), in tokens.")
 
     def endpoints(self, kind: str | None = None) -> list[str]:
         """The servers of `kind` ("ollama", "openai"; default the backend's): `hosts` if set for it, else the one."""
@@ -161,9 +162,10 @@ class LayerSettings(BaseModel):
                                             "paper's change-rate rule normally stops far earlier.")
     membership_threshold: float = Field(0.1, description="Soft GMM membership: posterior at or above this joins "
                                                          "(RAPTOR's 0.1).")
-    max_components: int = Field(50, description="Upper bound of ONE BIC search (global, or local inside a global "
-                                                "cluster), RAPTOR's 50; the layer's total is not capped.")
-    reduce_dim: int = Field(10, description="PCA dimensions before each Gaussian mixture (RAPTOR's 10).")
+    max_components: int = Field(50, description="BIC tries k up to min(n, this) - 1 (HiRAG's and RAPTOR's "
+                                                "max_clusters 50).")
+    reduce_dim: int = Field(2, description="UMAP dimensions before the Gaussian mixture (HiRAG's code: "
+                                           "reduction_dimension 2).")
     change_rate_stop: float = Field(0.05, description="ε: stop when CS_i changes by at most this share (hirag.txt "
                                                       "§5.4).")
     min_entities: int = Field(3, description="A layer with fewer entities is not clustered (HiRAG's code stops "
@@ -172,7 +174,7 @@ class LayerSettings(BaseModel):
         ["organization", "person", "location", "event", "product", "technology", "industry", "mathematics",
          "social sciences"],
         description="Meta summary entities X guiding the model's summary entities (hirag.txt §4.1; HiRAG's list).")
-    seed: int = Field(42, description="Seed of the PCA and the Gaussian mixtures.")
+    seed: int = Field(42, description="Seed of UMAP and the Gaussian mixtures.")
 
 
 class CommunitySettings(BaseModel):

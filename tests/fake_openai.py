@@ -8,8 +8,8 @@
         fake.requests  # [(path, json body), ...] in arrival order
 
 The same deterministic replies as tests/fake_ollama.py (its helpers, its scripted behaviours Reply, Fail,
-Malformed, Missing, Sleep): a structured reply follows the schema of the json_schema format, or, in json_object or
-plain mode, the schema the request states in its system message; without one a short answer citing [1]. `formats`
+Malformed, Missing, Sleep): a structured reply follows the schema of the json_schema format, or of a json_object
+format's `schema` (llama-cpp-python's form), or, in plain mode, the schema the request states in its system message; without one a short answer citing [1]. `formats`
 lists the response_format types the server accepts (another one gets HTTP 400, as from a server without structured
 output); `down` drops every connection unanswered. Error replies carry `retry-after-ms: 1` (a wait shorter than any
 backoff), or the scripted Fail's own `headers` instead. Injected faults (`faults`, `injected`, `chat_requests`) are
@@ -48,9 +48,16 @@ _STATED = re.compile(r"JSON schema:\n(\{.*\})\s*$", re.S)
 
 class FakeOpenAI(FakeOllama):
     def __init__(self, models: list[str] | None = None, dim: int = 16,
-                 formats: tuple[str, ...] = ("json_schema", "json_object")):
+                 formats: tuple[str, ...] = ("json_schema", "json_object"), refusal: int = 400,
+                 n_ctx: int | None = None, props: bool = False):
         super().__init__(models if models is not None else ["llama3.1:8b", "nomic-embed-text"], dim)
         self.formats = tuple(formats)
+        self.refusal = refusal  # the status of a refused format: 400, or 500 with a validation message (llama-cpp-python)
+        # a context window in tokens (a token: 4 characters of the messages): a request whose messages and
+        # max_tokens exceed it is refused as llama-cpp-python does ("maximum context length is N tokens …"), or,
+        # with `props`, as an older llama-server does (no number in the refusal; the window at GET /props)
+        self.n_ctx = n_ctx
+        self.props = props
         self.down = False  # True: every request's connection is dropped without a reply, as by a crashed server
         self.keys: list[str] = []  # the Authorization header of every request
 
@@ -82,6 +89,9 @@ class OpenAIHandler(OllamaHandler):
             self.close_connection = True
             return
         routes = {("GET", MODELS): self._models, ("POST", CHAT): self._completion, ("POST", EMBED): self._embeddings}
+        if self.owner.props:
+            routes[("GET", "/props")] = lambda body, behaviour: self._send(
+                200, {"default_generation_settings": {"n_ctx": self.owner.n_ctx}})
         handler = routes.get((method, path))
         if handler is None:
             self._error(404, f"{method} {path} not found")
@@ -115,7 +125,14 @@ class OpenAIHandler(OllamaHandler):
             return
         fmt = body.get("response_format") or {}
         if fmt and fmt.get("type") not in self.owner.formats:
-            self._error(400, f"response_format type {fmt.get('type')!r} is not supported by this server")
+            if self.owner.refusal >= 500:  # llama-cpp-python's words for a format its request model does not take
+                self._error(self.owner.refusal, "1 validation error for CreateChatCompletionRequest\nresponse_format."
+                            f"type\n  Input should be 'text' or 'json_object' [type=literal_error, input_value="
+                            f"{fmt.get('type')!r}]")
+            else:
+                self._error(400, f"response_format type {fmt.get('type')!r} is not supported by this server")
+            return
+        if self._too_long(body):
             return
         if isinstance(behaviour, Missing) and behaviour.body:
             self._send(200, {"id": "chatcmpl-fake", "object": "chat.completion", "model": model})
@@ -123,7 +140,8 @@ class OpenAIHandler(OllamaHandler):
         prompt = user_prompt(body)
         system = "\n".join(str(m.get("content", "")) for m in body.get("messages") or [] if m.get("role") == "system")
         stated = _STATED.search(system)
-        schema = (fmt.get("json_schema") or {}).get("schema") or (json.loads(stated.group(1)) if stated else None)
+        schema = ((fmt.get("json_schema") or {}).get("schema") or fmt.get("schema")
+                  or (json.loads(stated.group(1)) if stated else None))
         if schema is None and fmt.get("type") == "json_object":
             schema = "json"  # any JSON object
         content = chat_content(behaviour, schema, prompt)
@@ -134,6 +152,23 @@ class OpenAIHandler(OllamaHandler):
             "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(content.split()),
                       "total_tokens": len(prompt.split()) + len(content.split())},
         })
+
+    def _too_long(self, body: dict) -> bool:
+        """Refuse a request longer than the window, as llama-cpp-python or llama-server does (True: refused)."""
+        n_ctx = self.owner.n_ctx
+        used = sum(len(str(m.get("content", ""))) for m in body.get("messages") or []) // 4
+        wanted = int(body.get("max_tokens") or 0)
+        if n_ctx is None or used + wanted <= n_ctx:
+            return False
+        if self.owner.props:  # an older llama-server: the window only at /props
+            self._send(400, {"error": {"code": 400, "message": "the request exceeds the available context size, try "
+                                       "increasing the context size or enable context shift",
+                                       "type": "invalid_request_error"}})
+        else:
+            self._error(400, f"This model's maximum context length is {n_ctx} tokens. However, you requested "
+                             f"{used + wanted} tokens ({used} in the messages, {wanted} in the completion). Please "
+                             "reduce the length of the messages or completion.")
+        return True
 
     def _embeddings(self, body: dict, behaviour: Any) -> None:
         model = self._begin(body, behaviour)

@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core import access
+from core.backends.host_speed import host_speeds
 from core.config import BACKEND_KINDS
 from core.explore.build_counts import GraphCounts
 from core.explore.hierarchy import METHODS, frame_signature, hierarchy_figure, hierarchy_frame
@@ -287,6 +288,30 @@ def _stages(v: Verdict, run) -> None:
         st.plotly_chart(fig3, width="stretch", key="timings")
 
 
+@st.cache_data(show_spinner=False, ttl=5, max_entries=8)
+def _speeds(run_id: int, since, until) -> list:
+    return host_speeds(store, since, until)
+
+
+def _hosts(run) -> None:
+    """Each model host's real speed in this build (core/backends/host_speed.py): the calls it answered, the tokens it
+    read and wrote, tokens per second. A build whose replies all came from the call cache asked no host."""
+    if run.backend == "offline":
+        return
+    speeds = _speeds(run.id, run.created_at, run.finished_at)
+    with st.expander("Model hosts", expanded=not speeds or run.status != "done", icon=":material/speed:"):
+        if not speeds:
+            st.caption("No model call in this build so far: every reply came from the call cache.")
+            return
+        st.dataframe([{"host": h.host, "calls": h.calls, "tokens read": h.tokens_in, "tokens written": h.tokens_out,
+                       "request seconds": round(h.seconds, 1),
+                       "read tokens/s": None if h.read_per_s is None else round(h.read_per_s, 1),
+                       "written tokens/s": None if h.write_per_s is None else round(h.write_per_s, 1),
+                       "measured by": h.how} for h in speeds], hide_index=True, width="stretch", key="host_speeds")
+        st.caption("Tokens per second of one request (requests sent in parallel overlap); replies from the call "
+                   "cache are not counted.")
+
+
 COUNT_HELP = {"Entities after resolution": "Extracted entities once same-named and auto-merged ones are one (HiRAG "
                                            "layer 0).",
               "Summary entities": "HiRAG's summary entities, made by its layers 1 and up.",
@@ -306,6 +331,7 @@ def live() -> None:
     with st.expander(f"Stages: {sum(1 for s in v.rows if s.status == 'done')}/{len(v.rows)} done · "
                      f"{duration(secs)} of stage time", expanded=not done, icon=":material/view_timeline:"):
         _stages(v, run)
+    _hosts(run)
     if (by_stage.get("layers") or {}).get("layers"):
         with st.expander("HiRAG layers", expanded=not done, icon=":material/layers:"):
             _layers(by_stage["layers"])

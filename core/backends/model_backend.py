@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable
 from functools import lru_cache
@@ -58,6 +59,7 @@ from core.protocols import (
     Summary,
     SummaryEntities,
 )
+from core.secrets import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +85,7 @@ class ModelBackend(Generic[C]):
         self.settings = settings
         self.model = settings.chat_model
         self.cache = cache
+        self._spent = threading.local()  # the token counts and seconds of this thread's last reply (note_usage)
 
     @property
     def host(self) -> str:
@@ -168,6 +171,11 @@ class ModelBackend(Generic[C]):
         """What the cache row records of the request."""
         return {"prompt": prompt, "format": (schema or {}).get("title"), "options": options}
 
+    def note_usage(self, usage: dict[str, Any], seconds: float) -> None:
+        """What the reply `_chat` is returning cost: its tokens ("in", "out", and the server's own "in_s", "out_s"
+        when it timed them) and the request's seconds; recorded with the host in the call cache's row."""
+        self._spent.usage = {**usage, "s": round(float(seconds), 4)}
+
     # -- plumbing -------------------------------------------------------------------------------------------------
     def _structured(self, task: str, prompt: str, model: type[M]) -> M:
         return self._call(
@@ -207,17 +215,22 @@ class ModelBackend(Generic[C]):
                 except (ValueError, RecursionError):  # pydantic's ValidationError is a ValueError
                     log.warning("ignoring an unreadable cached %s reply %s", task, key[:12])
 
+        served: dict[str, Any] = {}  # the host that gave the kept reply, and what that reply cost
+
         def attempt(host: Host[C], i: int, after_malformed: bool) -> T:
             opts = dict(options)
             if after_malformed:  # the same prompt at the same temperature would give the same bad reply
                 opts["temperature"] = max(float(opts["temperature"]), min(1.0, 0.3 * i))
-            return parse(strip_controls(self._chat(host, prompt, schema, opts)))
+            self._spent.usage = None
+            content = self._chat(host, prompt, schema, opts)
+            served.update(host=redact_url(host.url), usage=self._spent.usage)
+            return parse(strip_controls(content))
 
         started = time.perf_counter()
         result = self._pool.run(task, self.model, attempt)
         ms = (time.perf_counter() - started) * 1000.0
         if key is not None:
-            request = self._cache_request(prompt, schema, options)
+            request = self._cache_request(prompt, schema, options) | served
             try:
                 self.cache.put(key, self.name, self.model, task, request, dump(result), ms)  # type: ignore[union-attr]
             except Exception:  # noqa: BLE001 - a cache write failure must not lose a good reply

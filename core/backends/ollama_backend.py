@@ -10,6 +10,7 @@ reply is still validated, repaired and retried, and cached, as every model backe
 from __future__ import annotations
 
 import inspect
+import time
 from typing import Any
 
 import ollama
@@ -35,7 +36,8 @@ class OllamaBackend(ModelBackend[ollama.Client]):
         self._think: bool | None = False if CLIENT_TAKES_THINK else None
 
     def _options(self) -> dict[str, Any]:
-        return {"temperature": self.settings.temperature, "num_ctx": self.settings.num_ctx}
+        return {"temperature": self.settings.temperature, "num_ctx": self.settings.num_ctx,
+                "num_predict": self.settings.max_tokens}
 
     def _cache_request(self, prompt: str, schema: dict[str, Any] | None, options: dict[str, Any]) -> dict[str, Any]:
         return super()._cache_request(prompt, schema, options) | {"think": self._think}
@@ -52,6 +54,7 @@ class OllamaBackend(ModelBackend[ollama.Client]):
             kwargs["format"] = schema
         if self._think is not None:
             kwargs["think"] = self._think
+        started = time.perf_counter()
         try:
             response = host.client.chat(**kwargs)
         except ollama.ResponseError as exc:
@@ -62,4 +65,15 @@ class OllamaBackend(ModelBackend[ollama.Client]):
                 response = host.client.chat(**kwargs)
             else:
                 raise
+        self.note_usage(_usage(response), time.perf_counter() - started)
         return response.message.content or ""
+
+
+def _usage(response: Any) -> dict[str, Any]:
+    """Ollama's own token counts and times (nanoseconds) of reading the prompt and writing the reply."""
+    out: dict[str, Any] = {"in": int(getattr(response, "prompt_eval_count", 0) or 0),
+                           "out": int(getattr(response, "eval_count", 0) or 0)}
+    if getattr(response, "prompt_eval_duration", None) and getattr(response, "eval_duration", None):
+        out["in_s"] = response.prompt_eval_duration / 1e9
+        out["out_s"] = response.eval_duration / 1e9
+    return out

@@ -87,7 +87,7 @@ def test_extract_round_trip_sends_schema_think_and_options(fake):
     assert body["model"] == "llama3.1:8b"
     assert body["stream"] is False
     assert body["format"] == Extraction.model_json_schema()
-    assert body["options"] == {"temperature": 0.0, "num_ctx": 4096}
+    assert body["options"] == {"temperature": 0.0, "num_ctx": 4096, "num_predict": 2048}
     if CLIENT_TAKES_THINK:
         assert body["think"] is False
     else:
@@ -288,11 +288,11 @@ def test_cache_hit_makes_no_request_and_row_is_in_sqlite(fake, tmp_path):
     row = rows[0]
     assert (row.backend, row.model, row.task) == ("ollama", "llama3.1:8b", "extract")
     assert Extraction.model_validate_json(row.response) == first
-    assert row.request["options"] == {"temperature": 0.0, "num_ctx": 8192}
+    assert row.request["options"] == {"temperature": 0.0, "num_ctx": 8192, "num_predict": 2048}
     assert delimited(row.request["prompt"], "TEXT") == [TEXT]
     assert row.key == CallCache.key(
         "ollama", "llama3.1:8b", "extract", extraction_prompt(TEXT, TYPES), Extraction.model_json_schema(),
-        {"temperature": 0.0, "num_ctx": 8192},
+        {"temperature": 0.0, "num_ctx": 8192, "num_predict": 2048},
     )
 
     # a different input, or different options, is a different call

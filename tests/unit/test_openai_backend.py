@@ -216,8 +216,9 @@ def test_400_on_json_schema_falls_back_to_json_object_and_is_remembered():
         assert [e.name for e in ex.entities] == ["Ada Lovelace", "Charles Babbage", "London"]
         backend.report("T", ["Ada Lovelace met Charles Babbage."])
         assert formats(fake) == ["json_schema", "json_object", "json_object"]
-        system = fake.bodies()[1]["messages"][0]
-        assert system["role"] == "system" and json.dumps(Extraction.model_json_schema()) in system["content"]
+        second = fake.bodies()[1]  # llama-cpp-python's form: the schema inside the json_object format
+        assert second["response_format"] == {"type": "json_object", "schema": Extraction.model_json_schema()}
+        assert [m["role"] for m in second["messages"]] == ["user"]
 
 
 def test_a_server_without_structured_output_is_prompted_plainly():
@@ -226,6 +227,8 @@ def test_a_server_without_structured_output_is_prompted_plainly():
         assert [e.name for e in backend.extract(TEXT, TYPES).entities][:1] == ["Ada Lovelace"]
         backend.extract("Grace Hopper joined the Navy.", TYPES)
         assert formats(fake) == ["json_schema", "json_object", None, None]
+        system = fake.bodies()[2]["messages"][0]  # plain prompting states the schema
+        assert system["role"] == "system" and json.dumps(Extraction.model_json_schema()) in system["content"]
 
 
 def test_the_mode_is_remembered_per_host():
@@ -257,7 +260,7 @@ def test_cache_hit_makes_no_request_on_any_host(tmp_path):
             (row,) = sess.exec(select(LLMCall)).all()
         assert (row.backend, row.model, row.task) == ("openai", "llama3.1:8b", "extract")
         assert row.key == CallCache.key("openai", "llama3.1:8b", "extract", extraction_prompt(TEXT, TYPES),
-                                        Extraction.model_json_schema(), {"temperature": 0.0})
+                                        Extraction.model_json_schema(), {"temperature": 0.0, "max_tokens": 2048})
         OpenAIBackend(settings_for(a, temperature=0.2), cache=CallCache(store)).extract(TEXT, TYPES)
         assert len(a.bodies()) == 2  # other options: another call
 
