@@ -48,8 +48,12 @@ class NodeRAGQuerySettings(BaseModel):
     entry_k: int = Field(10, description="Vector search: nearest T/S/A/H nodes taken as entry points (over the four "
                          "kinds together, or per kind when joint_entries is off): the published code's 10 (5 had "
                          "been chosen on two sets).")
-    alpha: float = Field(0.5, description="PPR teleport (restart) probability.")
-    iterations: int = Field(2, description="PPR power iterations (shallow).")
+    alpha: float = Field(0.5, description="PPR alpha (the published config's ppr_alpha 0.5): the walk probability "
+                         "of the published update, the restart probability of the teleport one.")
+    iterations: int = Field(2, description="PPR power iterations (shallow; the published config's ppr_max_iter 2).")
+    ppr_update: Literal["published", "teleport"] = Field(
+        "published", description="PPR update: 'published' = NodeRAG's PPR.py, p <- alpha P^T p + (1 - alpha) p; "
+        "'teleport' = p <- alpha e + (1 - alpha) P^T p (Strata's before issue 37; the ablation noderag-teleport).")
     cross_nodes: int = Field(10, description="Top cross nodes kept from the PPR ranking, per retrievable type "
                              "(T, S, A, H) with cross_per_kind.")
     cross_per_kind: bool = Field(True, description="Cross nodes are the top cross_nodes of each retrievable type "
@@ -60,8 +64,9 @@ class NodeRAGQuerySettings(BaseModel):
                                 "elements are).")
     joint_entries: bool = Field(True, description="Vector entries: the entry_k nearest over all retrievable kinds "
                                 "together (one HNSW, as in the paper) instead of entry_k per kind.")
-    degree_cap: bool = Field(False, description="Cap each link weight at 1/degree of its ends before the walk "
-                             "(the published code's unbalance_adjust; not in the paper).")
+    degree_cap: bool = Field(True, description="Cap each link weight at 1/degree of its ends before the walk "
+                             "(the published code's unbalance_adjust, on in its Node_config.yaml; not in the paper; "
+                             "off in the ablation noderag-teleport).")
     exact_weight: float = Field(1.0, description="Personalization weight of an exact-match entry relative to a "
                                 "vector entry (the published code's accuracy_weight / similarity_weight: 1 / 1).")
     chunk_entity_links: bool = Field(False, description="Not in the paper (T links to S only): also walk a chunk's "
@@ -78,17 +83,18 @@ class ArchRAGQuerySettings(BaseModel):
     """ArchRAG search (archrag.txt §3.2): C-HNSW hierarchical search, then adaptive filtering per layer."""
 
     k_per_layer: int = Field(5, description="k nearest nodes taken on every C-HNSW layer (the paper's k = 5, §4).")
-    ef: int | None = Field(256, description="SearchLayer candidate list (>= k) on the target C-HNSW layer. None = "
-                                            "k, as Algorithm 2 line 6 writes SearchLayer(G_l, q, s, k, l); 256 is "
-                                            "better than k and than the published code's efSearch 40 on all four "
-                                            "shared sets (docs/BENCHMARKS.md, issue 26).")
+    ef: int | None = Field(40, description="SearchLayer candidate list (>= k) on the target C-HNSW layer: the "
+                                           "published code's efSearch 40 (src/hchnsw_index.py). None = k, as "
+                                           "Algorithm 2 line 6 writes SearchLayer(G_l, q, s, k, l) (the ablation "
+                                           "archrag-efk); 256 was Strata's own (the ablation archrag-ef256).")
     upper_ef: int | None = Field(1, description="SearchLayer candidate list on the layers above the target "
                                                 "(Algorithm 2 line 3: 1); None = enter each layer from the layer "
                                                 "above's own top-k search.")
-    max_tokens: int = Field(8000, description="Adaptive filtering's text limit: the best rated points are kept "
-                                              "within this many tokens (the paper names no number; 8000 is the "
-                                              "reduce budget of GraphRAG's global search, whose map/reduce "
-                                              "prompts Figure 10 adapts).")
+    max_tokens: int = Field(4000, description="Adaptive filtering's text limit: the best rated points are kept "
+                                              "within this many tokens (the paper names no number; the published "
+                                              "code's --max_tokens 4000, src/utils.py, where prep_reduce_content "
+                                              "cuts its sorted points; 8000, GraphRAG's reduce budget, was used "
+                                              "before issue 37: the ablation archrag-8k).")
 
 
 class HLGQuerySettings(BaseModel):
@@ -107,9 +113,12 @@ class HLGQuerySettings(BaseModel):
                                                   "10 chunks, about 3,000 tokens); with Ollama, what the model reranks.")
     top_k: int = Field(10, description="Chunk variants: unique chunks kept after the diversity filter (§6.4: up to "
                                        "10); also the beam paths, bridge items (2x) and topics shown.")
-    rerank: Literal["statement", "chunk-blend"] = Field(
-        "statement", description="Offline reranker, Score_rank of Eq. 9: 'statement' (the paper: the statement "
-        "alone, cosine of the question to it) or 'chunk-blend' (ablation: the statement blended with its chunk).")
+    rerank: Literal["hybrid", "statement", "chunk-blend"] = Field(
+        "hybrid", description="Offline stand-in for the cross-encoder of Eq. 9 (the statement alone is scored): "
+        "'hybrid' = the mean of the statement's cosine to the question and its TF-IDF cosine to the question and its "
+        "keywords (graphrag-toolkit's tfidf reranker scores statements lexically against the question and keywords); "
+        "'statement' = the cosine alone, the score the vector search ranked by, i.e. no rerank (ablations "
+        "hlg-*-cosine); 'chunk-blend' (ablation: the statement's cosine blended with its chunk's).")
     diversity_threshold: float = Field(
         0.005, description="Diversity threshold τ (the paper's 0.5 %): an item whose TF-IDF cosine to a kept, "
                            "better item is >= 1 - τ is dropped as a near-duplicate; 0 keeps all but exact repeats.")
@@ -119,7 +128,7 @@ class HLGQuerySettings(BaseModel):
     def _old_rerank(cls, v):
         """A run's settings stored before issue 26 say 'context' (the then default, now the chunk-blend ablation):
         read as today's default, so a worker resuming such a run does not fail on its settings."""
-        return "statement" if v == "context" else v
+        return "hybrid" if v == "context" else v
 
 
 class RetrievalSettings(BaseModel):
@@ -135,7 +144,9 @@ class RetrievalSettings(BaseModel):
     max_communities: int | None = Field(None, description="HiRAG: None keeps every community that holds a retrieved "
                                         "entity (Eq. 13); a number keeps that many, most-hit first (an option; "
                                         "was 8, not in the paper).")
-    text_unit_tokens: int = Field(4000, description="HiRAG local text units (its code's local_max_token_for_text_unit).")
+    text_unit_tokens: int = Field(20000, description="HiRAG local text units: the token budget of its code's "
+                                  "QueryParam.max_token_for_text_unit (hirag/base.py, 20,000); 4,000 was nano-graphrag's "
+                                  "local_max_token_for_text_unit, a field HiRAG's QueryParam does not have.")
     naive_top_k: int = Field(10, description="Chunks returned by naive vector search.")
     max_sources: int = Field(10, description="Ranked sources returned by every strategy.")
     max_bridge_paths: int | None = Field(None, description="HiRAG: None searches the shortest path between every "

@@ -1,19 +1,22 @@
 """Shallow personalized PageRank on a sparse weighted adjacency (NodeRAG, noderag.txt §2.5 "Shallow PPR" and
-Appendix C "Shallow PPR").
+Appendix C "Shallow PPR"), as NodeRAG's published code runs it (NodeRAG/utils/PPR.py `sparse_PPR.PPR`):
 
-    p_0 = e,    p_{t+1} = alpha · e + (1 − alpha) · Pᵀ p_t,    t = 0 .. T−1
+    p_0 = e,    p_{t+1} = alpha · Pᵀ p_t + (1 − alpha) · p_t,    t = 0 .. T−1        (update="published")
 
 * P is the row-normalized transition matrix of the weighted adjacency A (P_ij = A_ij / Σ_k A_ik): edge weights
   are used, so a link stored twice or raised by an HNSW semantic edge (weight 2) is walked twice as often.
 * e is the personalization vector: the given weights on the entry nodes, normalized to sum 1.
-* alpha is the *teleport* probability: the paper calls it "the teleport probability that balances restarting at
-  entry points and propagating through the graph", so alpha multiplies e and 1 − alpha the walk step. (The
-  published code writes `alpha·Pᵀp + (1−alpha)·p`, i.e. alpha as the walk probability and a lazy step back to the
-  previous vector instead of to e; with the defaults alpha = 0.5, T = 2 the walk share is 0.5 either way. We
-  implement the paper's equation.)
+* alpha is the walk probability (the published config's `ppr_alpha: 0.5`, "damping factor"); 1 − alpha of the mass
+  stays where it is (a lazy step back to the previous vector, not to e). After T steps p = (alpha·Pᵀ + (1 −
+  alpha)·I)^T e: with alpha 0.5 and T 2 the entries keep 0.25, the 1-hop term weighs 0.5 and the 2-hop term 0.25.
+* update="teleport" is the textbook form the paper's wording suggests ("the teleport probability that balances
+  restarting at entry points and propagating through the graph"): p_{t+1} = alpha · e + (1 − alpha) · Pᵀ p_t,
+  alpha the restart probability. With alpha 0.5 and T 2 the entries keep 0.5 and the 1-hop and 2-hop terms weigh
+  0.25 each: not the same walk (Strata ran this form until issue 37; it is the ablation `noderag-teleport`).
 * T is small ("shallow", default 2): the scores stay on the entry points' neighbourhood within T hops, which is
-  the point of the early stop; run long enough the iteration converges to the closed form
-  p = alpha (I − (1 − alpha) Pᵀ)⁻¹ e.
+  the point of the early stop. Run long enough the teleport form converges to p = alpha (I − (1 − alpha) Pᵀ)⁻¹ e;
+  the published (lazy) form to the walk's stationary distribution (the personalization only decides where it
+  starts), which is why it must stay shallow.
 * Dangling nodes (no links, a zero row of A): the published code gives such a row a uniform transition to every
   *other* node ("modified" transition matrix); `dangling="uniform"` does exactly that (the default).
   `dangling="personalization"` sends their mass back to e instead (the networkx / HippoRAG convention).
@@ -40,9 +43,13 @@ def personalization_vector(n: int, weights: dict[int, float]) -> np.ndarray:
     return e / total
 
 
+UPDATES = ("published", "teleport")
+
+
 def personalized_pagerank(adj: sp.spmatrix, e: np.ndarray, alpha: float = 0.5, iterations: int = 2,
-                          dangling: str = "uniform") -> np.ndarray:
-    """PPR scores after `iterations` steps of p ← alpha·e + (1 − alpha)·Pᵀp from p = e (see module doc).
+                          dangling: str = "uniform", update: str = "published") -> np.ndarray:
+    """PPR scores after `iterations` steps from p = e of p ← alpha·Pᵀp + (1 − alpha)·p (update "published", NodeRAG's
+    code) or p ← alpha·e + (1 − alpha)·Pᵀp (update "teleport"); see the module doc.
 
     `adj`: square sparse (weighted, non-negative) adjacency, row i = out-links of vertex i; `e`: personalization
     (normalized here if it does not sum to 1)."""
@@ -50,6 +57,8 @@ def personalized_pagerank(adj: sp.spmatrix, e: np.ndarray, alpha: float = 0.5, i
         raise ValueError(f"alpha must be in [0, 1], got {alpha}")
     if dangling not in ("uniform", "personalization"):
         raise ValueError(f"dangling must be 'uniform' or 'personalization', got {dangling!r}")
+    if update not in UPDATES:
+        raise ValueError(f"update must be one of {UPDATES}, got {update!r}")
     a = sp.csr_matrix(adj, dtype=np.float64)
     n = a.shape[0]
     if a.shape != (n, n) or len(e) != n:
@@ -76,7 +85,7 @@ def personalized_pagerank(adj: sp.spmatrix, e: np.ndarray, alpha: float = 0.5, i
                 step[is_dangling] -= d / (n - 1)
             else:
                 step += mass * e
-        p = alpha * e + (1.0 - alpha) * step
+        p = alpha * step + (1.0 - alpha) * p if update == "published" else alpha * e + (1.0 - alpha) * step
     return p
 
 

@@ -59,10 +59,11 @@ def ablations() -> list[str]:
 
 
 def family(name: str) -> str:
-    """The design a strategy or its ablation belongs to: hirag-local -> hirag, hlg-topic-chunk -> hlg."""
+    """The design a strategy or its ablation belongs to: hirag-local -> hirag, hlg-topic-chunk -> hlg,
+    noderag-teleport -> noderag, archrag-ef256 -> archrag."""
     if name.startswith("hlg-"):
         return "hlg"
-    for f in ("graphrag-local", "graphrag-global", "hirag"):
+    for f in ("graphrag-local", "graphrag-global", "hirag", "noderag", "archrag"):
         if name == f or name.startswith(f + "-"):
             return f
     return name

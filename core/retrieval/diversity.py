@@ -88,12 +88,19 @@ def preprocess(text: str) -> str:
     return " ".join(out)
 
 
-def tfidf_matrix(prepared: list[str]):
-    """TF-IDF rows (scikit-learn defaults: smooth idf, l2 norm) of already preprocessed texts, fitted on them; None
-    when none has a term."""
+def tfidf_fit(prepared: list[str]):
+    """(the fitted vectorizer, TF-IDF rows) of already preprocessed texts (scikit-learn defaults: smooth idf, l2
+    norm); None when none has a term."""
     if not any(prepared):
         return None
-    return TfidfVectorizer(lowercase=False, token_pattern=r"\S+").fit_transform(prepared).tocsr()
+    vec = TfidfVectorizer(lowercase=False, token_pattern=r"\S+")
+    return vec, vec.fit_transform(prepared).tocsr()
+
+
+def tfidf_matrix(prepared: list[str]):
+    """TF-IDF rows (`tfidf_fit`) of already preprocessed texts, fitted on them; None when none has a term."""
+    fit = tfidf_fit(prepared)
+    return None if fit is None else fit[1]
 
 
 def tfidf_cosine(texts: list[str]) -> np.ndarray:

@@ -12,7 +12,9 @@ R is a connector, retrievable but never an entry point.
    which an entity extraction would not return. Vector search: the `entry_k` nodes nearest to the question
    among the retrievable embedded kinds (collections chunk, statement, attribute, high_level), taken over the
    four together as the paper's single HNSW does (`joint_entries`; off = `entry_k` per kind).
-2. Shallow PPR (core/algorithms/ppr.py: alpha = 0.5 teleport, 2 iterations) personalized on the entry points
+2. Shallow PPR (core/algorithms/ppr.py: the published code's update p <- alpha·Pᵀp + (1 − alpha)·p, alpha = 0.5,
+   2 iterations; the ablation `noderag-teleport` runs p <- alpha·e + (1 − alpha)·Pᵀp without the degree cap, as
+   Strata did before issue 37) personalized on the entry points
    (weight 1 for a vector entry, `exact_weight` for an exact match: the published code's `similarity_weight` /
    `accuracy_weight`, both 1) over NodeRAG's heterograph edges only (`core.algorithms.noderag.HETEROGRAPH_EDGES`):
    S-N `mentions`, R-N `subject` / `object` (§2.2), N-A `has_attribute`, H-S/A/H `matches`, H-O `has_overview`
@@ -23,7 +25,7 @@ R is a connector, retrievable but never an entry point.
    `relationship_chunk_links` (a relationship's `derived_from` chunk);
    `statement_relationship_links` (the HLG lexical stage's statement -> relationship `mentions`).
    `degree_cap` applies the published code's `unbalance_adjust` (each link weight capped at 1/degree of both
-   ends); off by default since the paper does not describe it.
+   ends), on by default as in its Node_config.yaml (`unbalance_adjust: True`); the paper does not describe it.
 3. Cross nodes and filtering (§2.5, Appendix C.4: "the top-k nodes with the highest PPR scores for each type are
    selected as cross nodes"): going down the PPR ranking (vector entries excluded, zero scores never taken), the
    top `cross_nodes` of EACH retrievable type (T, S, A and H, each its own top k) are cross nodes
@@ -182,23 +184,27 @@ class NodeRAGStrategy:
         "shallow personalized PageRank from the entry points reaches; global: high-level elements of communities, "
         "found by vector search, as cross nodes or through overview titles named in the question."
     )
+    teleport = False  # the ablation noderag-teleport: the teleport update, no degree cap (Strata before issue 37)
+
     @staticmethod
-    def walk(res: Resources) -> Walk:
-        """The walked graph, built once per Resources (i.e. per workspace build) and walk settings."""
+    def walk(res: Resources, teleport: bool = False) -> Walk:
+        """The walked graph, built once per Resources (i.e. per workspace build) and walk settings (`teleport`:
+        the ablation's, without the degree cap)."""
         cfg = res.settings.retrieval.noderag
         allowed = walked_edges(cfg)
+        cap = cfg.degree_cap and not teleport
 
         def build() -> Walk:
             edges = res.cached(EDGES, lambda: EdgeList.load(res.store, res.ws_id, res.hetero))
-            return Walk(res.hetero, edges, allowed, cfg.degree_cap)
+            return Walk(res.hetero, edges, allowed, cap)
 
-        return res.cached(WALK, build, variant=(allowed, cfg.degree_cap))
+        return res.cached(WALK, build, variant=(allowed, cap))
 
     def retrieve(self, res: Resources, question: str, llm: RetrievalLLM | None = None) -> Retrieval:
         cfg = res.settings.retrieval.noderag
         r = Retrieval(self.name, question)
         t = Timer(r.trace)
-        w = self.walk(res)
+        w = self.walk(res, self.teleport)
         h = w.h
         view = res.view
         t.lap("load_graph")
@@ -230,7 +236,9 @@ class NodeRAGStrategy:
         # 2. shallow PPR from the entry points
         n = len(h.ids)
         e = personalization_vector(n, weights)
-        p = personalized_pagerank(w.adj, e, alpha=cfg.alpha, iterations=cfg.iterations, dangling="uniform")
+        update = "teleport" if self.teleport else cfg.ppr_update
+        p = personalized_pagerank(w.adj, e, alpha=cfg.alpha, iterations=cfg.iterations, dangling="uniform",
+                                  update=update)
         t.lap("ppr")
 
         # 3. cross nodes, per-kind tops, filtering to retrievable nodes
@@ -283,6 +291,7 @@ class NodeRAGStrategy:
 
         self._path(r, w, p, vec_entries, exact, cross, via, top_rel, nodes)
         t.lap("path")
+        r.trace["ppr"] = {"update": update, "degree_cap": bool(cfg.degree_cap and not self.teleport)}
         r.trace["counts"] = {
             "vector_entries": len(vec_entries), "exact_entries": len(exact), "cross_nodes": len(cross),
             "entities": len(top_ent), "relationships": len(top_rel), "overviews": len(top_ov),
@@ -365,3 +374,10 @@ class NodeRAGStrategy:
             on_path[v] = True
             if role == "entry":
                 rank[v] = p[v] + 1.0  # entries are preferred as the other end of a path edge
+
+
+@register
+class NodeRAGTeleport(NodeRAGStrategy):
+    name = "noderag-teleport"
+    label = "NodeRAG (ablation: teleport PPR, no degree cap)"
+    teleport = True

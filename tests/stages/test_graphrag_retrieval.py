@@ -286,3 +286,35 @@ def test_local_sources_follow_the_context_chunks(local, sample_resources):
     vecs = sample_resources.index.vectors("chunk", ids)
     by_sim = list(dict.fromkeys(view.chunk_doc[c] for c in sorted(ids, key=lambda c: -float(vecs[c] @ q))))
     assert [s.document_id for s in sim.sources][: len(by_sim)] == by_sim[: len(sim.sources)]
+
+
+def test_local_stays_on_graphrags_own_graph(sample_resources, tables):
+    """Issue 37: GraphRAG local's entry pool never takes a HiRAG summary entity, even when the question is one's own
+    text (the pool had kept them after the layer-0 hits, so they filled it when those ran short), and a
+    relationship's rank is its ends' degree in the extracted relationship graph, HiRAG's `summarizes` links not
+    counted."""
+    view = sample_resources.view
+    summaries = sorted((e for e, n in view.entities.items() if (n.layer or 0) > 0), key=lambda e: view.entities[e].title)
+    assert summaries, "the sample build makes HiRAG summary entities"
+    res = with_settings(sample_resources, graphrag_local__oversample=1, graphrag_local__top_entities=15)
+    for sid in summaries[:3]:
+        r = get_strategy("graphrag-local").retrieve(res, view.entities[sid].text)
+        ents = [i for i in r.sections["local"] if i.kind == "entity"]
+        assert ents and all((view.entities[i.id].layer or 0) == 0 for i in ents), view.entities[sid].title
+        assert not any(n.kind == "entity" and (view.entities[n.id].layer or 0) > 0 for n in r.path_nodes)
+    # degree: distinct neighbours joined by an extracted relationship between two layer-0 entities
+    nbrs: dict[str, set[str]] = {}
+    for rel in view.relationships.values():
+        a, b = rel.data.get("source"), rel.data.get("target")
+        if a in view.entities and b in view.entities and a != b and \
+                (view.entities[a].layer or 0) == 0 == (view.entities[b].layer or 0):
+            nbrs.setdefault(a, set()).add(b)
+            nbrs.setdefault(b, set()).add(a)
+    local = get_strategy("graphrag-local").retrieve(sample_resources, HALDEN_Q)
+    layered = []
+    for item in local.sections["bridge"]:
+        a, b = view.relationships[item.id].data["source"], view.relationships[item.id].data["target"]
+        assert item.score == len(nbrs.get(a, ())) + len(nbrs.get(b, ())), item.title
+        layered.append(sum(view.g.degree(view.eg.index[x]) for x in (a, b)))
+    assert local.sections["bridge"] and any(d != i.score for d, i in zip(layered, local.sections["bridge"])), \
+        "some end has a summarizes link, which the layered degree would have counted"

@@ -182,7 +182,8 @@ def walk_pairs(w: Walk) -> set[frozenset]:
 
 
 def test_the_walk_holds_only_the_papers_edges_by_default(sample_resources, tables):
-    w = NodeRAGStrategy.walk(sample_resources)
+    w = NodeRAGStrategy.walk(sample_resources, teleport=True)  # uncapped weights (the ablation's walk)
+    assert walk_pairs(NodeRAGStrategy.walk(sample_resources)) == walk_pairs(w)  # the capped default: same links
     pairs = walk_pairs(w)
     assert pairs
     for p in pairs:  # every walked link is a stored edge NodeRAG defines, weighing 1 (+1 for an HNSW boost)
@@ -201,7 +202,7 @@ def test_options_add_the_links_the_paper_does_not_define(sample_resources, table
     base = walk_pairs(NodeRAGStrategy.walk(sample_resources))
     res = with_settings(sample_resources, chunk_entity_links=True, relationship_chunk_links=True,
                         statement_relationship_links=True)
-    w = NodeRAGStrategy.walk(res)
+    w = NodeRAGStrategy.walk(res, teleport=True)  # uncapped weights
     more = walk_pairs(w)
     added = {frozenset(tables["nodes"][a][0] for a in p) for p in more - base}
     assert added == {frozenset(("chunk", "entity")), frozenset(("relationship", "chunk")),
@@ -217,8 +218,13 @@ def test_options_add_the_links_the_paper_does_not_define(sample_resources, table
 
 
 def test_degree_cap_bounds_link_weights(sample_resources, halden):
+    """The published unbalance_adjust, on by default (issue 37): the walk's default adjacency is the capped one."""
     h = sample_resources.hetero
     w = Walk(h, EdgeList.load(sample_resources.store, sample_resources.ws.id, h), degree_cap=True)
+    assert (NodeRAGStrategy.walk(sample_resources).adj != w.adj).nnz == 0
+    assert halden.trace["ppr"] == {"update": "published", "degree_cap": True}
+    plain = get_strategy("noderag-teleport").retrieve(sample_resources, HALDEN_Q)
+    assert plain.trace["ppr"] == {"update": "teleport", "degree_cap": False}
     deg = np.diff(w.adj.indptr).astype(float)
     rows = np.repeat(np.arange(len(h.ids)), np.diff(w.adj.indptr))
     cap = 1.0 / np.maximum(np.maximum(deg[rows], deg[w.adj.indices]), 1.0)

@@ -1,5 +1,7 @@
-"""HLG as published (issue 26): the reranker of Eq. 9 scores the statement alone, the chunk-blended reranker is only a
-named ablation, and TopicGraphRAG's beam is guided by the reranker at each step (hierarchical-lexical-graph.txt §4.2)."""
+"""HLG as published (issues 26, 37): the reranker of Eq. 9 scores the statement alone, offline with a score that is
+not the vector search's (dense + lexical hybrid), with a model over all of S_final; the chunk-blended reranker and
+the cosine alone are only named ablations, and TopicGraphRAG's beam is guided by the reranker at each step
+(hierarchical-lexical-graph.txt §4.2)."""
 
 from __future__ import annotations
 
@@ -11,23 +13,66 @@ import scipy.sparse as sp
 
 from core.config import Settings
 from core.retrieval.base import get_strategy, strategy_names
+from core.retrieval.cache import BuildCache
 from core.retrieval.hlg.beam import beam_search, reranker_beam
-from core.retrieval.hlg.rank import rerank_scores
+from core.retrieval.hlg.graph import Lexicon
+from core.retrieval.hlg.rank import llm_rerank, rerank_batches, rerank_scores
+
+STATEMENTS = ["The Halden Barriers were finished in 1931 after a decade of work.",
+              "Lena Marsh studied civil engineering at the Oslo polytechnic.",
+              "The harbour master keeps a log of every ship."]
+QUESTION = "Where did Lena Marsh study civil engineering?"
 
 
 def _lexicon_with_chunks() -> SimpleNamespace:
-    """Three statements, each extracted from a chunk (rows 0, 1, 0 of C); e_s . e_chunk per statement."""
-    return SimpleNamespace(srow_chunk=np.array([0, 1, 0]), esc=np.array([0.2, 0.5, 0.9], dtype=np.float32))
+    """Three statements, each extracted from a chunk (rows 0, 1, 0 of C); e_s . e_chunk per statement; their TF-IDF
+    (the real `Lexicon.lexical_scores` over the texts)."""
+    lx = SimpleNamespace(srow_chunk=np.array([0, 1, 0]), esc=np.array([0.2, 0.5, 0.9], dtype=np.float32),
+                         stext=STATEMENTS, sids=["s0", "s1", "s2"], _tfidf=BuildCache(), _tokens={})
+    lx._statement_fit = lambda: Lexicon._statement_fit(lx)
+    lx.lexical_scores = lambda text: Lexicon.lexical_scores(lx, text)
+    lx.statement_tokens = lambda s: Lexicon.statement_tokens(lx, s)
+    return lx
 
 
-def test_the_default_reranker_scores_the_statement_alone():
-    sims = np.array([0.1, 0.6, 0.3])  # cos(e_Q, e_s)
+def test_the_offline_reranker_is_not_the_vector_search_score_and_changes_its_order():
+    sims = np.array([0.62, 0.55, 0.1])  # cos(e_Q, e_s): the vector search puts statement 0 first
     csims = np.array([0.9, -0.2])  # cos(e_Q, e_chunk): a chunk close to the question must not lift its statements
     mode = Settings().retrieval.hlg.rerank
-    assert mode == "statement"
-    out = rerank_scores(_lexicon_with_chunks(), sims, csims, mode)
-    np.testing.assert_array_equal(out, sims)
-    assert list(np.argsort(-out)) == [1, 2, 0]
+    assert mode == "hybrid"
+    lx = _lexicon_with_chunks()
+    lexical = lx.lexical_scores(QUESTION + " Lena Marsh")
+    assert lexical[1] > 0.3 and lexical[0] == 0.0 and lexical[2] == 0.0  # only statement 1 shares the question's words
+    out = rerank_scores(lx, sims, csims, mode, QUESTION + " Lena Marsh")
+    np.testing.assert_allclose(out, (sims + lexical) / 2)
+    assert list(np.argsort(-sims)) == [0, 1, 2] and list(np.argsort(-out)) == [1, 0, 2]  # the rerank moved it
+    # the cosine alone (the ablations hlg-*-cosine) is the vector search's own order: nothing reranked
+    np.testing.assert_array_equal(rerank_scores(lx, sims, csims, "statement"), sims)
+
+
+class _Model:
+    """A listwise reranker that scores by how many question words a statement holds, and records its calls."""
+
+    def __init__(self):
+        self.calls: list[list[str]] = []
+
+    def rerank(self, question: str, passages: list[str]) -> list[float]:
+        self.calls.append(passages)
+        words = set(question.lower().strip("?").split())
+        return [float(len(words & set(p.lower().strip(".").split()))) for p in passages]
+
+
+def test_a_model_reranks_all_of_s_final_a_window_per_call():
+    lx = _lexicon_with_chunks()
+    ranked = np.array([0, 2, 1])  # the offline order: the statement the model prefers comes last
+    tokens = max(lx.statement_tokens(s) for s in range(3)) + 1  # one statement per call
+    assert [b.tolist() for b in rerank_batches(lx, ranked, tokens)] == [[0], [2], [1]]
+    model = _Model()
+    out = llm_rerank(model, QUESTION, lx, ranked, tokens)
+    assert len(model.calls) == 3 and sorted(p for c in model.calls for p in c) == sorted(STATEMENTS)  # every one
+    assert out.tolist()[0] == 1  # the last of the pool, beyond the first window, reranked to the top
+    model = _Model()
+    assert llm_rerank(model, QUESTION, lx, ranked, 10_000).tolist()[0] == 1 and len(model.calls) == 1
 
 
 def test_the_chunk_blend_is_an_ablation_that_does_blend():
@@ -42,14 +87,16 @@ def test_the_chunk_blend_is_an_ablation_that_does_blend():
         rerank_scores(_lexicon_with_chunks(), sims, csims, "context")  # the old name is no mode any more
 
 
-def test_chunk_blended_and_path_beam_variants_are_registered_as_named_ablations():
+def test_chunk_blended_cosine_and_path_beam_variants_are_registered_as_named_ablations():
     names = strategy_names()
     for name, attr, value in (("hlg-statement-chunkblend", "rerank", "chunk-blend"),
                               ("hlg-topic-chunkblend", "rerank", "chunk-blend"),
-                              ("hlg-topic-pathbeam", "path_beam", True)):
+                              ("hlg-topic-pathbeam", "path_beam", True),
+                              ("hlg-statement-cosine", "rerank", "statement"),
+                              ("hlg-topic-cosine", "rerank", "statement")):
         assert name in names
         s = get_strategy(name)
-        assert "ablation" in s.label.lower() and "Ablation, not the paper" in s.description
+        assert "ablation" in s.label.lower() and "Ablation" in s.description
         assert getattr(s, attr) == value
     for paper in ("hlg-statement", "hlg-topic", "hlg-statement-chunk", "hlg-topic-chunk"):
         s = get_strategy(paper)
@@ -103,4 +150,4 @@ def test_a_run_s_settings_stored_with_the_old_rerank_name_still_load():
 
     stored = Settings().model_dump()
     stored["retrieval"]["hlg"]["rerank"] = "context"
-    assert Settings.model_validate(stored).retrieval.hlg.rerank == "statement"
+    assert Settings.model_validate(stored).retrieval.hlg.rerank == "hybrid"

@@ -1,4 +1,5 @@
-"""Shallow personalized PageRank (core/algorithms/ppr.py) against a direct dense computation on a small graph."""
+"""Shallow personalized PageRank (core/algorithms/ppr.py) against a direct dense computation on a small graph: the
+published update (NodeRAG's PPR.py, the default since issue 37) and the teleport form (the ablation)."""
 
 from __future__ import annotations
 
@@ -34,20 +35,21 @@ def dense_transition(dangling: str, e: np.ndarray) -> np.ndarray:
     return P
 
 
-def dense_iterate(P: np.ndarray, e: np.ndarray, alpha: float, iterations: int) -> np.ndarray:
+def dense_iterate(P: np.ndarray, e: np.ndarray, alpha: float, iterations: int, update: str) -> np.ndarray:
     p = e.copy()
     for _ in range(iterations):
-        p = alpha * e + (1 - alpha) * P.T @ p
+        p = alpha * P.T @ p + (1 - alpha) * p if update == "published" else alpha * e + (1 - alpha) * P.T @ p
     return p
 
 
+@pytest.mark.parametrize("update", ["published", "teleport"])
 @pytest.mark.parametrize("dangling", ["uniform", "personalization"])
 @pytest.mark.parametrize("iterations", [0, 1, 2, 3])
 @pytest.mark.parametrize("alpha", [0.5, 0.15, 0.85])
-def test_shallow_ppr_equals_dense_iteration(dangling, iterations, alpha):
+def test_shallow_ppr_equals_dense_iteration(dangling, iterations, alpha, update):
     e = personalization_vector(N, {0: 1.0, 3: 3.0, 4: 1.0})  # a dangling vertex among the entries
-    got = personalized_pagerank(adjacency(), e, alpha=alpha, iterations=iterations, dangling=dangling)
-    want = dense_iterate(dense_transition(dangling, e), e, alpha, iterations)
+    got = personalized_pagerank(adjacency(), e, alpha=alpha, iterations=iterations, dangling=dangling, update=update)
+    want = dense_iterate(dense_transition(dangling, e), e, alpha, iterations, update)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
     assert got.sum() == pytest.approx(1.0)  # P is stochastic: no mass is lost, dangling rows included
 
@@ -56,30 +58,48 @@ def test_shallow_ppr_equals_dense_iteration(dangling, iterations, alpha):
 def test_many_iterations_reach_the_closed_form(dangling):
     e = personalization_vector(N, {1: 2.0, 4: 1.0})
     alpha = 0.5
-    got = personalized_pagerank(adjacency(), e, alpha=alpha, iterations=200, dangling=dangling)
+    got = personalized_pagerank(adjacency(), e, alpha=alpha, iterations=200, dangling=dangling, update="teleport")
     P = dense_transition(dangling, e)
     closed = alpha * np.linalg.solve(np.eye(N) - (1 - alpha) * P.T, e)
     np.testing.assert_allclose(got, closed, rtol=1e-10, atol=1e-14)
 
 
+def test_the_published_update_is_the_default_and_weighs_one_hop_twice_the_teleport_form():
+    """Issue 37: after two steps from one entry, p = (alpha·Pᵀ + (1 − alpha)·I)² e = 0.25 e + 0.5 Pᵀe + 0.25 (Pᵀ)²e
+    (NodeRAG's PPR.py, alpha 0.5), where the teleport form gives 0.5 e + 0.25 Pᵀe + 0.25 (Pᵀ)²e. On a directed cycle
+    0 -> 1 -> 2 -> 3 -> 0 the 1-hop and 2-hop terms land on vertices 1 and 2."""
+    cycle = sp.csr_matrix(np.roll(np.eye(4), 1, axis=1))
+    e = np.array([1.0, 0.0, 0.0, 0.0])
+    published = personalized_pagerank(cycle, e, alpha=0.5, iterations=2)  # the default update
+    np.testing.assert_allclose(published, [0.25, 0.5, 0.25, 0.0])
+    teleport = personalized_pagerank(cycle, e, alpha=0.5, iterations=2, update="teleport")
+    np.testing.assert_allclose(teleport, [0.5, 0.25, 0.25, 0.0])
+    # so the walk ranks a 1-hop neighbour above the entry itself only in the published form
+    assert published[1] > published[0] and teleport[1] < teleport[0]
+
+
 def test_two_iterations_by_hand_on_a_weighted_path():
-    # 0 -1- 1 -3- 2 (undirected): from e = vertex 0, step 1 moves all mass to 1, step 2 splits it 1:3.
+    # 0 -1- 1 -3- 2 (undirected): from e = vertex 0, step 1 moves all walked mass to 1, step 2 splits it 1:3.
     a = sp.csr_matrix(np.array([[0, 1, 0], [1, 0, 3], [0, 3, 0]], dtype=float))
     e = np.array([1.0, 0.0, 0.0])
-    p1 = personalized_pagerank(a, e, alpha=0.5, iterations=1)
+    p1 = personalized_pagerank(a, e, alpha=0.5, iterations=1, update="teleport")
     np.testing.assert_allclose(p1, [0.5, 0.5, 0.0])
-    p2 = personalized_pagerank(a, e, alpha=0.5, iterations=2)
+    p2 = personalized_pagerank(a, e, alpha=0.5, iterations=2, update="teleport")
     # p2 = 0.5 e + 0.5 Pᵀ p1; Pᵀ p1 = [0.5·1/4, 0.5, 0.5·3/4]
     np.testing.assert_allclose(p2, [0.5 + 0.5 * 0.125, 0.25, 0.5 * 0.375])
-    # shallow: a vertex three hops away gets nothing after two iterations
+    # published: p1 = [0.5, 0.5, 0]; p2 = 0.5 Pᵀ p1 + 0.5 p1 = 0.5 [0.125, 0.5, 0.375] + 0.5 [0.5, 0.5, 0]
+    np.testing.assert_allclose(personalized_pagerank(a, e, alpha=0.5, iterations=2), [0.3125, 0.5, 0.1875])
+    # shallow: a vertex three hops away gets nothing after two iterations, in either form
     b = sp.csr_matrix(np.diag(np.ones(3), 1) + np.diag(np.ones(3), -1))
-    p = personalized_pagerank(b, np.array([1.0, 0, 0, 0]), alpha=0.5, iterations=2)
-    assert p[3] == 0.0 and p[2] > 0.0
+    for update in ("published", "teleport"):
+        p = personalized_pagerank(b, np.array([1.0, 0, 0, 0]), alpha=0.5, iterations=2, update=update)
+        assert p[3] == 0.0 and p[2] > 0.0
 
 
 def test_alpha_one_and_zero_iterations_return_the_personalization():
     e = personalization_vector(N, {2: 1.0, 5: 1.0})
-    np.testing.assert_allclose(personalized_pagerank(adjacency(), e, alpha=1.0, iterations=5), e)
+    np.testing.assert_allclose(personalized_pagerank(adjacency(), e, alpha=1.0, iterations=5, update="teleport"), e)
+    np.testing.assert_allclose(personalized_pagerank(adjacency(), e, alpha=0.0, iterations=5), e)  # never walks
     np.testing.assert_allclose(personalized_pagerank(adjacency(), e, alpha=0.5, iterations=0), e)
     # an unnormalized personalization is normalized
     np.testing.assert_allclose(personalized_pagerank(adjacency(), e * 7, alpha=0.5, iterations=2),
@@ -98,6 +118,8 @@ def test_bad_arguments_are_refused():
         personalized_pagerank(adjacency(), np.ones(N - 1))
     with pytest.raises(ValueError):
         personalization_vector(N, {0: 0.0})
+    with pytest.raises(ValueError):
+        personalized_pagerank(adjacency(), e, update="lazy")
 
 
 def test_top_by_kind_ranks_one_kind_and_skips_excluded_and_unreached():
@@ -148,6 +170,25 @@ def test_noderag_walk_holds_only_the_papers_edges_with_unit_weights():
     # a walk from the chunk reaches the entity only through its statement: two hops, not one
     p = personalized_pagerank(w.adj, personalization_vector(len(h.ids), {v["c"]: 1.0}), alpha=0.5, iterations=1)
     assert p[v["n"]] == 0.0 and p[v["s"]] > 0.0 and p[v["c2"]] == 0.0
+
+
+def test_unbalance_adjust_caps_each_link_at_one_over_the_larger_degree_and_changes_the_walk():
+    """The published code's unbalance_adjust (on in its Node_config.yaml, the default `degree_cap` since issue 37):
+    every link weight capped at 1/degree of each end. s has degree 2 (c, n): its HNSW-raised link to c (2.0) and its
+    link to n (1.0) both become 1/2, so a walk from s no longer prefers c two to one."""
+    from core.query_config import NodeRAGQuerySettings
+    from core.retrieval.noderag import Walk
+
+    assert NodeRAGQuerySettings().degree_cap and NodeRAGQuerySettings().ppr_update == "published"
+    h, edges = tiny_heterograph()
+    v = h.index
+    plain, capped = Walk(h, edges).adj.toarray(), Walk(h, edges, degree_cap=True).adj.toarray()
+    assert plain[v["s"], v["c"]] == 2.0 and plain[v["s"], v["n"]] == 1.0 and plain[v["r"], v["n"]] == 1.0
+    assert capped[v["s"], v["c"]] == 0.5 and capped[v["s"], v["n"]] == 0.5 and capped[v["r"], v["n"]] == 0.5
+    e = personalization_vector(len(h.ids), {v["s"]: 1.0})
+    p_plain = personalized_pagerank(sp.csr_matrix(plain), e, alpha=0.5, iterations=1)
+    p_cap = personalized_pagerank(sp.csr_matrix(capped), e, alpha=0.5, iterations=1)
+    assert p_plain[v["c"]] == pytest.approx(2 * p_plain[v["n"]]) and p_cap[v["c"]] == pytest.approx(p_cap[v["n"]])
 
 
 def test_noderag_walk_options_add_the_links_the_paper_does_not_define():

@@ -11,8 +11,9 @@ fine-grained propositions, and then link them with topics, entities, and relatio
 lexical.topics = "model" (the default) so it is here: per chunk, the model is given the chunk's statements, numbered,
 and returns topics, each with a title, a summary and the statements it holds (`TopicModel.chunk_topics`; the reply's
 cleaning, core/backends/topic_replies.py, puts every statement in exactly one topic of its chunk). Offline, where no
-model is configured, or with lexical.topics = "clustering", what stands in is a grouping of each document's
-statements (their vectors from the embed stage) by agglomerative clustering (average linkage, cosine distance, cut at
+model is configured, or with lexical.topics = "clustering", what stands in is a grouping of each chunk's
+statements (their vectors from the embed stage; per chunk as the paper's model relates them, issue 37; it was per
+document) by agglomerative clustering (average linkage, cosine distance, cut at
 1 - topic_similarity = 0.35 similarity, the paper names no value); a group bigger than max_topic_statements (12, no
 paper value either) is split along its own tree; the backend then titles and summarizes each group. Either way each
 topic is linked from its statements by `in_topic` and to its document by `derived_from`, and embedded into the
@@ -207,8 +208,9 @@ def _units(ctx: BuildContext, task, inputs: list) -> list:
 
 def _topics_by_clustering(ctx: BuildContext, lx: _Lexicon, batch: list[tuple[str, str]],
                           by_doc: dict[str | None, list[str]]) -> tuple[list[dict], set[str]]:
-    """The stand-in: each document's statements clustered by their vectors, each group titled and summarized by
-    the backend (one unit per topic). Returns the topics and the documents with a failed unit."""
+    """The stand-in: each chunk's statements clustered by their vectors (§6.2 (3) groups a chunk's statements; issue
+    37, it was each document's), each group titled and summarized by the backend (one unit per topic). Returns the
+    topics and the documents with a failed unit."""
     cfg = ctx.settings.lexical
     ids = [sid for d, _ in batch for sid in by_doc.get(d, [])]
     vec_of = _statement_vectors(ctx, lx, ids) if ids else {}
@@ -217,9 +219,13 @@ def _topics_by_clustering(ctx: BuildContext, lx: _Lexicon, batch: list[tuple[str
         stmts = sorted((i for i in by_doc.get(doc_id, []) if i in vec_of), key=lambda i: lx.stmt_pos[i])
         if not stmts:
             continue
-        vecs = np.vstack([vec_of[i] for i in stmts])
-        for n, group in enumerate(topic_groups(vecs, cfg.topic_similarity, cfg.max_topic_statements)):
-            topics.append(_topic(ctx.ids, doc_id, title or "", n, [stmts[i] for i in group]))
+        chunks: dict[str, list[str]] = {}  # per chunk, as §6.2 (3) relates a chunk's statements to topics
+        for sid in stmts:
+            chunks.setdefault(lx.stmt_chunk.get(sid, ""), []).append(sid)
+        groups = [[part[i] for i in g] for part in chunks.values()
+                  for g in topic_groups(np.vstack([vec_of[i] for i in part]), cfg.topic_similarity,
+                                        cfg.max_topic_statements)]
+        topics += [_topic(ctx.ids, doc_id, title or "", n, members) for n, members in enumerate(groups)]
 
     # a topic's title and summary, each a unit; one whose model call failed after its retries is a failed unit
     asked = _units(ctx, summarize_one, [("topic", t["doc_title"], [lx.stmt_text[i] for i in t["statements"]])

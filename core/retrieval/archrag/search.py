@@ -8,8 +8,8 @@ information R_0 for this subgraph." (§3.2.1)
 
 So every layer i, from the top one down, is Algorithm 2's target in turn: from the top entry, SearchLayer with a
 candidate list of 1 on each layer above i and the inter-layer link of the node it finds (lines 2-4, `upper`), then
-SearchLayer(G_i, q, s, k) on layer i (line 6, candidate list `ef`: k in the paper; 256 by default, better than k and
-than the published code's 40 on every shared set) gives its k nearest nodes (`CHNSW.search_layers`). Layer 0 holds the entities (§3.1.3: "each node of the simple graph corresponds to an
+SearchLayer(G_i, q, s, k) on layer i (line 6, candidate list `ef`: k in the paper; by default the published code's
+efSearch 40, src/hchnsw_index.py) gives its k nearest nodes (`CHNSW.search_layers`). Layer 0 holds the entities (§3.1.3: "each node of the simple graph corresponds to an
 attributed community or entity"), layer i >= 1 the attributed communities of ArchRAG layer i. R_0 is the k
 entities (name and description) and the relationships whose two ends are both among them; R_i (i >= 1) is the k
 communities (title and report). No chunk text is retrieved: the published code's context is the same tables

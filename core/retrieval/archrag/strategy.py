@@ -19,7 +19,10 @@
 5. Path: per layer the nodes found (role "entry" on the top layer, "layer" below, label "layer i: title"), each
    descent from a layer's best node through its inter-layer link (kind "chnsw", role "layer"; the target added
    when not among the k), kept relationships ("bridge", subject / object edges).
-6. Trace: per layer (`trace["layers"]`) the nodes found, items in R_i, points, points kept and analysis calls;
+6. Ablations (`overrides` of the settings): archrag-efk (ef = k, Algorithm 2 line 6 as written), archrag-ef256 (the
+   candidate list 256, Strata's own before issue 37), archrag-8k (max_tokens 8,000, GraphRAG's reduce budget, used
+   before issue 37); the default is the published code's efSearch 40 and --max_tokens 4,000.
+7. Trace: per layer (`trace["layers"]`) the nodes found, items in R_i, points, points kept and analysis calls;
    with a model `trace["llm"]["filter_calls"]` = the layers analysed (one call each).
 """
 
@@ -52,9 +55,10 @@ class ArchRAGStrategy:
         "global: reports of the k nearest attributed communities of every higher layer. "
         "Each layer is analysed once into points rated for the question; the best points fill the token budget."
     )
+    overrides: dict[str, object] = {}  # an ablation's settings (retrieval.archrag fields) over the workspace's
 
     def retrieve(self, res: Resources, question: str, llm: RetrievalLLM | None = None) -> Retrieval:
-        cfg = res.settings.retrieval.archrag
+        cfg = res.settings.retrieval.archrag.model_copy(update=self.overrides)
         r = Retrieval(self.name, question)
         t = Timer(r.trace)
         cache = chnsw_cache(res)
@@ -164,3 +168,24 @@ def _path(r: Retrieval, view, found, descents, kept) -> None:
 
 
 register(ArchRAGStrategy)
+
+
+@register
+class ArchRAGEfK(ArchRAGStrategy):
+    name = "archrag-efk"
+    label = "ArchRAG (ablation: candidate list k, Algorithm 2 as written)"
+    overrides = {"ef": None}
+
+
+@register
+class ArchRAGEf256(ArchRAGStrategy):
+    name = "archrag-ef256"
+    label = "ArchRAG (ablation: candidate list 256, Strata's own)"
+    overrides = {"ef": 256}
+
+
+@register
+class ArchRAG8k(ArchRAGStrategy):
+    name = "archrag-8k"
+    label = "ArchRAG (ablation: filter budget 8,000 tokens, GraphRAG's)"
+    overrides = {"max_tokens": 8000}

@@ -1,9 +1,11 @@
 """GraphRAG local search (hierarchical-graph-rag.md, "Retrieval" → "Local retrieval").
 
-1. Entry point: the question is embedded and run against the entity vector index (entity descriptions); the
-   index is over-sampled (`oversample` × `top_entities` hits) and layer-0 (extracted) entities are kept before
-   HiRAG summary entities. Entities whose exact name occurs in the question (`res.names`) come first, as
-   GraphRAG's `include_entity_names` (its `map_query_to_entities`); names made only of stop words are skipped.
+1. Entry point: the question is embedded and run against the entity vector index (entity descriptions) of the
+   extracted (layer-0) entities only: GraphRAG's graph has no HiRAG summary entity, so none enters the pool
+   (issue 37; they had been kept after the layer-0 hits); the index is over-sampled (`oversample` ×
+   `top_entities` hits, GraphRAG's `map_query_to_entities` oversample 2). Entities whose exact name occurs in the
+   question (`res.names`, layer-0 names) come first, as GraphRAG's `include_entity_names`; names made only of stop
+   words are skipped.
 2. Graph expansion from the entry entities, as the paper's single retrieval query gathers them:
    * chunks that mention them (`mentions`, the paper's HAS_ENTITY), ranked by how many distinct entry entities
      they mention (the Neo4j query's `freq`), then by their similarity to the question;
@@ -23,7 +25,8 @@
 
 Mapping: local = entity descriptions + chunks, bridge = inside then outside relationships (score = the
 relationship's rank, i.e. combined degree; listed in GraphRAG's priority order), global = community reports.
-Degree is the entity's degree in the entity graph (distinct neighbours, HiRAG `summarizes` links included).
+Degree is the entity's degree in GraphRAG's own graph, the extracted relationship graph (`EntityGraph.extracted()`:
+distinct neighbours joined by a relationship; HiRAG's `summarizes` links and summary entities are not in it).
 Sources: the documents of the context's chunks in the context's order (the kept chunks by how many entry entities
 they mention, then similarity, as GraphRAG's `_build_text_unit_context` orders them), then the documents that only
 back kept relationships, in the relationships' order: `sources_in_order`. The ablation `graphrag-local-simsources`
@@ -33,6 +36,9 @@ preferring the context order; a choice that does not hold on every set goes back
 
 from __future__ import annotations
 
+import igraph as ig
+
+from core.graph.entity_graph import EntityGraph
 from core.retrieval.base import (
     ContextItem,
     PathEdge,
@@ -46,7 +52,19 @@ from core.retrieval.base import (
     register,
     sources_in_order,
 )
+from core.retrieval.cache import CacheKey
 from core.text import content_words
+
+EXTRACTED: CacheKey[tuple[EntityGraph, ig.Graph]] = CacheKey("graphrag.extracted")  # GraphRAG's graph, per build
+
+
+def extracted_graph(res: Resources) -> tuple[EntityGraph, ig.Graph]:
+    """GraphRAG's graph (the layer-0 relationship graph of the workspace) and its igraph, built once per Resources."""
+    def build() -> tuple[EntityGraph, ig.Graph]:
+        ex = res.view.eg.extracted()
+        return ex, ex.to_igraph()
+
+    return res.cached(EXTRACTED, build)
 
 
 def report_text(c) -> str:
@@ -74,21 +92,21 @@ def trim_documents(r: Retrieval, cap: int = 50) -> None:
 
 
 def entry_entities(res: Resources, q, question: str, k: int, oversample: int) -> list[tuple[str, float, str]]:
-    """(entity id, similarity, "name" | "vector"): exact name matches first, then entity-index hits with
-    layer-0 entities before summary entities, `k` in all."""
+    """(entity id, similarity, "name" | "vector"): exact name matches first, then entity-index hits among the
+    layer-0 (extracted) entities, `k` in all; no HiRAG summary entity."""
     view = res.view
     named: list[str] = []
     for name, ids in res.names.find(question):
         if not content_words(name):
             continue
-        named.extend(i for i in ids if i in view.entities and i not in named)
+        named.extend(i for i in ids if i in view.entities and view.entities[i].layer == 0 and i not in named)
     sims = view.similarity(q, named)
     out = [(e, sims.get(e, 0.0), "name") for e in named]
     out.sort(key=lambda t: (-t[1], t[0]))
     out = out[:k]
     seen = {e for e, _, _ in out}
-    hits = [h for h in res.nearest("entity", q, max(k, 1) * max(oversample, 1)) if h.id in view.entities]
-    hits.sort(key=lambda h: (view.entities[h.id].layer > 0, -h.score, h.id))
+    hits = [h for h in res.nearest("entity", q, max(k, 1) * max(oversample, 1), where={"layer": 0})
+            if h.id in view.entities and view.entities[h.id].layer == 0]
     for h in hits:
         if len(out) >= k:
             break
@@ -131,22 +149,24 @@ def rank_communities(view, entry: list[str], level: int, cap: int) -> list[tuple
     return [(cid, len(es), es) for cid, es in ranked[:cap]]
 
 
-def rank_relationships(view, entry: list[str], cap_in: int, cap_out: int):
-    """(inside, outside): lists of (relationship id, rank, weight, links, (subject, object)), GraphRAG order."""
-    idx = view.eg.index
+def rank_relationships(view, graph: tuple[EntityGraph, ig.Graph], entry: list[str], cap_in: int, cap_out: int):
+    """(inside, outside): lists of (relationship id, rank, weight, links, (subject, object)), GraphRAG order, over
+    GraphRAG's graph `graph` (`extracted_graph`): rank = the two ends' degrees there."""
+    eg, g = graph
+    idx = eg.index
     entry_set = set(entry)
     rels: dict[str, tuple[str, str]] = {}
     for e in entry:
         i = idx.get(e)
         if i is None:
             continue
-        for nb in view.g.neighbors(i):
-            for rid in view.eg.link_rels.get((min(i, nb), max(i, nb)), []):
+        for nb in g.neighbors(i):
+            for rid in eg.link_rels.get((min(i, nb), max(i, nb)), []):
                 rel = view.relationships.get(rid)
                 if rel is not None:
                     rels[rid] = (rel.data.get("source"), rel.data.get("target"))
     ends = sorted({x for a, b in rels.values() for x in (a, b) if x in idx})
-    degree = dict(zip(ends, view.g.degree([idx[x] for x in ends]))) if ends else {}
+    degree = dict(zip(ends, g.degree([idx[x] for x in ends]))) if ends else {}
     links: dict[str, set[str]] = {}
     for a, b in rels.values():
         if (a in entry_set) != (b in entry_set):
@@ -192,7 +212,8 @@ class GraphRAGLocalStrategy:
         t.lap("chunks")
         comms = rank_communities(view, entry_ids, cfg.community_level, cfg.top_communities)
         t.lap("communities")
-        inside, outside = rank_relationships(view, entry_ids, cfg.top_inside_rels, cfg.top_outside_rels)
+        inside, outside = rank_relationships(view, extracted_graph(res), entry_ids, cfg.top_inside_rels,
+                                             cfg.top_outside_rels)
         t.lap("relationships")
 
         # candidate items in rank order, then the token budget split as GraphRAG's mixed context

@@ -14,7 +14,7 @@ from core.ingest.tokens import count_tokens
 from core.models import Document, Edge, Node
 from core.retrieval.base import Resources
 from core.retrieval.cache import BuildCache, CacheKey
-from core.retrieval.diversity import preprocess, tfidf_matrix
+from core.retrieval.diversity import preprocess, tfidf_fit, tfidf_matrix
 
 
 def unit_rows(m: np.ndarray) -> np.ndarray:
@@ -30,7 +30,7 @@ def cosines(m: np.ndarray, q: np.ndarray) -> np.ndarray:
     return dots(m, q) if m.shape[1:] == q.shape else np.zeros(len(m))
 
 
-STATEMENT_TFIDF: CacheKey[sp.csr_matrix | None] = CacheKey("hlg.statement_tfidf")  # in Lexicon._tfidf
+STATEMENT_TFIDF: CacheKey[tuple | None] = CacheKey("hlg.statement_tfidf")  # (vectorizer, rows), in Lexicon._tfidf
 CHUNK_TFIDF: CacheKey[tuple[dict[str, int], sp.csr_matrix | None]] = CacheKey("hlg.chunk_tfidf")
 
 
@@ -72,7 +72,21 @@ class Lexicon:
 
     def statement_tfidf(self) -> sp.csr_matrix | None:
         """TF-IDF rows of every statement (row order of E) for the diversity filter (§4.3.1), fitted once."""
-        return self._tfidf.get(STATEMENT_TFIDF, lambda: tfidf_matrix([preprocess(t) for t in self.stext]))
+        fit = self._statement_fit()
+        return None if fit is None else fit[1]
+
+    def _statement_fit(self):
+        return self._tfidf.get(STATEMENT_TFIDF, lambda: tfidf_fit([preprocess(t) for t in self.stext]))
+
+    def lexical_scores(self, text: str) -> np.ndarray:
+        """TF-IDF cosine of every statement (row order of E) to `text`, with the statements' own vocabulary and idf
+        (terms the statements never use count for nothing); zeros when there is no term."""
+        fit = self._statement_fit()
+        if fit is None:
+            return np.zeros(len(self.sids))
+        vec, rows = fit
+        q = vec.transform([preprocess(text)])
+        return np.asarray((rows @ q.T).toarray()).ravel().astype(np.float64)
 
     def chunk_tfidf(self) -> tuple[dict[str, int], sp.csr_matrix | None]:
         """(chunk -> row, TF-IDF rows of every chunk) for the chunk variants' diversity filter, fitted once."""

@@ -2,13 +2,17 @@
 
 Rerank (Eq. 9-10): "Each s ∈ S_final is rescored by a cross-encoder reranker: Score_rank(s) = sim(Rerank(Q),
 Rerank(s))" over S_final = S_init ∪ S_beam: the statement is scored, nothing else. The paper's reranker is a
-cross-encoder (bge-reranker-v2-minicpm-layerwise, §6.3), not bundled here; offline, rerank="statement" (the default)
-stands in with the bundled embedder: Score_rank(s) = cos(e_Q, e_s). rerank="chunk-blend" is an ablation, not the
-paper: it scores the statement embedded together with the chunk it was extracted from (cos(e_Q, e_s + e_chunk)),
-the registered strategies hlg-statement-chunkblend and hlg-topic-chunkblend (core/retrieval/hlg/strategy.py). Asked
-with Ollama, the model is the reranker (the backend task `rerank`, one listwise call scoring each statement 0-10) over
-the candidates the offline order would put in the context window (statements filling `context_tokens`), so the
-model's order decides the whole context.
+cross-encoder (bge-reranker-v2-minicpm-layerwise, §6.3), not bundled here. Offline, rerank="hybrid" (the default)
+stands in with a score that is not the one the vector search ranked by: the mean of the statement's cosine to the
+question and its lexical match, the TF-IDF cosine (the diversity filter's preprocessing, the statements' idf) of the
+statement to the question and its keywords K (the published graphrag-toolkit's offline `tfidf` reranker likewise
+scores statements lexically against the question and its keywords). rerank="statement" is the cosine alone, the
+very score S_vss was ranked by, so nothing is reranked: the ablations hlg-statement-cosine and hlg-topic-cosine (the
+latter's beam then similarity-guided). rerank="chunk-blend" is an ablation, not the paper: it scores the statement
+embedded together with the chunk it was extracted from (cos(e_Q, e_s + e_chunk)). Asked with Ollama, the model is
+the reranker (the backend task `rerank`, listwise calls scoring each statement 0-10) over ALL of S_final (Eq. 9-10):
+the pool, in the offline order, is cut into batches that each fit `context_tokens`, each batch one call, and the
+whole pool is ordered by the model's scores (ties keep the offline order).
 
 Context (§6.3: "the context window is fixed at 10 chunks, which corresponds to approximately 3,000 tokens"):
 statement variants keep the reranked statements that pass the diversity filter (§4.3.1), best first, while they fit
@@ -26,21 +30,25 @@ from itertools import pairwise
 
 import numpy as np
 
-from core.retrieval.base import Source
+from core.retrieval.base import Source, llm_calls
 from core.retrieval.diversity import iter_diverse
 from core.retrieval.hlg.beam import Beam
 from core.retrieval.hlg.graph import Lexicon
 
-RERANK_MODES = ("statement", "chunk-blend")
+RERANK_MODES = ("hybrid", "statement", "chunk-blend")
 
 
-def rerank_scores(lx: Lexicon, sims: np.ndarray, csims: np.ndarray, mode: str) -> np.ndarray:
-    """Score_rank (Eq. 9) of every statement: "statement" = cos(e_Q, e_s), the statement alone (the paper);
-    "chunk-blend" (ablation) = cos(e_Q, e_s + e_chunk)."""
+def rerank_scores(lx: Lexicon, sims: np.ndarray, csims: np.ndarray, mode: str, query_text: str = "") -> np.ndarray:
+    """Score_rank (Eq. 9) of every statement: "hybrid" = (cos(e_Q, e_s) + tfidf_cos(Q + K, s)) / 2, the
+    statement alone scored densely and lexically (`query_text` = the question and its keywords); "statement" =
+    cos(e_Q, e_s) alone (no rerank: the vector search's own score); "chunk-blend" (ablation) = cos(e_Q, e_s +
+    e_chunk)."""
     if mode not in RERANK_MODES:
         raise ValueError(f"unknown HLG rerank mode {mode!r} (one of {', '.join(RERANK_MODES)})")
     if mode == "statement":
         return sims
+    if mode == "hybrid":
+        return (sims + lx.lexical_scores(query_text)) / 2.0
     out = sims.copy()
     has = lx.srow_chunk >= 0
     out[has] = (sims[has] + csims[lx.srow_chunk[has]]) / np.sqrt(2.0 + 2.0 * lx.esc[has])
@@ -64,15 +72,27 @@ def budget_head(lx: Lexicon, ranked: np.ndarray, tokens: int) -> int:
     return len(ranked)
 
 
-def llm_rerank(llm, question: str, lx: Lexicon, ranked: np.ndarray, k: int) -> np.ndarray:
-    """The model as the reranker (Eq. 9-10): the first `k` candidates reordered by its 0-10 scores (stable: ties
-    keep the offline order), the rest after them."""
-    head = ranked[:k]
-    if len(head) < 2:
+def rerank_batches(lx: Lexicon, ranked: np.ndarray, tokens: int) -> list[np.ndarray]:
+    """The ranked pool cut into consecutive batches that each fit `tokens` (`budget_head`; at least one each)."""
+    out: list[np.ndarray] = []
+    rest = ranked
+    while len(rest):
+        n = budget_head(lx, rest, tokens)
+        out.append(rest[:n])
+        rest = rest[n:]
+    return out
+
+
+def llm_rerank(llm, question: str, lx: Lexicon, ranked: np.ndarray, tokens: int, workers: int = 1) -> np.ndarray:
+    """The model as the reranker of all of S_final (Eq. 9-10): every candidate scored 0-10, a batch of statements
+    that fits `tokens` per call (`workers` calls at once), then the pool ordered by score (stable: ties keep the
+    offline order)."""
+    if len(ranked) < 2:
         return ranked
-    scores = np.asarray(llm.rerank(question, [lx.stext[s] for s in head]), dtype=np.float64)
-    order = np.argsort(-scores, kind="stable")
-    return np.concatenate([head[order], ranked[k:]])
+    batches = rerank_batches(lx, ranked, tokens)
+    scored = llm_calls(lambda b: llm.rerank(question, [lx.stext[s] for s in b]), batches, workers)
+    scores = np.concatenate([np.asarray(x, dtype=np.float64) for x in scored])
+    return ranked[np.argsort(-scores, kind="stable")]
 
 
 def select_statements(lx: Lexicon, ranked: np.ndarray, cut: float, tokens: int) -> tuple[list[int], int]:

@@ -11,7 +11,9 @@ Eq. 9 as the published code's RerankingBeamGraphSearch, core/retrieval/hlg/beam.
 offline reranker guides the steps and the model reranks the final pool, as the paper's C.1.3 found an LLM at every
 expansion "prohibitively slow"), then the same rerank and diversity filter.
 
-The reranker (Eq. 9) scores the statement alone (core/retrieval/hlg/rank.py). Ablations, not the paper's strategies:
+The reranker (Eq. 9) scores the statement alone (core/retrieval/hlg/rank.py; offline a dense + lexical hybrid, with a
+model the model over all of S_final). Ablations, not the paper's strategies: hlg-statement-cosine and
+hlg-topic-cosine score by the cosine alone (no rerank, as Strata did before issue 37);
 hlg-statement-chunkblend and hlg-topic-chunkblend rerank (and, for the topic one, guide the beam with) the statement
 blended with its chunk; hlg-topic-pathbeam runs TopicGraphRAG's beam on Eq. 7 (StatementGraphRAG's) instead of the
 reranker.
@@ -43,7 +45,6 @@ from core.retrieval.hlg.beam import Beam, beam_search, path_embedding, path_scor
 from core.retrieval.hlg.entry import entry_points, keyword_statements, keywords
 from core.retrieval.hlg.graph import Lexicon, cosines, lexicon, unit_rows
 from core.retrieval.hlg.rank import (
-    budget_head,
     kept_hops,
     llm_rerank,
     ranked_pool,
@@ -55,7 +56,8 @@ from core.retrieval.hlg.rank import (
 
 __all__ = ["Beam", "Lexicon", "beam_search", "keyword_statements", "keywords", "lexicon", "path_embedding",
            "path_score", "StatementGraphRAG", "TopicGraphRAG", "StatementGraphRAGChunks", "TopicGraphRAGChunks",
-           "StatementGraphRAGChunkBlend", "TopicGraphRAGChunkBlend", "TopicGraphRAGPathBeam", "ABLATIONS"]
+           "StatementGraphRAGChunkBlend", "TopicGraphRAGChunkBlend", "TopicGraphRAGPathBeam", "StatementGraphRAGCosine",
+           "TopicGraphRAGCosine", "ABLATIONS"]
 
 
 class HLGStrategy:
@@ -87,16 +89,17 @@ class HLGStrategy:
             return r
         entry = entry_points(res, lx, question, q, sims, cfg, self.topics, llm)
         t.lap("entry_points")
-        score = rerank_scores(lx, sims, cosines(lx.C, q), self.rerank or cfg.rerank)
+        mode = self.rerank or cfg.rerank
+        query_text = " ".join([question] + [name for name, _ in entry.keywords])
+        score = rerank_scores(lx, sims, cosines(lx.C, q), mode, query_text)
         guided = self.topics and not self.path_beam  # §4.2 (3): the reranker guides TopicGraphRAG's beam
         beam = (reranker_beam(score, lx.nbr, entry.s_init, cfg.beam_width, cfg.depth) if guided
                 else beam_search(q, lx.E, lx.nbr, entry.s_init, cfg.beam_width, cfg.depth))
         t.lap("beam_search")
         ranked = ranked_pool(beam, sims, score)
         if llm is not None:
-            head = budget_head(lx, ranked, cfg.context_tokens)
-            ranked = llm_rerank(llm, question, lx, ranked, head)
-            r.trace["llm"] = {"model": llm.model, "reranked": int(head)}
+            ranked = llm_rerank(llm, question, lx, ranked, cfg.context_tokens, res.settings.backend.concurrency)
+            r.trace["llm"] = {"model": llm.model, "reranked": int(len(ranked))}
         t.lap("rerank")
         cut = similarity_cutoff(cfg.diversity_threshold)
         tokens = 0
@@ -123,7 +126,8 @@ class HLGStrategy:
             by_id[i].label = n.title[:80]
         t.lap("assemble")
         r.trace["beam"] = "reranker" if guided else "path (Eq. 7)"
-        r.trace["rerank"] = self.rerank or cfg.rerank
+        r.trace["rerank"] = mode
+        r.trace["keywords"] = [name for name, _ in entry.keywords]
         r.trace["counts"] = {"keywords": len(entry.keywords), "keyword_statements": len(entry.s_kw),
                              "vector_statements": len(entry.s_vss), "topics": len(entry.topics),
                              "start_statements": len(entry.s_init),
@@ -205,4 +209,25 @@ class TopicGraphRAGPathBeam(TopicGraphRAG):
     path_beam = True
 
 
-ABLATIONS = ("hlg-statement-chunkblend", "hlg-topic-chunkblend", "hlg-topic-pathbeam")
+_COSINE = (" Ablation: no rerank (Strata before issue 37): Score_rank is cos(e_Q, e_s), the score the vector "
+           "search already ranked by{beam}.")
+
+
+@register
+class StatementGraphRAGCosine(StatementGraphRAG):
+    name = "hlg-statement-cosine"
+    label = "HLG StatementGraphRAG (ablation: cosine only, no rerank)"
+    description = StatementGraphRAG.description + _COSINE.format(beam="")
+    rerank = "statement"
+
+
+@register
+class TopicGraphRAGCosine(TopicGraphRAG):
+    name = "hlg-topic-cosine"
+    label = "HLG TopicGraphRAG (ablation: cosine only, similarity-guided beam)"
+    description = TopicGraphRAG.description + _COSINE.format(beam=", and the beam is guided by that similarity")
+    rerank = "statement"
+
+
+ABLATIONS = ("hlg-statement-chunkblend", "hlg-topic-chunkblend", "hlg-topic-pathbeam", "hlg-statement-cosine",
+             "hlg-topic-cosine")
