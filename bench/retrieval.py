@@ -8,7 +8,9 @@
 
 A set is the folder ../shared/eval/<set> when it exists, else bench/data/<set> (the fourth set, written by
 `python -m bench.fourth_set`). Builds its corpus.jsonl into bench/out/<set> when that workspace is missing (offline
-backend), then runs `python -m core eval --json` and writes bench/results/eval-<set>.json.
+backend; `--out <folder>` builds into <folder>/<set> instead), then runs `python -m core eval --json` and writes
+bench/results/eval-<set>.json (or <--results>/eval-<set>.json): the rows of the strategies measured, the rows of the
+others kept from the file's earlier runs ("measured" names this run's).
 
 Reference rows (`reference_rows`), computed as ../shared/eval/README.md states its figures: every passage embedded
 as `title + "\\n" + text` with the bundled all-MiniLM-L6-v2 and ranked by cosine to the embedded question (dense),
@@ -213,10 +215,13 @@ def core_cmd(overrides: dict | None, *args: str) -> list[str]:
     return [sys.executable, "-m", "core", *args]
 
 
-def built_home(name: str, folder: Path, results: Path, backend: str = "offline") -> Path:
-    """bench/out/<name> (bench/out/<name>-<backend> with a model server): the set in `folder` built there from its
-    corpus.jsonl when missing, the build's figures written to <results>/build-<name>.json."""
-    home = ROOT / "bench" / "out" / (name if backend == "offline" else f"{name}-{backend}")
+OUT = ROOT / "bench" / "out"
+
+
+def built_home(name: str, folder: Path, results: Path, backend: str = "offline", out: Path = OUT) -> Path:
+    """<out>/<name> (<out>/<name>-<backend> with a model server; `out` bench/out by default): the set in `folder`
+    built there from its corpus.jsonl when missing, the build's figures written to <results>/build-<name>.json."""
+    home = out / (name if backend == "offline" else f"{name}-{backend}")
     if not (home / "strata.db").exists():
         build = run_build(name, [_rel(folder / "corpus.jsonl")], home, backend=backend)
         results.mkdir(parents=True, exist_ok=True)
@@ -259,6 +264,8 @@ def main() -> None:
                     help="also build a workspace with this setting off and report its rows")
     ap.add_argument("--backend", choices=["offline", "ollama", "openai"], default="offline",
                     help="language backend of the build and of the strategies' language steps")
+    ap.add_argument("--out", type=Path, default=OUT,
+                    help="folder of the built workspaces (default bench/out): a fresh folder builds every set anew")
     ap.add_argument("--results", type=Path, default=None,
                     help="folder of the build-<set>.json and eval-<set>.json written (default bench/results, and bench/results/<backend> with a model server)")
     args = ap.parse_args()
@@ -300,24 +307,27 @@ def main() -> None:
         out.write_text(dumps(result))
         print(json.dumps(reference, indent=2))
         return
-    home = built_home(args.set, folder, args.results, args.backend)
+    home = built_home(args.set, folder, args.results, args.backend, args.out)
     strategies = run_eval(args.set, home, folder / "queries.jsonl", args.strategies, backend=args.backend)
     for name in args.ablate:
         key, value, label = ABLATIONS[name]
         overrides = {key: value}
         ws = f"{args.set}-no-{name.replace('_', '-')}"
-        ab_home = ROOT / "bench" / "out" / f"{ws}{suffix}"
+        ab_home = args.out / f"{ws}{suffix}"
         ablation_build(ws, folder / "corpus.jsonl", ab_home, overrides, args.backend)
         for strat, row in run_eval(ws, ab_home, folder / "queries.jsonl", args.strategies, overrides,
                                    args.backend).items():
             strategies[f"{strat} ({label})"] = row
+    prev = json.loads(out.read_text()) if out.exists() else {}
+    kept = {k: v for k, v in (prev.get("strategies") or {}).items() if k not in strategies}
     result = {
         "set": args.set,
         "folder": _rel(folder),
-        "command": command,
+        "command": command + (f" --out {_rel(args.out)}" if args.out != OUT else ""),
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
-        "strategies": strategies,
+        "measured": sorted(strategies),  # this run's rows; the others are kept from the earlier runs
+        "strategies": {**kept, **strategies},
         "reference": reference,
     }
     out.write_text(dumps(result))
