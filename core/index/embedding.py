@@ -63,6 +63,24 @@ def embed_missing(index: VectorIndex, embedder: Embedder, kind: str, rows: list[
     more than once (the same sentence in two overlapping chunks) is embedded once. `batch_size` is the embedder's
     batch (settings.embed.batch_size): rows are embedded and stored max(16 batches, 256 rows) at a time, and
     `should_stop` is asked after each such part."""
+    todo = missing_parts(index, kind, rows, batch_size)
+    yield from store_parts(index, kind, todo, embedded_parts(embedder, todo.asks), should_stop)
+
+
+class Missing:
+    """The rows a collection lacks, in the parts `embed_missing` stores (`parts`), and the texts each part asks
+    the embedder for (`asks`: not those the part before asked, so a run of equal texts is embedded once)."""
+
+    def __init__(self, parts: list[list[tuple[str, str, dict]]], asks: list[list[str]]):
+        self.parts, self.asks = parts, asks
+
+    @property
+    def rows(self) -> int:
+        return sum(len(p) for p in self.parts)
+
+
+def missing_parts(index: VectorIndex, kind: str, rows: list[tuple[str, str, dict]], batch_size: int) -> Missing:
+    """The rows of `rows` whose text the collection of `kind` lacks, cut as `embed_missing` embeds them."""
     have = index.existing(kind)
     todo = []
     for i, text, meta in rows:
@@ -72,19 +90,25 @@ def embed_missing(index: VectorIndex, embedder: Embedder, kind: str, rows: list[
     todo.sort(key=lambda r: (len(r[1]), r[1]))  # equal texts end up next to each other
     step = max(batch_size * 16, 256)
     parts = [todo[off : off + step] for off in range(0, len(todo), step)]
-    asks: list[list[str]] = []  # the texts each part embeds: not those its previous part embedded (a run of equal
-    for part in parts:  # texts cut by a boundary takes the previous part's vectors)
+    asks: list[list[str]] = []
+    for part in parts:
         before = set(asks[-1]) if asks else set()
         asks.append(list(dict.fromkeys(t for _, t, _ in part if t not in before)))
+    return Missing(parts, asks)
+
+
+def store_parts(index: VectorIndex, kind: str, todo: Missing, vectors: Iterator[np.ndarray],
+                should_stop: Callable[[], bool] = lambda: False) -> Iterator[tuple[int, int]]:
+    """Store each part of `todo` with the vectors of its asks (one array per part, in order); yields (done, total)."""
     last: dict[str, np.ndarray] = {}
     done = 0
-    for part, texts, got_vecs in zip(parts, asks, embedded_parts(embedder, asks)):
+    for part, texts, got_vecs in zip(todo.parts, todo.asks, vectors):
         got = dict(zip(texts, got_vecs))
         vecs = np.vstack([got[t] if t in got else last[t] for _, t, _ in part])
         index.upsert(kind, [i for i, _, _ in part], vecs, [m for _, _, m in part])
         last = got
         done += len(part)
-        yield done, len(todo)
+        yield done, todo.rows
         if should_stop():
             return
 

@@ -1,5 +1,5 @@
-"""Vectors embedded on a second thread while a stage whose own work keeps one core runs (when the build's units run
-in its own process; on a Dask cluster (core/pipeline/engine.py) the workers take the cores and this does nothing).
+"""Vectors embedded while a stage whose own work keeps one core runs: in the build's own process on a second thread,
+on a Dask cluster (core/pipeline/engine.py) by the workers, sent `ahead` below the stage's own tasks (no thread).
 
 The extract stage's offline parser and most of the augment stage (HNSW, Leiden, SQL writes) run on one thread; on
 a two-core machine the other core would idle. `embedded_beside` fills it with an embedding job a later stage would
@@ -22,8 +22,9 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from core.index.embedding import embed_missing
+from core.index.embedding import embed_missing, missing_parts, store_parts
 from core.pipeline.context import BuildContext
+from core.pipeline.tasks import EngineEmbedder
 from core.protocols import Embedder
 
 log = logging.getLogger(__name__)
@@ -86,8 +87,9 @@ def embedded_beside(ctx: BuildContext, *jobs: tuple[str, Callable[[BuildContext]
     collection `kind` lacks. When the body ends (or raises), the part in hand (at most 256 rows) is finished and
     stored, then the thread stops and is joined."""
     turn = Beside()
-    if ctx.engine.distributed:  # the stages' units and the embedder's batches run on the cluster's workers already
-        yield turn
+    if ctx.engine.distributed:
+        with _sent_ahead(ctx, jobs):
+            yield turn
         return
 
     def run() -> None:
@@ -109,3 +111,33 @@ def embedded_beside(ctx: BuildContext, *jobs: tuple[str, Callable[[BuildContext]
     finally:
         turn.stop()
         worker.join()
+
+
+@contextmanager
+def _sent_ahead(ctx: BuildContext, jobs: tuple[tuple[str, Callable[[BuildContext], Rows]], ...]) -> Iterator[None]:
+    """On a cluster: each job's missing rows (read now) sent to the workers ahead, below the stage's own tasks, so
+    a core the stage leaves idle embeds them (no thread here); stored when the body ends. A stop or an error in the
+    body cancels them: the later stage embeds them then."""
+    embedder = ctx.embedder
+    if not isinstance(embedder, EngineEmbedder):
+        yield
+        return
+    sent = []
+    for kind, rows in jobs:
+        todo = missing_parts(ctx.index, kind, rows(ctx), ctx.settings.embed.batch_size)
+        sent.append((kind, todo, embedder.ahead(todo.asks)))
+    ended = False
+    try:
+        yield
+        ended = True
+    finally:
+        for kind, todo, vectors in sent:
+            if not ended or ctx.should_stop():
+                vectors.cancel()
+                continue
+            try:
+                for _ in store_parts(ctx.index, kind, todo, vectors.vectors, ctx.should_stop):
+                    pass
+            except Exception as exc:  # noqa: BLE001 - the later stage embeds these rows again and reports the error
+                log.warning("embedding %s vectors ahead stopped: %s: %s", kind, type(exc).__name__, exc)
+            vectors.cancel()

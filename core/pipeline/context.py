@@ -22,6 +22,8 @@ from core.pipeline.tasks import EngineEmbedder, Parts
 from core.protocols import Embedder, LanguageBackend
 from core.store import Store
 
+OFFLINE_UNITS_PER_TASK = 64  # the offline backend's units sent to a cluster in one task (`model_engine`)
+
 
 @dataclass
 class Progress:
@@ -69,11 +71,11 @@ class BuildContext:
 
     @property
     def model_engine(self) -> Engine:
-        """Where a unit that asks the language backend runs: the build's engine for a model (the calls wait on a
-        server), this process for the offline backend's extractive reports, summaries and topics, which take less
-        than sending them (on a 2-worker cluster the 1M-token build's offline reports took 86 s for a third of
-        them, in this process 17 s for all). Offline extraction, which parses, runs on the engine."""
-        return self.engine if self.backend.name != "offline" else INLINE
+        """Where a unit that asks the language backend runs: the build's engine, a unit per task for a model (the
+        calls wait on a server), 64 per task for the offline backend's extractive reports, summaries and topics,
+        which take less than sending them one by one (on a 2-worker cluster the 1M-token build's offline reports,
+        one per task, took 86 s for a third of them, in this process 17 s for all)."""
+        return self.engine if self.backend.name != "offline" else self.engine.batched(OFFLINE_UNITS_PER_TASK)
 
     def use_engine(self, engine: Engine) -> None:
         """Run the stages' units on `engine`; on a cluster the embedder's batches run there too."""

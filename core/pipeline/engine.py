@@ -19,7 +19,9 @@ Three places to run, one interface:
 CPU-bound units (offline extraction, embedding) ask for the resource `cpu`, which a local worker has one of, so
 each core runs one at a time; units that wait on a model server run on every thread of a worker, bounded across the
 whole cluster by one semaphore per model host (core/backends/hosts.py `cluster_slot`). The offline backend's quick
-extractive reports and summaries stay in the lease holder's process (core/pipeline/context.py `model_engine`).
+extractive reports and summaries go to a cluster many to a task (`batched`; core/pipeline/context.py `model_engine`).
+Work a later stage will want can be sent `ahead` at a low priority, so the cluster's idle cores do it while the
+lease holder runs a global step (core/pipeline/beside.py).
 """
 
 from __future__ import annotations
@@ -51,8 +53,17 @@ QUIET = {"distributed.nanny.pre-spawn-environ": {k: v for k, v in ONE_CORE.items
 class Engine:
     """Runs a stage's units: in this process (`client` None) or on a Dask cluster."""
 
-    def __init__(self, client: Any = None, cluster: Any = None, where: str = "this process"):
+    def __init__(self, client: Any = None, cluster: Any = None, where: str = "this process", batch: int = 1):
         self.client, self.cluster, self.where = client, cluster, where
+        self.batch = batch  # units per task on a cluster (`batched`)
+
+    def batched(self, units: int) -> Engine:
+        """This engine sending `units` units per task to a cluster (quick units, such as the offline backend's
+        extractive summaries, whose sending would cost more than their work one by one); `window` is then the
+        cluster's own (two tasks per thread). In this process nothing changes."""
+        if self.client is None or units <= 1:
+            return self
+        return Engine(self.client, self.cluster, self.where, batch=units)  # a view: the build closes its engine
 
     @property
     def distributed(self) -> bool:
@@ -79,10 +90,19 @@ class Engine:
         if self.client is None:
             yield from _in_process(fn, items, args, 1 if cpu else (window or 1))
             return
-        shared = [self.client.scatter(a, broadcast=True) if _large(a) else a for a in args]
+        if self.batch > 1:
+            groups = _groups(items, self.batch)
+            for got in self._tasks(_each, groups, (fn, *args), cpu, None):
+                yield from got
+            return
+        yield from self._tasks(fn, items, args, cpu, window)
+
+    def _tasks(self, fn: Callable[..., Any], items: Iterable[Any], args: tuple, cpu: bool,
+               window: int | None) -> Iterator[Any]:
+        shared = self._shared(args)
         limit = window or max(2, 2 * self._threads())
         pending: deque = deque()
-        extra = {"resources": CPU} if cpu and self.cluster is not None else {}
+        extra = self._resources(cpu)
         try:
             for item in items:
                 pending.append(self.client.submit(fn, item, *shared, pure=False, **extra))
@@ -93,6 +113,20 @@ class Engine:
         finally:  # a stop or an error: the units not taken back are not wanted any more
             for fut in pending:
                 fut.cancel()
+
+    def ahead(self, fn: Callable[..., Any], items: Iterable[Any], *args: Any, cpu: bool = False) -> Ahead:
+        """fn(item, *args) for every item, all sent now at a priority below every `map` (the cluster runs them on
+        cores its stages leave idle); `Ahead.results()` takes them back in order. Only on a cluster."""
+        assert self.client is not None, "ahead() needs a cluster"
+        shared = self._shared(args)
+        return Ahead([self.client.submit(fn, item, *shared, pure=False, priority=-10, **self._resources(cpu))
+                      for item in items])
+
+    def _shared(self, args: tuple) -> list:
+        return [self.client.scatter(a, broadcast=True) if _large(a) else a for a in args]
+
+    def _resources(self, cpu: bool) -> dict:
+        return {"resources": CPU} if cpu and self.cluster is not None else {}
 
     def _threads(self) -> int:
         info = self.client.scheduler_info().get("workers", {}) if self.client is not None else {}
@@ -107,6 +141,38 @@ class Engine:
 
 
 INLINE = Engine()
+
+
+class Ahead:
+    """Tasks sent ahead of their use (`Engine.ahead`): their results in order, or all cancelled."""
+
+    def __init__(self, futures: list):
+        self.futures = futures
+
+    def results(self) -> Iterator[Any]:
+        while self.futures:
+            yield self.futures.pop(0).result()
+
+    def cancel(self) -> None:
+        for fut in self.futures:
+            fut.cancel()
+        self.futures = []
+
+
+def _each(items: list, fn: Callable[..., Any], *args: Any) -> list:
+    """A batched task: fn(item, *args) for each item, in order."""
+    return [fn(item, *args) for item in items]
+
+
+def _groups(items: Iterable[Any], size: int) -> Iterator[list]:
+    group: list = []
+    for item in items:
+        group.append(item)
+        if len(group) == size:
+            yield group
+            group = []
+    if group:
+        yield group
 
 
 def _in_process(fn: Callable[..., Any], items: Iterable[Any], args: tuple, threads: int) -> Iterator[Any]:

@@ -130,9 +130,30 @@ class EngineEmbedder:
     def embed_parts(self, asks: list[list[str]]) -> Iterator[np.ndarray]:
         """The vectors of each list of texts, in order; the workers embed the next lists while the caller stores
         these (the engine keeps a few pieces in flight)."""
-        # pieces of PIECE: fuller forwards (texts of one width share them, the last of each width filled with copies)
-        pieces = (texts[i : i + PIECE] for texts in asks for i in range(0, len(texts), PIECE))
-        got = self.engine.map(embed_texts, pieces, self.parts, cpu=True)
+        yield from self._joined(asks, self.engine.map(embed_texts, _pieces(asks), self.parts, cpu=True))
+
+    def ahead(self, asks: list[list[str]]) -> SentAhead:
+        """`embed_parts` sent now, below the stages' own tasks (`Engine.ahead`), taken back later."""
+        sent = self.engine.ahead(embed_texts, _pieces(asks), self.parts, cpu=True)
+        return SentAhead(sent, self._joined(asks, sent.results()))
+
+    def _joined(self, asks: list[list[str]], got: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
         for texts in asks:
             vecs = [next(got) for _ in range(0, len(texts), PIECE)]
             yield np.vstack(vecs) if vecs else np.zeros((0, self.dim), dtype=np.float32)
+
+
+def _pieces(asks: list[list[str]]) -> Iterator[list[str]]:
+    """Pieces of PIECE texts: fuller forwards (texts of one width share them, the last of each width filled with
+    copies)."""
+    return (texts[i : i + PIECE] for texts in asks for i in range(0, len(texts), PIECE))
+
+
+class SentAhead:
+    """Vectors embedded ahead of their use: `vectors` one array per list of texts, in order; `cancel`."""
+
+    def __init__(self, sent: Any, vectors: Iterator[np.ndarray]):
+        self.sent, self.vectors = sent, vectors
+
+    def cancel(self) -> None:
+        self.sent.cancel()

@@ -182,3 +182,26 @@ def test_a_model_hosts_limit_holds_across_the_clusters_workers(tmp_path, embedde
             engine.close()
     assert fake.chat_requests > 10 and any(n >= 1 for n in used.values()), (fake.chat_requests, used)
     assert fake.max_inflight == 1
+
+
+def test_batched_units_and_work_sent_ahead_keep_their_order_and_yield_to_the_stage():
+    """`batched(k)` sends k units per task and gives each unit's result back in order; work sent `ahead` comes back
+    in order too, and runs only where the stage's own tasks leave a core: a stage's `map` sent after 24 slow units
+    ahead is answered while most of them still wait."""
+    engine = local_engine(2)
+    try:
+        assert list(engine.batched(3).map(lambda x: x * x, range(10))) == [x * x for x in range(10)]
+        assert engine.batched(1) is engine
+
+        def slow(x):
+            time.sleep(0.25)
+            return -x
+
+        sent = engine.ahead(slow, range(24), cpu=True)
+        time.sleep(0.5)  # the workers are busy with the work sent ahead
+        assert list(engine.map(lambda x: x + 1, range(4), cpu=True)) == [1, 2, 3, 4]
+        waiting = sum(not f.done() for f in sent.futures)
+        assert waiting >= 12, f"the stage's units waited for the work sent ahead ({waiting} of 24 still waiting)"
+        assert list(sent.results()) == [-x for x in range(24)]
+    finally:
+        engine.close()
