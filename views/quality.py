@@ -1,6 +1,6 @@
 """Quality: community metrics per method and level, entity-merge review, and what-if re-runs of community
-detection compared side by side. Each tab is drawn by its own module in ui/; the job panel above them
-(ui/job_panel.py) follows a running promote, what-if run or merge decision."""
+detection compared side by side. Each tab is drawn by its own module in ui/, only when it is the open one; the
+job panel above them (ui/job_panel.py) follows a running promote, what-if run or merge decision."""
 
 from __future__ import annotations
 
@@ -24,12 +24,14 @@ with st.container(key="job_slot"):  # always there, empty or not: the tabs below
     job_panel.failed(ws)             # the last job's failed units, while outstanding
 
 eval_results.offer_rerun(ws)  # after a promote or a merge decision: the last evaluation, to re-run
-tabs = st.tabs(["Metrics", "Entity resolution", "What-if"])
-with tabs[0]:
-    quality_tab.draw(ws)
-for tab, action, module in ((tabs[1], "merge", merge_tab), (tabs[2], "whatif", whatif_tab)):
+# lazy tabs: only the open one runs (the Metrics tab measures and plots; the others read their own tables)
+TABS = ["Metrics", "Entity resolution", "What-if"]
+tabs = st.tabs(TABS, key="q_tab", on_change="rerun")
+for tab, action, module in zip(tabs, (None, "merge", "whatif"), (quality_tab, merge_tab, whatif_tab)):
+    if not tab.open:
+        continue
     with tab:
-        if guard.allowed(ws, action):  # an editor's tools: a viewer is told why they are not there
+        if action is None or guard.allowed(ws, action):  # an editor's tools: a viewer is told why they are not there
             module.draw(ws)
         else:
             st.info(guard.why_not(ws, action), icon=":material/lock:")

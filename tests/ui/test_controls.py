@@ -293,9 +293,14 @@ def _rows_shown(at: AppTest) -> list[int]:
             if re.fullmatch(r"mr_row_\d+", str(getattr(n, "key", None) or ""))]
 
 
+def _quality_tab(at: AppTest, name: str) -> AppTest:
+    at.session_state["q_tab"] = name  # the page's lazy tabs draw only the open one
+    return run(at)
+
+
 def test_find_by_name_and_rank_by_choose_the_rows(quality, home):
     store, ws = home
-    at = quality
+    at = _quality_tab(quality, "Entity resolution")
     rows = rv.merge_table(store, ws.id)
     cands = rv.filter_rows(rows, "candidate")
     assert len(cands) >= 2
@@ -322,7 +327,7 @@ def test_find_by_name_and_rank_by_choose_the_rows(quality, home):
 
 def test_leave_ambiguous_names_changes_what_a_bulk_accept_takes(quality, home):
     store, ws = home
-    at = quality
+    at = _quality_tab(quality, "Entity resolution")
     cands = rv.filter_rows(rv.merge_table(store, ws.id), "candidate")
     vague = [r for r in cands if r.evidence.get("ambiguous") and r.score >= 0.5]
     assert vague
@@ -347,7 +352,7 @@ def _partitions(at: AppTest) -> list[str]:
 
 def test_every_what_if_setting_reaches_the_variant_and_compare_follows_the_pick(quality, home):
     store, ws = home
-    at = quality
+    at = _quality_tab(quality, "What-if")
     n = {k: at.number_input(key=k).value for k in ("wi_max_size", "wi_levels", "wi_seed", "wi_knn_k", "wi_min_sim")}
     weights = at.checkbox(key="wi_weights").value
     assert not at.checkbox(key="wi_knn").value

@@ -30,7 +30,8 @@ SECRET = "ZEPHYRQUARTZ"
 VAULT_DOC = (f"The password for the data room is {SECRET}-7741. Marta Vell keeps the key of the Kelmouth data room, "
              f"and Orrin Vell signs every visit to the {SECRET} archive. Marta Vell reports to the Kelmouth board.")
 PAGES = ["views/workspaces.py", "views/build.py", "views/hierarchy.py", "views/graph.py", "views/ask.py",
-         "views/quality.py", "views/evaluate.py"]
+         "views/quality.py", "views/quality.py?Entity resolution", "views/quality.py?What-if", "views/evaluate.py"]
+TAB_KEYS = {"views/quality.py": "q_tab"}  # a page whose lazy tabs draw only the open one: "page?tab" opens that tab
 MARKDOWN = "[sign in again here](https://evil.example/login) ![x](https://evil.example/x.png) <b>bold</b>"
 CHOICE = {"selectbox": et.Selectbox, "radio": et.Radio, "multiselect": et.Multiselect,
           "select_slider": et.SelectSlider}
@@ -161,9 +162,12 @@ def test_a_stranger_sends_every_widget_values_it_never_offered(app_env, homes, i
     values = [*ids, *runs, "vault", "1", "2", "99999", "../../etc/passwd", "'; DROP TABLE node; --", MARKDOWN]
     at = _session(homes[0])
     at.run()
+    page, _, tab = page.partition("?")
+    if tab:
+        at.session_state[TAB_KEYS[page]] = tab
     at.switch_page(page)
     at.run()
-    _check(at, f"{page} opened")
+    _check(at, f"{page} {tab} opened")
     assert "vault" not in [o for s in at.sidebar.selectbox for o in s.options]
     tried = 0
     widgets = [(kind, w.id) for kind in CHOICE for w in getattr(at, kind)]

@@ -29,6 +29,12 @@ def page(quality_home) -> AppTest:
     return open_page("views/quality.py", "Quality", timeout=240)
 
 
+def _tab(at: AppTest, name: str) -> AppTest:
+    """Open one of the page's lazy tabs (only the open one is drawn)."""
+    at.session_state["q_tab"] = name
+    return run(at)
+
+
 def _button(at: AppTest, key: str):
     return next(b for b in at.button if b.key == key)
 
@@ -42,6 +48,7 @@ def test_reject_then_undo_reject(page, quality_home):
     store = quality_home
     ws = store.require_workspace("sample")
     row = next(r for r in rv.filter_rows(rv.merge_table(store, ws.id), "candidate") if r.titles[1] == "Ashby Fen")
+    _tab(page, "Entity resolution")
     _button(page, f"mr_reject_{row.id}").click()
     run(page)
     assert _status(store, row.id) == "rejected"
@@ -56,6 +63,7 @@ def test_accept_many_at_once(page, quality_home):
     store = quality_home
     ws = store.require_workspace("sample")
     v0 = ws.build_version
+    _tab(page, "Entity resolution")
     page.slider(key="mr_bulk_score").set_value(0.85)
     run(page)
     bulk = _button(page, "mr_bulk")
@@ -83,6 +91,7 @@ def test_merge_one_pair_under_the_other_name(page, quality_home):
     ws = store.require_workspace("sample")
     row = next(r for r in rv.filter_rows(rv.merge_table(store, ws.id), "all")  # a candidate, or undone by a test
                if r.titles[1] == "Ashby Fen" and r.status in ("candidate", "undone"))
+    _tab(page, "Entity resolution")
     if row.status == "undone":
         page.radio(key="mr_status").set_value("undone")
         run(page)
@@ -113,6 +122,7 @@ def test_metrics_tab_reads_the_level_in_one_line(page, quality_home):
     line = next(n.value for n in _walk(box) if getattr(n, "type", None) == "markdown")
     assert line.startswith(f"**{md_escape(METHODS['leiden'])}, level ") and "modularity 0" in line
     assert "singletons" in line and line.endswith(".**")
+    assert not any(t.key == "wi_name" for t in page.text_input), "only the open tab is drawn"
 
 
 def _walk(node):
@@ -130,6 +140,7 @@ def _index_and_embedder(ws):
 def test_run_delete_and_promote_variants(page, quality_home):
     store = quality_home
     ws = store.require_workspace("sample")
+    _tab(page, "What-if")
     for name, resolution in (("finer", 2.0), ("throwaway", 1.5)):
         page.text_input(key="wi_name").input(name)
         page.number_input(key="wi_resolution").set_value(resolution)
@@ -218,7 +229,9 @@ def test_the_job_panel_shows_a_running_job_stops_it_and_other_starts_are_refused
         assert any(m.value == f"**{label}** · queued · on build {ws.build_version}" for m in page.markdown)
         assert [p.proto.text for p in page.get("progress") if "steps done" in p.proto.text] == ["0/1 steps done"]
         cand = rv.filter_rows(rv.merge_table(store, ws.id), "candidate")[0]
+        _tab(page, "Entity resolution")
         assert _button(page, f"mr_reject_{cand.id}").disabled, "decisions wait for the job"
+        _tab(page, "What-if")
         page.text_input(key="wi_name").input("refused")
         next(b for b in page.button if b.label == "Run variant").click()
         beat()
