@@ -113,31 +113,52 @@ def embedded_beside(ctx: BuildContext, *jobs: tuple[str, Callable[[BuildContext]
         worker.join()
 
 
-@contextmanager
-def _sent_ahead(ctx: BuildContext, jobs: tuple[tuple[str, Callable[[BuildContext], Rows]], ...]) -> Iterator[None]:
-    """On a cluster: each job's missing rows (read now) sent to the workers ahead, below the stage's own tasks, so
-    a core the stage leaves idle embeds them (no thread here); stored when the body ends. A stop or an error in the
-    body cancels them: the later stage embeds them then."""
-    embedder = ctx.embedder
-    if not isinstance(embedder, EngineEmbedder):
-        yield
-        return
-    sent = []
-    for kind, rows in jobs:
-        todo = missing_parts(ctx.index, kind, rows(ctx), ctx.settings.embed.batch_size)
-        sent.append((kind, todo, embedder.ahead(todo.asks)))
-    ended = False
-    try:
-        yield
-        ended = True
-    finally:
-        for kind, todo, vectors in sent:
-            if not ended or ctx.should_stop():
+class EmbedAhead:
+    """Rows whose vectors a later step stores, sent now to a cluster's workers below the stages' own tasks
+    (`send`), so cores a stage leaves idle embed them; `store()` stores what came back, `cancel()` drops the rest.
+    In the build's own process nothing is sent: the later step embeds the rows itself."""
+
+    def __init__(self, ctx: BuildContext):
+        self.ctx = ctx
+        self.sent: list = []
+
+    def send(self, kind: str, rows: Rows) -> None:
+        embedder = self.ctx.embedder
+        if isinstance(embedder, EngineEmbedder) and rows:
+            todo = missing_parts(self.ctx.index, kind, rows, self.ctx.settings.embed.batch_size)
+            self.sent.append((kind, todo, embedder.ahead(todo.asks)))
+
+    def store(self) -> None:
+        """Store every part that came back (a stop stores nothing more); errors are logged, not raised: the later
+        step embeds those rows again and reports them."""
+        while self.sent:
+            kind, todo, vectors = self.sent.pop(0)
+            if self.ctx.should_stop():
                 vectors.cancel()
                 continue
             try:
-                for _ in store_parts(ctx.index, kind, todo, vectors.vectors, ctx.should_stop):
+                for _ in store_parts(self.ctx.index, kind, todo, vectors.vectors, self.ctx.should_stop):
                     pass
-            except Exception as exc:  # noqa: BLE001 - the later stage embeds these rows again and reports the error
+            except Exception as exc:  # noqa: BLE001 - see the docstring
                 log.warning("embedding %s vectors ahead stopped: %s: %s", kind, type(exc).__name__, exc)
             vectors.cancel()
+
+    def cancel(self) -> None:
+        for _, _, vectors in self.sent:
+            vectors.cancel()
+        self.sent = []
+
+
+@contextmanager
+def _sent_ahead(ctx: BuildContext, jobs: tuple[tuple[str, Callable[[BuildContext], Rows]], ...]) -> Iterator[None]:
+    """On a cluster: each job's missing rows (read now) sent ahead (`EmbedAhead`), stored when the body ends; a stop
+    or an error in the body cancels them (the later stage embeds them then)."""
+    ahead = EmbedAhead(ctx)
+    for kind, rows in jobs:
+        ahead.send(kind, rows(ctx))
+    try:
+        yield
+    except BaseException:
+        ahead.cancel()
+        raise
+    ahead.store()

@@ -122,6 +122,14 @@ class Engine:
         return Ahead([self.client.submit(fn, item, *shared, pure=False, priority=-10, **self._resources(cpu))
                       for item in items])
 
+    def submit(self, fn: Callable[..., Any], *args: Any, cpu: bool = False) -> Pending:
+        """fn(*args) as one task, a global step taken whole (a Leiden run, an HNSW graph): on a cluster sent now, so
+        the caller goes on with other work while a worker runs it; in this process run when its result is asked."""
+        if self.client is None:
+            return Pending(lambda: fn(*args))
+        fut = self.client.submit(fn, *args, pure=False, **self._resources(cpu))
+        return Pending(fut.result, fut.cancel)
+
     def _shared(self, args: tuple) -> list:
         return [self.client.scatter(a, broadcast=True) if _large(a) else a for a in args]
 
@@ -141,6 +149,19 @@ class Engine:
 
 
 INLINE = Engine()
+
+
+class Pending:
+    """The result of `Engine.submit`: `result()` waits for it (or computes it, in this process); `cancel()`."""
+
+    def __init__(self, get: Callable[[], Any], cancel: Callable[[], Any] = lambda: None):
+        self._get, self._cancel = get, cancel
+
+    def result(self) -> Any:
+        return self._get()
+
+    def cancel(self) -> None:
+        self._cancel()
 
 
 class Ahead:

@@ -129,9 +129,12 @@ def write_edges(ctx, ids: list[str], matches: list[tuple[int, int]], pairs: np.n
             where, ref = owner[(i, j)]
             (boost_db.add(ref) if where == "db" else boost_match.add(ref))
         want_match = {(ids[h], ids[j]): 2.0 if (h, j) in boost_match else 1.0 for h, j in matches}
-        new = ~boosted
-        want_sem = {(ids[i], ids[j]): round(float(sc), 4) for (i, j), sc in zip(pairs[new].tolist(), scores[new].tolist())}
-        delete_ids(s, [eid for k, (eid, sc) in old_sem.items() if k not in want_sem or sc != want_sem[k]])
+        # the wanted semantic edges as index pairs (i < j, unique) and their rounded scores: at a million tokens
+        # 1.5M of them, which as rows of dicts took a gigabyte; rows are made a block at a time below
+        sem = pairs[~boosted]
+        sem_sc = np.array([round(float(v), 4) for v in scores[~boosted].tolist()], dtype=np.float64)
+        stale, same = _semantic_diff(old_sem, index, sem, sem_sc, n)
+        delete_ids(s, stale)
         delete_ids(s, [eid for k, (eid, w) in old_match.items() if want_match.get(k) != w])
         gone = sorted(old_boost - boost_db)
         for k in range(0, len(gone), 500):
@@ -143,10 +146,36 @@ def write_edges(ctx, ids: list[str], matches: list[tuple[int, int]], pairs: np.n
                 weight=Edge.weight + 1, data=_set_hnsw(s)))
         rows = [edge_row(ws_id, src, dst, "matches", w, {"hnsw": 1} if w > 1 else {})
                 for (src, dst), w in want_match.items() if old_match.get((src, dst), (0, None))[1] != w]
-        rows += [edge_row(ws_id, src, dst, "semantic", 1.0, {"by": "hnsw", "score": sc})
-                 for (src, dst), sc in want_sem.items() if old_sem.get((src, dst), (0, None))[1] != sc]
         conn = s.connection()
-        for k in range(0, len(rows), 20_000):
-            conn.execute(insert(sql_table(Edge)), rows[k : k + 20_000])
+        if rows:
+            conn.execute(insert(sql_table(Edge)), rows)
+        todo = np.flatnonzero(~same)
+        for k in range(0, len(todo), _BLOCK):
+            block = todo[k : k + _BLOCK]
+            conn.execute(insert(sql_table(Edge)), [
+                edge_row(ws_id, ids[i], ids[j], "semantic", 1.0, {"by": "hnsw", "score": sc})
+                for (i, j), sc in zip(sem[block].tolist(), sem_sc[block].tolist())])
         s.commit()
-    return len(want_sem), len(boost_db) + len(boost_match)
+    return len(sem), len(boost_db) + len(boost_match)
+
+
+_BLOCK = 20_000  # semantic edge rows made and inserted at a time
+
+
+def _semantic_diff(old: dict[tuple[str, str], tuple[int, float]], index: dict[str, int], sem: np.ndarray,
+                   sem_sc: np.ndarray, n: int) -> tuple[list[int], np.ndarray]:
+    """The stored semantic edges to delete (no longer wanted, or with another score), and a mask over the wanted
+    pairs `sem` of those stored already with their score (not inserted again)."""
+    same = np.zeros(len(sem), dtype=bool)
+    if not old:
+        return [], same
+    codes = sem[:, 0] * n + sem[:, 1]  # sorted: the pairs are unique and in order
+    stale: list[int] = []
+    for (src, dst), (eid, sc) in old.items():
+        i, j = index.get(src, -1), index.get(dst, -1)
+        pos = int(np.searchsorted(codes, i * n + j)) if 0 <= i < j else len(codes)
+        if pos < len(codes) and codes[pos] == i * n + j and sem_sc[pos] == sc:
+            same[pos] = True
+        else:
+            stale.append(eid)
+    return stale, same

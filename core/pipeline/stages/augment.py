@@ -214,6 +214,10 @@ def _augment(ctx: BuildContext, beside: Beside) -> Iterator[Progress]:
             return
     yield Progress(0, 0, "semantic matching within communities", counts)
     ids, kinds, x = load_vectors(ctx)
+    # the HNSW graph (one thread, a global step taken whole): on a cluster a worker builds it while this process
+    # finds the matches
+    graph = ctx.engine.submit(noderag.hnsw_base_pairs, x, cfg.hnsw_m, cfg.seed, cfg.hnsw_ef, cpu=True) \
+        if len(ids) > 1 else None
     sah = [v for v, k in enumerate(kinds) if k != "chunk"]
     matches: list[tuple[int, int]] = []
     if sah:
@@ -222,8 +226,7 @@ def _augment(ctx: BuildContext, beside: Beside) -> Iterator[Progress]:
         is_high = np.array([kinds[v] == "high_level" for v in sah], dtype=bool)
         matches = [(sah[h], sah[j]) for h, j in noderag.semantic_matches(labels, comm, is_high)]
     yield Progress(0, 0, f"HNSW over {len(ids)} vectors", counts)
-    pairs = (noderag.hnsw_base_pairs(x, cfg.hnsw_m, cfg.seed, cfg.hnsw_ef) if len(ids) > 1
-             else np.zeros((0, 2), dtype=np.int64))
+    pairs = graph.result() if graph is not None else np.zeros((0, 2), dtype=np.int64)
     semantic, boosted = write_edges(ctx, ids, matches, pairs, noderag.pair_scores(x, pairs))
     with ctx.store.session() as s:
         per_kind = dict(s.exec(select(Node.kind, func.count()).where(

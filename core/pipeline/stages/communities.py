@@ -44,12 +44,14 @@ def communities_stage(ctx: BuildContext) -> Iterator[Progress]:
     eg: EntityGraph = load_entity_graph(store, ws_id)
     ex = eg.extracted()
     g = ex.to_igraph()
-    yield Progress(1, 4, f"Leiden (GraphRAG): clustering {g.vcount()} extracted entities, {g.ecount()} links")
-    h = hierarchical_leiden(g, cfg)
     layered = len(eg.ids) != len(ex.ids) or len(eg.links) != len(ex.links)
     gl = eg.to_igraph() if layered else g
+    # the two runs are independent: on a cluster a worker clusters HiRAG's graph while this process clusters GraphRAG's
+    hirag = ctx.engine.submit(hierarchical_leiden, gl, cfg, cpu=True) if layered else None
+    yield Progress(1, 4, f"Leiden (GraphRAG): clustering {g.vcount()} extracted entities, {g.ecount()} links")
+    h = hierarchical_leiden(g, cfg)
     yield Progress(2, 4, f"Leiden (HiRAG): clustering {gl.vcount()} entities of every layer, {gl.ecount()} links")
-    hh = hierarchical_leiden(gl, cfg) if layered else h  # no summary layer: the layered graph is the extracted one
+    hh = hirag.result() if hirag is not None else h  # no summary layer: the layered graph is the extracted one
     rows: list[Community] = []
     members_of: dict[str, list[str]] = {}
     for comp in h.components:

@@ -43,6 +43,7 @@ from core.algorithms.topics import topic_groups
 from core.ids import IdScope, local_id
 from core.index.embedding import embed_missing, statement_rows
 from core.models import Checkpoint, Document, Edge, Node, sql_table
+from core.pipeline.beside import EmbedAhead
 from core.pipeline.context import BuildContext, Progress
 from core.pipeline.tasks import chunk_topics_one, summarize_one
 from core.protocols import TopicModel
@@ -181,12 +182,15 @@ def _topic_rows(store, ws_id: int, lx: _Lexicon) -> list[tuple[str, str, dict]]:
     members: dict[str, list[str]] = defaultdict(list)
     for sid, tid in links:
         members[tid].append(sid)
-    rows = []
-    for tid, title, summary, doc in topics:
-        stmts = sorted(members.get(tid, []), key=lambda i: lx.stmt_pos.get(i, (0, 0, i)))
-        text = "\n".join([title, summary, " ".join(lx.stmt_text.get(i, "") for i in stmts)])
-        rows.append((tid, text[:_EMBED_CHARS], {"document_id": doc or ""}))
-    return rows
+    return [_topic_row(lx, tid, title, summary, doc, members.get(tid, [])) for tid, title, summary, doc in topics]
+
+
+def _topic_row(lx: _Lexicon, tid: str, title: str, summary: str, doc: str | None,
+               members: list[str]) -> tuple[str, str, dict]:
+    """(id, text embedded, meta) of a topic: its title, summary and statements in document order."""
+    stmts = sorted(members, key=lambda i: lx.stmt_pos.get(i, (0, 0, i)))
+    text = "\n".join([title, summary, " ".join(lx.stmt_text.get(i, "") for i in stmts)])
+    return (tid, text[:_EMBED_CHARS], {"document_id": doc or ""})
 
 
 def model_topics(ctx: BuildContext) -> bool:
@@ -290,6 +294,7 @@ def lexical_stage(ctx: BuildContext) -> Iterator[Progress]:
     by_model = model_topics(ctx)
 
     replaced: list[str] = []  # topics of documents made again
+    ahead = EmbedAhead(ctx)  # on a cluster, each batch's topics are embedded while the next batch is made
     k = 0
     while k < len(todo):
         batch: list[tuple[str, str]] = []
@@ -300,11 +305,15 @@ def lexical_stage(ctx: BuildContext) -> Iterator[Progress]:
             k += 1
         make = _topics_by_model if by_model else _topics_by_clustering
         topics, failed = make(ctx, lx, batch, by_doc)  # a failed document is left to the next build, whole
-        replaced += _write_documents(store, ws_id, [d for d, _ in batch if d not in failed],
-                                     [t for t in topics if t["doc"] not in failed])
+        kept = [t for t in topics if t["doc"] not in failed]
+        replaced += _write_documents(store, ws_id, [d for d, _ in batch if d not in failed], kept)
+        ahead.send("topic", [_topic_row(lx, t["id"], t["title"], t["summary"], t["doc"], t["statements"])
+                             for t in kept])
         yield Progress(k, len(todo), f"topics for {k}/{len(todo)} documents", counts)
         if ctx.should_stop():
+            ahead.cancel()
             return
+    ahead.store()
 
     rows = _topic_rows(store, ws_id, lx)
     live = {r[0] for r in rows}  # a document's topics made again (core/pipeline/stages/extract.py): old vectors go
