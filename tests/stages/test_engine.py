@@ -8,7 +8,7 @@ processes take from the environment and the workspace's record as the build's ow
 
 A worker killed with SIGKILL while it extracts costs only its units in flight: against a model server that takes
 0.3 s a call, the chat calls of the build exceed a clean build's by at most the units in flight, and the graph is
-the same.
+the same; one killed while the embed stage's pieces run leaves every vector as it was.
 """
 
 from __future__ import annotations
@@ -205,3 +205,37 @@ def test_batched_units_and_work_sent_ahead_keep_their_order_and_yield_to_the_sta
         assert list(sent.results()) == [-x for x in range(24)]
     finally:
         engine.close()
+
+
+def test_a_worker_killed_while_it_embeds_leaves_the_same_vectors(tmp_path, embedder, reference, make_settings):
+    """SIGKILL of one worker while the embed stage's pieces run on the cluster: Dask runs its pieces again on the
+    other worker (or the one its nanny starts), and the graph and every vector are the single-process build's."""
+    from sqlmodel import select
+
+    from core.models import StageRun
+    from core.store import Store
+
+    settings = make_settings(tmp_path / "h")
+    engine = local_engine(2)
+    killed: list[int] = []
+
+    def kill_one_while_embedding(store) -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not killed:
+            with store.session() as s:
+                row = s.exec(select(StageRun).where(StageRun.stage == "embed", StageRun.status == "running")).first()
+            if row is not None:
+                pid = next(iter(engine.client.run(os.getpid).values()))
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=kill_one_while_embedding, args=(Store(settings.storage.db_url),), daemon=True)
+    try:
+        watcher.start()
+        built = build_workspace(tmp_path / "h", FILES, embedder, name="w", settings=settings, engine=engine)
+        watcher.join(timeout=5)
+    finally:
+        engine.close()
+    assert killed, "a worker was killed during the embed stage"
+    assert not differences(_snapshot(reference), _snapshot(built))
