@@ -6,6 +6,7 @@ an entity merge all keep them so: core/pipeline/mentions.py)."""
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 
 DESC_CAP = 1200  # characters of descriptions an entity or relationship keeps (checked before each append)
@@ -42,6 +43,7 @@ def _token_match(x: str, y: str) -> tuple[float, str]:
     return 0.0, ""
 
 
+@functools.lru_cache(maxsize=1 << 18)  # the merge stage asks again for most pairs in each of its rounds
 def name_similarity(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[float, str]:
     """(similarity 0-1, how the names match) of two token tuples from `name_tokens` (see the module docstring)."""
     if not a or not b:
