@@ -3,17 +3,16 @@
 One round of Algorithm 1 over layer L_{i-1} (here `layer` = i-1, 0 = the extracted entities):
 
 1. Z_{i-1}: the entities' embeddings (Eq. 7), passed in as `vectors` (one row per entity).
-2. C_{i-1} = GMM(L_{i-1}, Z_{i-1}) (Eq. 8, "following the method described in RAPTOR"), RAPTOR's two-stage
-   clustering (`perform_clustering`): reduce the embeddings and cluster them GLOBALLY with a Gaussian mixture whose
-   number of components is chosen by BIC; then, inside each global cluster, reduce its members' embeddings AGAIN
-   and cluster them LOCALLY the same way (a global cluster of at most reduce_dim + 1 members stays one local
-   cluster, as in RAPTOR). C_{i-1} is the union of the local clusters. Membership is soft at both stages
-   (posterior >= 0.1, RAPTOR's threshold), so an entity may join several clusters. The reduction, the GMM and the
-   BIC search bound are documented in `core.algorithms.layer_gmm`; the bound applies per search, so a layer is not capped
-   at 50 clusters.
+2. C_{i-1} = GMM(L_{i-1}, Z_{i-1}) (Eq. 8) as HiRAG's code clusters a layer (hhy-huang/HiRAG
+   hirag/_cluster_utils.py `perform_clustering`): UMAP, then one Gaussian mixture over the whole layer whose number
+   of components is chosen by BIC, soft membership (posterior >= 0.1), so an entity may join several clusters
+   (`core.algorithms.layer_gmm`). HiRAG's code has RAPTOR's global step only: its loop over the global clusters
+   collects their members and re-clusters none of them.
 3. CS_i from C_{i-1} (Eq. 17 / Algorithm 1 line 8), and its change rate against CS_{i-1} (line 9).
 4. The caller stops when the change rate is <= ε (line 9-11, `stop_reason`), else makes the summary entities of
-   each cluster (line 17, guided by the meta-summary concepts X) and clusters the new layer in turn.
+   each cluster of two or more (line 17, guided by the meta-summary concepts X), carries each single-member
+   cluster's entity up as it is (HiRAG's code: `if len(cluster_nodes) == 1: node_clusters += cluster_nodes`), and
+   clusters the new layer in turn.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import lru_cache
 
 import numpy as np
 
@@ -49,7 +48,8 @@ class LayerClustering:
     sparsity: float  # CS of this clustering (Eq. 17; the paper's CS_{layer+1} in Algorithm 1's numbering)
     change_rate: float | None  # relative change of CS vs the previous layer (None for the first)
     n: int = 0  # rows (entities) clustered
-    local_components: list[int] = field(default_factory=list)  # BIC's k inside each global cluster
+    local_components: list[int] = field(default_factory=list)  # unused since issue 37 (HiRAG's code: global only)
+    previous_sparsity: float | None = None  # CS of the layer below's clustering (None for the first)
 
 
 # --------------------------------------------------------------------------------------------- cluster sparsity
@@ -80,21 +80,28 @@ def cluster_sparsity(clusters: list[list[int]], n: int) -> float:
 def change_rate(current: float, previous: float | None) -> float | None:
     """Relative change of cluster sparsity, |CS_i - CS_{i-1}| / CS_{i-1} (Algorithm 1, line 9; §5.4 "the change
     rate from CS_i to CS_{i+1}"; HiRAG's code divides by the previous value the same way). None for the first
-    clustering, which has no previous CS."""
-    if previous is None:
+    clustering, which has no previous CS, and after a CS of 0 (a layer that was one cluster), where no rate exists."""
+    if previous is None or previous == 0:
         return None
-    if previous == 0:
-        return 0.0 if current == 0 else math.inf
     return abs(current - previous) / abs(previous)
+
+
+def is_plateau(current: float, previous: float | None, n: int, cfg: LayerSettings) -> bool:
+    """A real plateau of the CS curve, the only place the ε rule may fire: two clusterings of non-empty layers
+    (n >= `min_entities`), both with a CS above 0 (CS 0 is one cluster of everything: nothing was told apart, so
+    0 -> 0 is a collapse, not cluster quality that stopped improving), changing by at most ε."""
+    rate = change_rate(current, previous)
+    return (rate is not None and rate <= cfg.change_rate_stop and n >= cfg.min_entities and current > 0
+            and previous is not None and previous > 0)
 
 
 def stop_reason(c: LayerClustering, cfg: LayerSettings) -> str | None:
     """HiRAG's rule for the number of layers (§5.4; Algorithm 1 lines 9-11): after clustering L_{i-1} and computing
     CS_i, "stop constructing another layer when the change rate of cluster sparsity is lower than ε" (ε = 5 %;
-    line 9 tests <=, so a change of exactly ε stops too); L_i is then not built (i <- i-1). The first clustering has
-    no change rate and never stops here. None = build layer i."""
-    if c.change_rate is not None and c.change_rate <= cfg.change_rate_stop:
-        return (f"cluster sparsity change rate {100 * c.change_rate:.1f}% <= ε {100 * cfg.change_rate_stop:g}% "
+    line 9 tests <=, so a change of exactly ε stops too); L_i is then not built (i <- i-1). It fires only on a real
+    plateau (`is_plateau`): never on the first clustering, an empty layer, or CS 0 -> 0. None = build layer i."""
+    if is_plateau(c.sparsity, c.previous_sparsity, c.n, cfg):
+        return (f"cluster sparsity change rate {100 * (c.change_rate or 0.0):.1f}% <= ε {100 * cfg.change_rate_stop:g}% "
                 f"(CS {c.sparsity:.4f}; hirag.txt §5.4, Algorithm 1 line 9)")
     return None
 
@@ -109,56 +116,44 @@ def too_few_reason(layer: int, n: int, cfg: LayerSettings) -> str | None:
     return None
 
 
+def collapse_reason(c: LayerClustering) -> str | None:
+    """A layer clustered into one cluster of every entity (CS 0): its summary entities are the top of the hierarchy,
+    since a layer above would be clustered from one cluster's summaries (not the paper's rule: the build ends there
+    after summarizing it, instead of a CS 0 -> 0 "plateau"). None = not collapsed."""
+    if c.n >= 2 and len(c.clusters) == 1 and len(c.clusters[0]) == c.n:
+        return (f"layer {c.layer} is one cluster of its {c.n} entities (CS 0): its summary entities are the top "
+                "layer")
+    return None
+
+
 # --------------------------------------------------------------------------------------------------- clustering
 
 
 def cluster_layer(vectors: np.ndarray, cfg: LayerSettings, layer: int, previous_sparsity: float | None
                   ) -> LayerClustering:
-    """RAPTOR's global-then-local GMM clustering of one layer's embeddings (hirag.txt Eq. 8, Algorithm 1 lines
-    6-9); see the module doc. Identical member sets found twice (a row set shared by two global clusters) are one
-    cluster. Deterministic for a seed."""
+    """HiRAG's clustering of one layer's embeddings (hirag.txt Eq. 8, Algorithm 1 lines 6-9; module doc): UMAP, a
+    GMM chosen by BIC, soft membership. Identical member sets are one cluster. Deterministic for a seed, and the
+    same on every CPU (core.algorithms.layer_reduce)."""
     x = np.asarray(vectors, dtype=np.float64)
     if x.ndim != 2:
         raise ValueError(f"vectors must be 2-D, got shape {x.shape}")
     n = x.shape[0]
     if n == 0:
-        return LayerClustering(layer, [], 0, [], 1.0, change_rate(1.0, previous_sparsity), 0)
+        return LayerClustering(layer, [], 0, [], 1.0, None, 0, previous_sparsity=previous_sparsity)
     if not np.isfinite(x).all():
         raise ValueError("vectors contain NaN or infinite values")
     from threadpoolctl import threadpool_limits
 
-    # one BLAS/OpenMP thread: these fits are small (<= 20k x 10), so threads only add start-up and, on a busy
+    # one BLAS/OpenMP thread: these fits are small (<= 20k x 2), so threads only add start-up and, on a busy
     # machine, oversubscription (measured 10-20x slower k-means inits with the default pool under load)
     with threadpool_limits(limits=1):
-        return _cluster_layer(x, cfg, layer, previous_sparsity)
-
-
-def _cluster_layer(x: np.ndarray, cfg: LayerSettings, layer: int, previous_sparsity: float | None
-                   ) -> LayerClustering:
-    n = x.shape[0]
-    soft = partial(gmm_soft_clusters, dims=cfg.reduce_dim, max_components=cfg.max_components,
-                   threshold=cfg.membership_threshold, seed=cfg.seed)
-    glob = soft(x)
-    clusters: list[list[int]] = []
-    seen: set[tuple[int, ...]] = set()
-    local_k: list[int] = []
-    for g in glob.clusters:
-        if len(g) == n:  # a global cluster of every row: its local step would repeat the global one exactly
-            parts, k = glob.clusters, glob.k
-        elif len(g) <= cfg.reduce_dim + 1:  # RAPTOR keeps a small global cluster whole
-            parts, k = [g], 1
-        else:
-            loc = soft(x[g])
-            parts, k = [[g[i] for i in c] for c in loc.clusters], loc.k
-        local_k.append(k)
-        for c in parts:
-            key = tuple(sorted(c))
-            if key not in seen:
-                seen.add(key)
-                clusters.append(list(key))
-    cs = cluster_sparsity(clusters, n)
-    return LayerClustering(layer=layer, clusters=clusters, n_components=glob.k, bic=glob.bic, sparsity=cs,
-                           change_rate=change_rate(cs, previous_sparsity), n=n, local_components=local_k)
+        soft = gmm_soft_clusters(x, dims=cfg.reduce_dim, max_components=cfg.max_components,
+                                 threshold=cfg.membership_threshold, seed=cfg.seed)
+    clusters = sorted({tuple(sorted(c)) for c in soft.clusters})
+    cs = cluster_sparsity([list(c) for c in clusters], n)
+    return LayerClustering(layer=layer, clusters=[list(c) for c in clusters], n_components=soft.k, bic=soft.bic,
+                           sparsity=cs, change_rate=change_rate(cs, previous_sparsity), n=n,
+                           previous_sparsity=previous_sparsity)
 
 
 # ------------------------------------------------------------------------------------- meta-summary and titles

@@ -1,24 +1,27 @@
 """The `layers` stage: HiRAG's HiIndex (hirag.txt §4.1, §5.4, Algorithm 1) over the stored graph.
 
-Layer 0 is the extracted entities. For each layer L_{i-1}: its entities' vectors are clustered RAPTOR's way
-(global GMM, then a local GMM inside each global cluster, components chosen by BIC, soft membership;
+Layer 0 is the extracted entities. For each layer L_{i-1}: its entities' vectors are clustered as HiRAG's code does
+(UMAP, one Gaussian mixture over the layer with its components chosen by BIC, soft membership;
 `core.algorithms.layers.cluster_layer`), and CS_i (Eq. 17) and its change rate are computed. If the change rate is <= ε
-the build stops there (Algorithm 1 lines 9-11). Otherwise each cluster of two or more entities is handed, names and
+on a real plateau (`is_plateau`: never CS 0 -> 0 nor an empty layer) the build stops there (Algorithm 1 lines 9-11).
+Otherwise every cluster is taken up (Algorithm 1 line 16 summarizes every cluster): the entity of a single-member
+cluster is carried up into the next layer as it is (HiRAG's code), and each cluster of two or more entities is handed, names and
 descriptions of its members, with the meta summary entities X, to the backend's `summary_entities` (line 17): with
 a model, HiRAG's own prompt (Appendix I.3), whose summary entities are merged by name across the layer as HiRAG's
 code does; offline, a set of extractive summary entities per cluster, one per group of members sharing a term
 (`core.backends.summary_replies.offline_summary_entities`), each its cluster's own. Each summary entity is linked by `summarizes` edges
 from the members the reply relates to it (a member the reply relates to nothing is linked to every summary entity of
 its cluster, so the layer stays covered), stored one layer up and embedded; the new layer is then clustered in turn.
-A layer too small to cluster, or the safety cap, also ends the build, with that reason. The stage is one unit: it
+A layer clustered into one cluster of everything is summarized and ends the build (its summary entities are the top);
+a layer too small to cluster, or the safety cap, also ends the build, with that reason. The stage is one unit: it
 replaces the summary layers it built before, so a rerun gives the same layers. A cluster whose call still fails after
 its retries is a failed unit (core/pipeline/failures.py): the layer it was making is kept with the summary entities of
 the other clusters, and no layer is built above it (it would cluster an incomplete layer); the next build, whose
 calls that succeeded replay from the call cache, makes the whole hierarchy.
 
 Recorded per layer (StageRun counts "layers", read by the Build page and `core stats`): layer, entities, clusters,
-global_clusters, summary_entities, cluster_sparsity (CS of this layer's clustering), change_rate, n_components
-(global k), stop_reason (None unless the build stopped at this layer); the overall "stop_reason", and "epsilon" (ε of
+global_clusters (the GMM's k), summary_entities, carried (single-member clusters' entities carried up),
+cluster_sparsity (CS of this layer's clustering), change_rate, n_components (the GMM's k), stop_reason (None unless the build stopped at this layer); the overall "stop_reason", and "epsilon" (ε of
 the change-rate rule the build ran with).
 """
 
@@ -32,6 +35,7 @@ from sqlmodel import col, delete, select
 
 from core.algorithms.layers import (
     cluster_layer,
+    collapse_reason,
     forget_terms,
     meta_summary_concepts,
     stop_reason,
@@ -71,7 +75,7 @@ def _drop_stale_vectors(ctx) -> None:
 
 
 def _row(layer: int, n: int) -> dict:
-    return {"layer": layer, "entities": n, "clusters": 0, "global_clusters": 0, "summary_entities": 0,
+    return {"layer": layer, "entities": n, "clusters": 0, "global_clusters": 0, "summary_entities": 0, "carried": 0,
             "cluster_sparsity": None, "change_rate": None, "n_components": 0, "stop_reason": None}
 
 
@@ -103,7 +107,7 @@ def layers_stage(ctx: BuildContext) -> Iterator[Progress]:
         yield Progress(layer, layer + 1, f"clustering layer {layer}: {len(ids)} entities", {"layers": layers})
         vectors = np.vstack([vec_of[i] for i in ids])
         c = cluster_layer(vectors, cfg, layer, previous)
-        row.update(clusters=len(c.clusters), global_clusters=len(c.local_components),
+        row.update(clusters=len(c.clusters), global_clusters=c.n_components,
                    cluster_sparsity=round(c.sparsity, 4), n_components=c.n_components,
                    change_rate=None if c.change_rate is None else round(c.change_rate, 4))
         reason = stop_reason(c, cfg)  # Algorithm 1 line 9: tested before layer i is generated
@@ -113,15 +117,22 @@ def layers_stage(ctx: BuildContext) -> Iterator[Progress]:
         if not multi:
             reason = f"layer {layer}: every cluster holds a single entity, so there is nothing to summarize"
             break
+        # a single-member cluster's entity goes up as it is (HiRAG's code: `node_clusters += cluster_nodes`)
+        carried = sorted({ids[members[0]] for members in c.clusters if len(members) == 1})
         yield Progress(layer, layer + 1, f"summarizing {len(multi)} clusters of layer {layer}", {"layers": layers})
         new_ids, failed = _summary_layer(ctx, cfg, layer, ids, multi, titles, texts, vec_of)
-        row["summary_entities"] = len(new_ids)
+        row.update(summary_entities=len(new_ids), carried=len(carried))
         if failed:  # the layer above would cluster an incomplete layer: kept as made, and the next build goes on
             reason = (f"layer {layer}: {failed} of {len(multi)} clusters' summary entities failed (recorded as failed "
                       f"units); the next build makes them and the layers above")
             break
+        reason = collapse_reason(c)
+        if reason:  # one cluster of everything: its summary entities are the top
+            row = _row(layer + 1, len(new_ids))
+            layers.append(row)
+            break
         previous = c.sparsity
-        ids = new_ids
+        ids = new_ids + carried  # summary ids are new: no carried entity is among them
         layer += 1
     row["stop_reason"] = reason
     _drop_stale_vectors(ctx)

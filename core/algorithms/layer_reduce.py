@@ -1,0 +1,113 @@
+"""The reduction before HiRAG's Gaussian mixtures: UMAP, as HiRAG's and RAPTOR's code reduce (hhy-huang/HiRAG
+hirag/_cluster_utils.py `global_cluster_embeddings`: `umap.UMAP(n_neighbors=15, n_components=dim, metric="cosine")`,
+`dim = min(reduction_dimension, len(embeddings) - 2)`), made to give the same coordinates on every x86-64 CPU by
+construction, since the layers it clusters are part of the graph and the graph depends on the documents only.
+
+What could depend on the CPU, and what is done about it:
+
+* umap-learn and pynndescent run numba code compiled with `fastmath` for the HOST CPU by default, so an AVX-512
+  machine vectorises (and reorders float sums) differently from an AVX2 one. Here numba is pinned before it is first
+  imported: NUMBA_CPU_NAME=generic (plain x86-64: one instruction set for every machine, so one machine code and one
+  order of operations), no extra CPU features, one thread (NUMBA_NUM_THREADS=1; UMAP with a `random_state` also runs
+  its optimisation serially). `_pin_numba` refuses to go on when numba was imported before with other settings.
+* The nearest neighbours, which UMAP would find with pynndescent (or with sklearn's BLAS distances under 4,096
+  rows), are computed here exactly (`exact_knn`): each vector is rounded to integers of at most `_QMAX(d)` in
+  magnitude, so every partial sum of a float32 dot product is an integer below 2^24, exactly representable: the
+  product is the same whatever order or kernel BLAS uses. Ties are broken by row index, so the neighbour lists are
+  unique. The cosine distance is then computed elementwise (IEEE, correctly rounded, the same everywhere).
+* UMAP's `a`, `b` (fitted by scipy's curve_fit from min_dist 0.1 and spread 1.0, its defaults) are passed as the
+  constants that fit gives, and the layout starts from UMAP's seeded random init instead of its spectral init (an
+  eigensolver on BLAS, whose kernels depend on the CPU). The remaining steps are numba code (generic target) or
+  elementwise numpy on a seeded generator.
+
+What stays: numba calls the C library's exp/log/pow, which glibc picks by the CPU's FMA support (every AVX2 or AVX-512
+CPU has FMA, so one variant). tests/unit/test_layer_reduce_isa.py runs the reduction in processes under other
+NUMBA_CPU_NAME / NUMBA_CPU_FEATURES, ONEDNN_MAX_CPU_ISA, OPENBLAS_CORETYPE and NPY_DISABLE_CPU_FEATURES settings and
+asserts the same bits. Nothing here reaches a network (no model or data is downloaded).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import warnings
+
+import numpy as np
+
+NEIGHBOURS = 15  # UMAP's n_neighbors in HiRAG's code (`global_cluster_embeddings(..., n_neighbors=15)`)
+_A, _B = 1.5769434602697652, 0.8950608778515733  # umap.umap_.find_ab_params(spread=1.0, min_dist=0.1)
+_PINNED = {"NUMBA_CPU_NAME": "generic", "NUMBA_CPU_FEATURES": "", "NUMBA_NUM_THREADS": "1"}
+_BLOCK = 1 << 22  # similarity entries computed at once (16 MiB of float32)
+
+
+def _pin_numba() -> None:
+    """Numba compiled for one generic x86-64 target, one thread: set before numba is imported (it reads them once)."""
+    if "numba" not in sys.modules:
+        os.environ.update(_PINNED)
+        return
+    from numba.core import config
+
+    if str(config.CPU_NAME) != "generic" or (config.CPU_FEATURES or "") != "" or config.NUMBA_NUM_THREADS != 1:
+        raise RuntimeError("numba was imported before core.algorithms.layer_reduce with other settings "
+                           f"(NUMBA_CPU_NAME={config.CPU_NAME!r}); HiRAG's layers would depend on this CPU. "
+                           "Import core.algorithms.layer_reduce first, or set " +
+                           " ".join(f"{k}={v!r}" for k, v in _PINNED.items()))
+
+
+def _qmax(d: int) -> int:
+    """The largest integer magnitude whose d-term dot products stay below 2^24 (exact in float32)."""
+    return max(1, math.isqrt(((1 << 24) - 1) // max(1, d)))
+
+
+def exact_knn(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k nearest rows of each row by cosine distance (itself first, k <= n), computed so that the result does not
+    depend on the BLAS kernel: rows rounded to integers (`_qmax`), exact float32 products, the cosine elementwise,
+    ties to the lower row index.
+    Returns (indices n x k int64, distances n x k float32)."""
+    n, d = x.shape
+    x = np.asarray(x, dtype=np.float64)
+    peak = np.abs(x).max(axis=1, keepdims=True)
+    q = np.rint(x / np.where(peak == 0, 1.0, peak) * _qmax(d)).astype(np.float32)
+    norms = np.sqrt((q.astype(np.float64) ** 2).sum(axis=1))  # integer sums: exact; sqrt is correctly rounded
+    norms[norms == 0] = 1.0
+    idx = np.empty((n, k), dtype=np.int64)
+    dist = np.empty((n, k), dtype=np.float32)
+    step = max(1, _BLOCK // n)
+    for s in range(0, n, step):
+        rows = np.arange(s, min(n, s + step))
+        sims = q[rows] @ q.T  # integers below 2^24: exact in float32 whatever the kernel
+        cos = sims.astype(np.float64) / (norms[rows, None] * norms[None, :])  # elementwise: correctly rounded
+        cos[np.arange(len(rows)), rows] = np.inf  # itself first
+        # the k-th largest value is one number whatever algorithm finds it; ties at it go to the lower indices
+        kth = np.partition(cos, n - k, axis=1)[:, n - k, None] if k < n else np.full((len(rows), 1), -np.inf)
+        above = cos > kth
+        at = cos == kth
+        picked = above | (at & (np.cumsum(at, axis=1) <= (k - above.sum(axis=1))[:, None]))
+        cols = np.nonzero(picked)[1].reshape(len(rows), k)  # ascending index within each row
+        vals = np.take_along_axis(cos, cols, 1)
+        order = np.argsort(-vals, axis=1, kind="stable")  # by cosine, ties by index
+        idx[rows] = np.take_along_axis(cols, order, 1)
+        dd = np.maximum(0.0, 1.0 - np.take_along_axis(vals, order, 1))
+        dd[:, 0] = 0.0
+        dist[rows] = dd.astype(np.float32)
+    return idx, dist
+
+
+def umap_reduce(x: np.ndarray, dims: int, seed: int, neighbours: int = NEIGHBOURS) -> np.ndarray:
+    """UMAP of `x` (n x d, n >= 3) to min(dims, n - 2) dimensions (HiRAG's code), cosine metric, `neighbours`
+    nearest (at most n - 1), seeded; float64 coordinates, the same on every x86-64 CPU (module doc)."""
+    n = x.shape[0]
+    dims = max(1, min(dims, n - 2))
+    k = max(2, min(neighbours, n - 1))
+    _pin_numba()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # n_jobs overridden by random_state; precomputed kNN without an index
+        import umap
+
+        idx, dist = exact_knn(x, k)
+        reducer = umap.UMAP(n_neighbors=k, n_components=dims, metric="cosine", random_state=seed, init="random",
+                            n_jobs=1, a=_A, b=_B, precomputed_knn=(idx, dist, None),
+                            force_approximation_algorithm=True, transform_seed=seed, verbose=False)
+        z = reducer.fit_transform(np.asarray(x, dtype=np.float32))
+    return np.asarray(z, dtype=np.float64)
