@@ -3,8 +3,9 @@ big the summary entities are.
 
     python -m bench.layers --home DIR --workspace NAME [--json]
 
-Per layer: entities, clusters (global / total after local clustering), cluster sparsity CS (Eq. 17), its change
-rate, the stop reason where the build stopped, summary entities made from it, and the size distribution of those
+Per layer: entities, the GMM's k and the distinct clusters it gave, cluster sparsity CS (Eq. 17), its change rate,
+the stop reason where the build stopped, summary entities made from it, entities of single-member clusters carried up
+to the next layer as they are (HiRAG's code), and the size distribution of those
 summary entities (members per summary entity, i.e. `summarizes` edges into it: min / median / p90 / max); plus the
 layers stage's wall time. Read-only: it opens the workspace's database under DIR and changes nothing.
 """
@@ -60,13 +61,14 @@ def layer_figures(home: Path, workspace: str) -> dict:
 
 def format_figures(f: dict) -> str:
     out = [f"workspace {f['workspace']}: layers stage {f['layers_stage_s']} s",
-           f"{'layer':>5} {'entities':>9} {'global':>7} {'clusters':>9} {'CS_i':>7} {'change':>8} {'summaries':>9}"
-           f"  members per summary entity (min/median/p90/max)"]
+           f"{'layer':>5} {'entities':>9} {'k':>7} {'clusters':>9} {'CS_i':>7} {'change':>8} {'summaries':>9}"
+           f" {'carried':>7}  members per summary entity (min/median/p90/max)"]
     for r in f["layers"]:
         cs, rate, sz = r.get("cluster_sparsity"), r.get("change_rate"), r.get("summary_sizes")
         out.append(f"{r['layer']:>5} {r['entities']:>9,} {r.get('global_clusters') or 0:>7,} "
                    f"{r.get('clusters') or 0:>9,} {'-' if cs is None else f'{cs:.4f}':>7} "
-                   f"{'-' if rate is None else f'{100 * rate:.1f}%':>8} {r.get('summary_entities') or 0:>9,}  "
+                   f"{'-' if rate is None else f'{100 * rate:.1f}%':>8} {r.get('summary_entities') or 0:>9,} "
+                   f"{r.get('carried') or 0:>7,}  "
                    + ("-" if not sz else f"{sz['min']}/{sz['median']:g}/{sz['p90']:g}/{sz['max']}"))
         if r.get("stop_reason"):
             out.append(f"      stopped here: {r['stop_reason']}")
