@@ -48,9 +48,10 @@ def _pin_numba() -> None:
         return
     from numba.core import config
 
-    if str(config.CPU_NAME) != "generic" or (config.CPU_FEATURES or "") != "" or config.NUMBA_NUM_THREADS != 1:
+    name, features, threads = (getattr(config, a) for a in ("CPU_NAME", "CPU_FEATURES", "NUMBA_NUM_THREADS"))
+    if str(name) != "generic" or (features or "") != "" or threads != 1:
         raise RuntimeError("numba was imported before core.algorithms.layer_reduce with other settings "
-                           f"(NUMBA_CPU_NAME={config.CPU_NAME!r}); HiRAG's layers would depend on this CPU. "
+                           f"(NUMBA_CPU_NAME={name!r}); HiRAG's layers would depend on this CPU. "
                            "Import core.algorithms.layer_reduce first, or set " +
                            " ".join(f"{k}={v!r}" for k, v in _PINNED.items()))
 
@@ -103,7 +104,7 @@ def umap_reduce(x: np.ndarray, dims: int, seed: int, neighbours: int = NEIGHBOUR
     _pin_numba()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # n_jobs overridden by random_state; precomputed kNN without an index
-        import umap
+        import umap  # type: ignore[import-untyped]
 
         idx, dist = exact_knn(x, k)
         reducer = umap.UMAP(n_neighbors=k, n_components=dims, metric="cosine", random_state=seed, init="random",
