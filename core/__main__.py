@@ -160,7 +160,7 @@ def cmd_build(args, settings: Settings, store: Store) -> int:
     access.adopt(store, ws, access.service_user(settings).name)  # a new one belongs to the service identity
     busy = active_run(store, ws)
     if busy is not None:  # one build or job (core/worker.py) of a workspace at a time
-        raise UsageError(busy_message(busy))
+        raise UsageError(busy_message(busy, on=ws.build_version))
     ctx = make_context(store, ws, settings)
     if args.paths:
         rep = ingest_paths(store, ws, args.paths, settings)

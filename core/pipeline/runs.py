@@ -58,7 +58,7 @@ def insert_run(store: Store, ws: Workspace, settings: Settings, steps: list[tupl
         prev = s.exec(select(BuildRun).where(BuildRun.workspace_id == ws.id).order_by(col(BuildRun.id).desc())).first()
         if prev is not None and is_active(prev, store.now()) and not (prev.status == "cancelling" and
                                                                        prev.worker is None):
-            raise JobBusy(busy_message(prev))
+            raise JobBusy(busy_message(prev, on=ws.build_version))
         run = BuildRun(workspace_id=ws.id, status="queued", kind=kind, params=redact(params or {}),
                        backend=settings.backend.kind, settings=public_settings(settings), message=redact_text(message),
                        lease_s=settings.worker.lease_s, created_at=store.now())
@@ -147,9 +147,12 @@ def run_names(store: Store, ws_id: int, run_ids: set[int]) -> dict[int, str]:
     return {r.id: run_name(r, numbers) for r in rows if r.id is not None}
 
 
-def busy_message(run: BuildRun, advice: str = "start once it has finished, or stop it") -> str:
+def busy_message(run: BuildRun, advice: str = "start once it has finished, or stop it", on: int | None = None) -> str:
+    """Why a start is refused, naming the running job as the pages do: on build N (`on`, the workspace's
+    build_version), else by when it started (a row id is no number the user ever sees)."""
     what = "a build" if (run.kind or "build") == "build" else f"a job ({run_label(run)})"
-    return (f"{what} of this workspace is running (run {run.id}); {advice} "
+    where = f"on build {on}" if on is not None else f"started {started(run)}"
+    return (f"{what} of this workspace is running ({where}); {advice} "
             f"({'on the Build page' if (run.kind or 'build') == 'build' else 'on the Quality page'})")
 
 
@@ -157,7 +160,7 @@ def check_idle(store: Store, ws: Workspace, advice: str = "start once it has fin
     """JobBusy (saying which run, and `advice`) while a run of the workspace is active."""
     run = active_run(store, ws)
     if run is not None:
-        raise JobBusy(busy_message(run, advice))
+        raise JobBusy(busy_message(run, advice, on=ws.build_version))
 
 
 def update_run(store: Store, run_id: int, **fields) -> None:
