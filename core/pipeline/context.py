@@ -77,6 +77,14 @@ class BuildContext:
         one per task, took 86 s for a third of them, in this process 17 s for all)."""
         return self.engine if self.backend.name != "offline" else self.engine.batched(OFFLINE_UNITS_PER_TASK)
 
+    @property
+    def summary_engine(self) -> Engine:
+        """Where HiRAG's summary entities are made: on the engine with a model; offline in this process, in order,
+        since the offline backend names each cluster with word readings it counts over the clusters before it
+        (core/extract/nouns.py `NounReader`): on two workers each would count only its own (a 250k-token build on a
+        cluster then had 4 summary layers where the same build in one process had 5)."""
+        return self.engine if self.backend.name != "offline" else INLINE
+
     def use_engine(self, engine: Engine) -> None:
         """Run the stages' units on `engine`; on a cluster the embedder's batches run there too."""
         parts = self.parts  # made first: it holds the build's own embedder, which the workers' copy loads as

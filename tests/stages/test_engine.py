@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from core.explore.verdict import build_verdict
-from core.pipeline.engine import attach, local_engine
+from core.pipeline.engine import INLINE, attach, local_engine
+from core.pipeline.factory import make_context
 from core.stats import workspace_stats
 from tests.conftest import SAMPLE_DIR, build_workspace
 from tests.fake_ollama import FakeOllama
@@ -54,6 +55,12 @@ def test_a_build_on_a_local_cluster_is_the_single_process_build(tmp_path, embedd
         assert engine.describe() == "local cluster, 2 workers"
         built = build_workspace(tmp_path / "h", FILES, embedder, name="w", engine=engine)
         used = _on_workers(engine)
+        # offline, the quick extractive units go to the cluster 64 to a task, but HiRAG's summary entities stay in
+        # the lease holder, in order: they are named with word readings counted over the clusters before them
+        ctx = make_context(built.store, built.ws, built.settings, embedder=embedder)
+        ctx.use_engine(engine)
+        assert ctx.model_engine.batch == 64 and ctx.model_engine.client is engine.client
+        assert ctx.summary_engine is INLINE
     finally:
         engine.close()
     assert len(used) == 2 and all(n >= 1 for n in used.values()), f"both workers ran units: {used}"

@@ -179,7 +179,7 @@ def _summary_layer(ctx, cfg: LayerSettings, layer: int, ids: list[str], clusters
     shown_of = [material(c) for c in clusters]
     # offline the summaries are extractive and quick: in this process, one after another; a model's run as the
     # engine's units (a cluster whose call failed after its retries is a failed unit and gets no summary entity)
-    asked = ctx.model_engine.map(summary_one, [pairs for _, pairs in shown_of], ctx.parts, concepts,
+    asked = ctx.summary_engine.map(summary_one, [pairs for _, pairs in shown_of], ctx.parts, concepts,
                                  window=1 if offline else max(1, int(ctx.settings.backend.concurrency)))
     replies = []
     for members, (shown, pairs), got in zip(clusters, shown_of, asked):
