@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from core.evaluation import job, records
@@ -53,8 +52,13 @@ def _table(ev: Evaluation, figures: dict, won: dict[str, Lead]) -> None:
         cells |= {k.replace("_", " "): "★ " + cells[k.replace("_", " ")] for k in keys
                   if k in won and won[k].best == row["strategy"]}
         body.append(cells)
+    # every figure column wide enough for "★ 0.625 [0.475, 0.750]" (auto widths gave the long strategy names the
+    # room and cut the figures); the strategy stays in view when the table scrolls sideways
+    wide = {k.replace("_", " "): st.column_config.TextColumn(width=185 if k.startswith("latency") else 170)
+            for k in keys}
     st.container(key="ev_table").dataframe(body, hide_index=True, width="stretch", key="ev_figures",
-                                           height=35 * (len(body) + 1) + 3)
+                                           height=35 * (len(body) + 1) + 3, column_config={
+                                               "strategy": st.column_config.TextColumn(pinned=True), **wide})
     st.caption("Each figure with its 95 % bootstrap interval (questions resampled 1,000 times, seeded). recall@k: "
                "the share of a question's gold documents in the strategy's top k; MRR: 1 / the rank of the first "
                "gold document; answer in context: the given answer appears in what was retrieved; latency in ms. "
@@ -78,19 +82,26 @@ def _leads(won: dict[str, Lead], n: int) -> None:
 
 
 def _plot(ev: Evaluation, figures: dict) -> None:
-    fig = go.Figure()
-    for k in ev.ks:
-        key = f"recall@{k}"
-        names = list(figures)
-        vals = [figures[n][key]["value"] for n in names]
-        fig.add_trace(go.Bar(
-            x=[label(n) + (" ◆" if figures[n].get("baseline") else "") for n in names], y=vals, name=key,
-            error_y={"type": "data", "symmetric": False,
-                     "array": [figures[n][key]["high"] - v for n, v in zip(names, vals)],
-                     "arrayminus": [v - figures[n][key]["low"] for n, v in zip(names, vals)]}))
-    fig.update_layout(barmode="group", height=360, margin=dict(l=8, r=8, t=36, b=8), yaxis_range=[0, 1.05],
-                      title="recall@k by strategy (95 % bootstrap intervals; ◆ baseline)")
-    st.plotly_chart(fig, key="ev_plot", width="stretch")
+    """recall@k per strategy with its interval, in Vega-Lite: a plotly chart here made the browser load plotly's
+    4.7 MB script before it drew the figures' table above (about 1.5 s of the page's first drawing)."""
+    import altair as alt
+    import pandas as pd
+
+    rows = [{"strategy": label(n) + (" ◆" if figures[n].get("baseline") else ""), "k": f"recall@{k}",
+             "value": figures[n][f"recall@{k}"]["value"], "low": figures[n][f"recall@{k}"]["low"],
+             "high": figures[n][f"recall@{k}"]["high"]} for n in figures for k in ev.ks]
+    base = alt.Chart(pd.DataFrame(rows)).encode(x=alt.X("strategy:N", sort=None, title=None,
+                                                        axis=alt.Axis(labelAngle=-40, labelLimit=200, labelOverlap=False)),
+                                                xOffset=alt.XOffset("k:N", sort=None))
+    bars = base.mark_bar().encode(
+        y=alt.Y("value:Q", scale=alt.Scale(domain=[0, 1.05]), title="recall"), color=alt.Color("k:N", title=None,
+                                                                                              sort=None),
+        tooltip=["strategy", "k", alt.Tooltip("value:Q", format=".3f"), alt.Tooltip("low:Q", format=".3f"),
+                 alt.Tooltip("high:Q", format=".3f")])
+    whiskers = base.mark_errorbar(ticks=True).encode(y=alt.Y("low:Q", title="recall"), y2="high:Q")
+    chart = (bars + whiskers).properties(height=360, title="recall@k by strategy (95 % bootstrap intervals; "
+                                                           "◆ baseline)")
+    st.altair_chart(chart, key="ev_plot", width="stretch")
 
 
 def _per_question(ev: Evaluation, rows: list[EvaluationResult]) -> int | None:
@@ -106,7 +117,8 @@ def _per_question(ev: Evaluation, rows: list[EvaluationResult]) -> int | None:
             row[label(n)] = None if m is None else f"{sum(1 for r in m['found'] if 0 < r <= top)}/{len(m['found'])}"
         table.append(row)
     st.markdown(f"**Per question** · gold documents found in each strategy's top {top}")
-    st.dataframe(table, hide_index=True, width="stretch", key=f"ev_questions_{ev.id}")
+    st.dataframe(table, hide_index=True, width="stretch", key=f"ev_questions_{ev.id}", column_config={
+        "#": st.column_config.NumberColumn(pinned=True), "question": st.column_config.TextColumn(width=520)})
     return offered.maybe(st.selectbox, "Open a question: the best strategies' paths with its gold highlighted",
                         list(range(len(ev.questions))), index=None, key=f"ev_open_q_{ev.id}",
                         placeholder="Choose a question",

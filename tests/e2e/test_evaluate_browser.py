@@ -114,7 +114,7 @@ def test_upload_run_open_a_question_leave_return_and_compare(app_server, page, t
 
     # 2. the figures: a table (every strategy, baselines marked) and the recall@k plot with intervals
     expect(pg.locator(".st-key-ev_table")).to_be_visible()
-    expect(pg.locator(".js-plotly-plot").first).to_be_visible()
+    expect(pg.locator("[data-testid='stVegaLiteChart']").first).to_be_visible()
     (ev_id, status), = _db(home, "SELECT id, status FROM evaluation")
     assert status == "done"
     strategies = json.loads(_db(home, "SELECT strategies FROM evaluation")[0][0])

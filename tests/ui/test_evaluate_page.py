@@ -109,6 +109,8 @@ def test_after_a_promote_the_re_run_is_offered_and_the_what_if_tab_shows_each_pa
     assert again.id != first.id and again.question_hash == first.question_hash and again.partition == "res-3"
 
     q = open_page("views/quality.py", "Quality")
+    q.session_state["q_tab"] = "What-if"  # the page's lazy tabs draw only the open one
+    run(q)
     rows = next(d.value for d in q.dataframe if "partition" in d.value.columns and "evaluation" in d.value.columns)
     by = {r["partition"]: r for _, r in rows.iterrows()}
     snapshot = next(v.name for v in list_variants(store, ws) if v.name.startswith("before-"))
