@@ -108,6 +108,7 @@ def main() -> None:
     proc = serve(home, port)
     base = f"http://127.0.0.1:{port}"
     out: dict[str, dict] = {}
+    load = [round(os.getloadavg()[0], 1)]  # the machine is shared: its 1-minute load before and after, reported
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
@@ -124,14 +125,17 @@ def main() -> None:
         proc.terminate()
         proc.wait(timeout=30)
         shutil.rmtree(tmp, ignore_errors=True)
+    load.append(round(os.getloadavg()[0], 1))
     res = {"command": "python -m bench.page_times " + " ".join(sys.argv[1:]), "machine": machine(),
-           "date": time.strftime("%Y-%m-%d"), "commit": commit(), "pages": out}
+           "date": time.strftime("%Y-%m-%d"), "commit": commit(), "load_1min": load, "pages": out}
     RESULTS.write_text(json.dumps(res, indent=1))
 
 
 def report(res: dict) -> list[str]:
     lines = ["## Pages' first useful drawing (issue 39)", "", f"* command: `{res['command']}`",
-             f"* machine: {res['machine']}", f"* date: {res['date']}, commit {res['commit']}",
+             f"* machine: {res['machine']}", f"* date: {res['date']}, commit {res['commit']}"
+             + (f"; 1-minute load average {res['load_1min'][0]} before, {res['load_1min'][1]} after (a shared "
+                "machine)" if res.get("load_1min") else ""),
              "* a fresh browser session per visit; Ask: from the click to three answers' evidence (HiRAG, GraphRAG "
              "local, dense)", "", "| page | first visit after the server starts | median of the next | runs |",
              "|---|---|---|---|"]

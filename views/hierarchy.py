@@ -80,7 +80,8 @@ def _importance(finding: dict) -> float:
 c1, c2, c3 = st.columns([3, 2, 2])
 method = offered.one(c1.radio, "Hierarchy", list(METHODS), format_func=METHODS.get, horizontal=True, key="hier_method")
 view = offered.one(c2.radio, "View", VIEWS, horizontal=True, key="hier_view")
-cap = offered.one(c3.select_slider, "Max sectors", [100, 200, 400, 800, 1500, 3000], value=800, key="hier_cap")
+# 200 sectors first: a sunburst of 800 took the browser seconds to lay out and label (the page's first drawing)
+cap = offered.one(c3.select_slider, "Max sectors", [100, 200, 400, 800, 1500, 3000], value=200, key="hier_cap")
 fr = frame(ws.name, R.ws_key(ws), method, cap)
 if not fr.sectors:
     st.info({"leiden": "No Leiden communities in this build.",

@@ -254,8 +254,6 @@ def hierarchy_figure(frame: HierarchyFrame, view: str = "sunburst", height: int 
     kw = dict(ids=cols["ids"], parents=cols["parents"], labels=[plot_text(x) for x in cols["labels"]],
               values=cols["values"], branchvalues="total", customdata=custom,
               hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]} · %{customdata[2]} members<extra></extra>")
-    if view == "sunburst":
-        kw["insidetextorientation"] = "radial"
     fig = go.Figure(trace(**kw))
     fig.update_layout(height=height, margin=dict(l=4, r=4, t=4, b=4))
     return fig
