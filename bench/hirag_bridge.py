@@ -38,16 +38,20 @@ def main() -> None:
     os.environ["STRATA_HOME"] = str(args.home.resolve())
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from core.__main__ import _resources
+    from core.backends.servers import embedder_kind
     from core.config import Settings
     from core.eval import document_ids, load_queries
+    from core.pipeline.factory import workspace_embedder
     from core.retrieval.base import get_strategy
     from core.retrieval.hirag import related_text_units
     from core.store import Store
+    from core.workspace import open_resources
 
     settings = Settings.from_env()
     store = Store(settings.storage.db_url)
-    res = _resources(argparse.Namespace(workspace=args.workspace), settings, store)
+    ws = store.require_workspace(args.workspace)  # a built workspace, as `python -m core eval` opens it
+    settings.embed.embedder = embedder_kind(ws.embedder)  # type: ignore[assignment]
+    res = open_resources(store, ws, settings, workspace_embedder(settings, ws.name, strict=False))
     view = res.view
     ids_of = document_ids(store, res.ws_id)
     limit = settings.retrieval.max_sources
