@@ -10,7 +10,6 @@ route, history)."""
 from __future__ import annotations
 
 import re
-import threading
 
 import streamlit as st
 
@@ -39,19 +38,6 @@ assert ws.id is not None  # a row read from or written to the store has its key
 ws_id: int = ws.id
 ws_name: str = ws.name
 version = R.ws_key(ws)  # cache key: this workspace (id, creation) and build
-
-
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _warm(name: str, key: str) -> threading.Thread:
-    """The build's query resources (graph view, embedder, vectors) loaded in the background once per build and
-    process, from the page's first drawing: loaded by the first question instead, it waited ~10 s for them while the
-    user had been typing. A question asked before they are ready waits for the same load (one cache, one lock)."""
-    t = threading.Thread(target=R.resources, args=(name, key), daemon=True, name=f"strata-ask-warm-{ws_id}")
-    t.start()
-    return t
-
-
-_warm(ws_name, version)
 
 _SECTION_NAME = re.compile(r"(^|; )((?:local|bridge|global)(?: and (?:local|bridge|global))*):")
 RESULTS = "ask_results"  # session state: (workspace name, [(Retrieval, answer text), ...])
