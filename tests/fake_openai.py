@@ -125,10 +125,10 @@ class OpenAIHandler(OllamaHandler):
             return
         fmt = body.get("response_format") or {}
         if fmt and fmt.get("type") not in self.owner.formats:
-            if self.owner.refusal >= 500:  # llama-cpp-python's words for a format its request model does not take
-                self._error(self.owner.refusal, "1 validation error for CreateChatCompletionRequest\nresponse_format."
-                            f"type\n  Input should be 'text' or 'json_object' [type=literal_error, input_value="
-                            f"{fmt.get('type')!r}]")
+            if self.owner.refusal >= 500:  # llama-cpp-python 0.3.36's words for a format its request model refuses
+                self._error(self.owner.refusal, "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
+                            "'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': "
+                            f"{fmt.get('type')!r}, 'ctx': {{'expected': \"'text' or 'json_object'\"}}}}")
             else:
                 self._error(400, f"response_format type {fmt.get('type')!r} is not supported by this server")
             return

@@ -65,12 +65,46 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R", Report, Summary)
 C = TypeVar("C")
 
 
 @lru_cache(maxsize=None)
 def json_schema(model: type[BaseModel]) -> dict[str, Any]:
-    return model.model_json_schema()
+    """The schema a structured call sends: the pydantic model's, with every property of every object required. A
+    server constraining its reply by grammar (llama.cpp, Ollama) otherwise lets a model close the object at once: a
+    base model answered an extraction with `{}` (issue 38). Lists may still be empty; OpenAI's strict mode asks the
+    same. The reply is validated against the model itself, defaults and all."""
+    return _all_required(model.model_json_schema())
+
+
+def _written(reply: R) -> R:
+    """A report or summary with a title and a summary, else a malformed reply: a small model answers with the
+    schema's empty strings, or the prompt's words ("short and specific") and nothing else (issue 38); stored, it
+    would be an empty report, so it is asked again and, failing that, becomes a failed unit."""
+    if not " ".join(str(getattr(reply, "title", "")).split()) or not str(getattr(reply, "summary", "")).strip():
+        raise MalformedReply(f"a {type(reply).__name__.lower()} without a title or a summary")
+    return reply
+
+
+def counted(schema: dict[str, Any], field: str, n: int) -> dict[str, Any]:
+    """`schema` with its array `field` holding exactly `n` items (minItems = maxItems), so a server that constrains
+    its reply by the schema's grammar gives the count the prompt asks for (a small model miscounts)."""
+    props = dict(schema["properties"])
+    props[field] = {**props[field], "minItems": n, "maxItems": n}
+    return {**schema, "properties": props}
+
+
+def _all_required(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_all_required(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: (v if k == "properties" else _all_required(v)) for k, v in node.items()}
+    if isinstance(node.get("properties"), dict):  # an object schema: its properties' schemas, all required
+        out["properties"] = {name: _all_required(v) for name, v in node["properties"].items()}
+        out["required"] = list(node["properties"])
+    return out
 
 
 class ModelBackend(Generic[C]):
@@ -101,11 +135,11 @@ class ModelBackend(Generic[C]):
         return clean_extraction(self._structured("extract", prompt, Extraction))
 
     def report(self, title_hint: str, material: list[str]) -> Report:
-        return clean_report(self._structured("report", report_prompt(title_hint, material), Report))
+        return clean_report(self._structured("report", report_prompt(title_hint, material), Report, _written))
 
     def summarize(self, task: str, subject: str, material: list[str]) -> Summary:
-        return clean_summary(self._structured(f"summarize-{task}", summary_prompt(task, subject, material), Summary),
-                             subject)
+        return clean_summary(self._structured(f"summarize-{task}", summary_prompt(task, subject, material), Summary,
+                                              _written), subject)
 
     def summary_entities(self, members: list[tuple[str, str]], concepts: list[str]) -> SummaryEntities:
         names = [n for n, _ in members]
@@ -153,7 +187,8 @@ class ModelBackend(Generic[C]):
                 raise MalformedReply(f"expected {len(passages)} scores, got {len(scores)}")
             return [min(10.0, max(0.0, float(x))) if math.isfinite(x) else 0.0 for x in scores]
 
-        return self._call("rerank", prompt, json_schema(PassageScores), parse, json.dumps, json.loads)
+        return self._call("rerank", prompt, counted(json_schema(PassageScores), "scores", len(passages)), parse,
+                          json.dumps, json.loads)
 
     def query_terms(self, question: str) -> QueryTerms:
         return clean_terms(self._structured("query-terms", query_terms_prompt(question), QueryTerms))
@@ -177,12 +212,13 @@ class ModelBackend(Generic[C]):
         self._spent.usage = {**usage, "s": round(float(seconds), 4)}
 
     # -- plumbing -------------------------------------------------------------------------------------------------
-    def _structured(self, task: str, prompt: str, model: type[M]) -> M:
+    def _structured(self, task: str, prompt: str, model: type[M], check: Callable[[M], M] | None = None) -> M:
+        """A reply of `model`'s schema; `check` raises MalformedReply for one that parses but says nothing."""
         return self._call(
             task,
             prompt,
             json_schema(model),
-            lambda content: parse_reply(content, model),
+            lambda content: (check or (lambda x: x))(parse_reply(content, model)),
             lambda result: result.model_dump_json(),
             model.model_validate_json,
         )

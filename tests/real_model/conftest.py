@@ -18,7 +18,8 @@ import pytest
 from tests.real_model.server import Missing, serve
 
 HERE = Path(__file__).resolve().parent
-N_CTX = 2048  # the server's window: small, so that a long prompt meets it (the backend cuts it to fit)
+N_CTX = 1024  # the server's window: small, so that long prompts meet it (the backend cuts them to fit) and a cut
+# prompt is quick to read
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

@@ -45,9 +45,11 @@ def model_path() -> Path:
 
 
 @contextmanager
-def serve(n_ctx: int, log: Path, threads: int = 2) -> Iterator[str]:
+def serve(n_ctx: int, log: Path, threads: int = 1) -> Iterator[str]:
     """The base URL (…/v1) of a running `python -m llama_cpp.server` serving the model as MODEL_ALIAS with a window
-    of `n_ctx` tokens; its output goes to `log`."""
+    of `n_ctx` tokens; its output goes to `log`. One thread by default: llama.cpp's threads wait for each other by
+    spinning, and on two shared cores (the tests' own process embeds and writes beside it, other jobs run) two threads
+    were 3 to 9 times slower than one (2026-11-28: 100 tokens written in 94 s with two, 30 s with one)."""
     path = model_path()
     for module in ("llama_cpp.server", "uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings"):
         require(module, SERVER_PACKAGE)

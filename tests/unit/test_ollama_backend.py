@@ -13,6 +13,7 @@ from sqlmodel import select
 
 from core.backends import ollama_backend as ob
 from core.backends.cache import CallCache
+from core.backends.model_backend import json_schema
 from core.backends.ollama_backend import CLIENT_TAKES_THINK, OllamaBackend
 from core.backends.ollama_client import check
 from core.backends.ollama_embedder import OllamaEmbedder, embedder_name
@@ -86,7 +87,7 @@ def test_extract_round_trip_sends_schema_think_and_options(fake):
     (body,) = chat_bodies(fake)
     assert body["model"] == "llama3.1:8b"
     assert body["stream"] is False
-    assert body["format"] == Extraction.model_json_schema()
+    assert body["format"] == json_schema(Extraction)
     assert body["options"] == {"temperature": 0.0, "num_ctx": 4096, "num_predict": 2048}
     if CLIENT_TAKES_THINK:
         assert body["think"] is False
@@ -145,7 +146,7 @@ def test_report_round_trip(fake):
     assert [f.summary for f in rep.findings][:2] == ["Ada Lovelace is central", "Charles Babbage is central"]
     assert 0 <= rep.rating <= 10
     (body,) = chat_bodies(fake)
-    assert body["format"] == Report.model_json_schema()
+    assert body["format"] == json_schema(Report)
     assert len(delimited(body["messages"][0]["content"], "MATERIAL")) == 2
 
 
@@ -291,7 +292,7 @@ def test_cache_hit_makes_no_request_and_row_is_in_sqlite(fake, tmp_path):
     assert row.request["options"] == {"temperature": 0.0, "num_ctx": 8192, "num_predict": 2048}
     assert delimited(row.request["prompt"], "TEXT") == [TEXT]
     assert row.key == CallCache.key(
-        "ollama", "llama3.1:8b", "extract", extraction_prompt(TEXT, TYPES), Extraction.model_json_schema(),
+        "ollama", "llama3.1:8b", "extract", extraction_prompt(TEXT, TYPES), json_schema(Extraction),
         {"temperature": 0.0, "num_ctx": 8192, "num_predict": 2048},
     )
 

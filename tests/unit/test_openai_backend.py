@@ -16,6 +16,7 @@ import pytest
 from sqlmodel import select
 
 from core.backends.cache import CallCache
+from core.backends.model_backend import json_schema
 from core.backends.ollama_backend import OllamaBackend
 from core.backends.openai_backend import OpenAIBackend
 from core.backends.openai_client import check
@@ -84,7 +85,7 @@ def test_extract_sends_the_json_schema_response_format(fake):
     (body,) = fake.bodies()
     assert body["model"] == "llama3.1:8b" and body["temperature"] == 0.0
     assert body["response_format"] == {"type": "json_schema", "json_schema": {
-        "name": "Extraction", "schema": Extraction.model_json_schema(), "strict": True}}
+        "name": "Extraction", "schema": json_schema(Extraction), "strict": True}}
     assert body["messages"] == [{"role": "user", "content": extraction_prompt(TEXT, TYPES)}]
 
 
@@ -217,7 +218,7 @@ def test_400_on_json_schema_falls_back_to_json_object_and_is_remembered():
         backend.report("T", ["Ada Lovelace met Charles Babbage."])
         assert formats(fake) == ["json_schema", "json_object", "json_object"]
         second = fake.bodies()[1]  # llama-cpp-python's form: the schema inside the json_object format
-        assert second["response_format"] == {"type": "json_object", "schema": Extraction.model_json_schema()}
+        assert second["response_format"] == {"type": "json_object", "schema": json_schema(Extraction)}
         assert [m["role"] for m in second["messages"]] == ["user"]
 
 
@@ -228,7 +229,7 @@ def test_a_server_without_structured_output_is_prompted_plainly():
         backend.extract("Grace Hopper joined the Navy.", TYPES)
         assert formats(fake) == ["json_schema", "json_object", None, None]
         system = fake.bodies()[2]["messages"][0]  # plain prompting states the schema
-        assert system["role"] == "system" and json.dumps(Extraction.model_json_schema()) in system["content"]
+        assert system["role"] == "system" and json.dumps(json_schema(Extraction)) in system["content"]
 
 
 def test_the_mode_is_remembered_per_host():
@@ -260,7 +261,7 @@ def test_cache_hit_makes_no_request_on_any_host(tmp_path):
             (row,) = sess.exec(select(LLMCall)).all()
         assert (row.backend, row.model, row.task) == ("openai", "llama3.1:8b", "extract")
         assert row.key == CallCache.key("openai", "llama3.1:8b", "extract", extraction_prompt(TEXT, TYPES),
-                                        Extraction.model_json_schema(), {"temperature": 0.0, "max_tokens": 2048})
+                                        json_schema(Extraction), {"temperature": 0.0, "max_tokens": 2048})
         OpenAIBackend(settings_for(a, temperature=0.2), cache=CallCache(store)).extract(TEXT, TYPES)
         assert len(a.bodies()) == 2  # other options: another call
 
