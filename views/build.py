@@ -12,7 +12,7 @@ from core import access
 from core.backends.host_speed import host_speeds
 from core.config import BACKEND_KINDS
 from core.explore.build_counts import GraphCounts
-from core.explore.hierarchy import METHODS, frame_signature, hierarchy_figure, hierarchy_frame
+from core.explore.hierarchy import METHODS, frame_signature, has_rows, hierarchy_figure, hierarchy_frame
 from core.explore.verdict import Verdict, build_verdict, duration
 from core.models import Workspace
 from core.pipeline import runs
@@ -187,7 +187,7 @@ def _frame_so_far(ws_id: int, method: str, signature: tuple):
 def _hierarchy_so_far(expanded: bool) -> None:
     """A sunburst of the communities stored right now: it grows as the stages write level after level."""
     sigs = {m: frame_signature(store, ws_id, m) for m in ("leiden", "hirag", "noderag", "attributed")}
-    present = [m for m, sig in sigs.items() if sig]
+    present = [m for m, sig in sigs.items() if has_rows(sig)]
     if not present:
         return
     with (st.expander("Hierarchy so far" if expanded else "Hierarchy", expanded=expanded, icon=":material/donut_large:"),

@@ -226,7 +226,8 @@ def find(store, ws_id: int, method: str, text_: str, limit: int = 50) -> list[Se
 
 def frame_signature(store, ws_id: int, method: str) -> tuple:
     """A cheap fingerprint of what a frame would show (rows and titles per level): a cache key while a build
-    writes the hierarchy level by level."""
+    writes the hierarchy level by level. Its first item says which workspace; `has_rows` tells whether there is
+    anything to draw."""
     with store.session() as s:
         if method == "hirag_layers":
             rows = read_rows(s, "SELECT layer, count(*), sum(length(title)) FROM node WHERE workspace_id=:ws "
@@ -237,6 +238,11 @@ def frame_signature(store, ws_id: int, method: str) -> tuple:
                              ws=ws_id, m=method)
         born = s.connection().execute(text("SELECT created_at FROM workspace WHERE id=:ws"), {"ws": ws_id}).scalar()
     return (str(born),) + tuple(tuple(r) for r in rows)  # a workspace made again under a freed id differs
+
+
+def has_rows(signature: tuple) -> bool:
+    """Whether a `frame_signature` saw any community (or summary layer) at all."""
+    return len(signature) > 1
 
 
 def plot_text(s: str) -> str:
