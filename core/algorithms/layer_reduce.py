@@ -72,28 +72,20 @@ def exact_knn(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     q = np.rint(x / np.where(peak == 0, 1.0, peak) * _qmax(d)).astype(np.float32)
     norms = np.sqrt((q.astype(np.float64) ** 2).sum(axis=1))  # integer sums: exact; sqrt is correctly rounded
     norms[norms == 0] = 1.0
-    norms32 = norms.astype(np.float32)
     idx = np.empty((n, k), dtype=np.int64)
     dist = np.empty((n, k), dtype=np.float32)
     step = max(1, _BLOCK // n)
     for s in range(0, n, step):
         rows = np.arange(s, min(n, s + step))
         sims = q[rows] @ q.T  # integers below 2^24: exact in float32 whatever the kernel
-        cos = sims / (norms32[rows, None] * norms32[None, :])  # elementwise float32: correctly rounded
+        cos = sims.astype(np.float64) / (norms[rows, None] * norms[None, :])  # elementwise: correctly rounded
         cos[np.arange(len(rows)), rows] = np.inf  # itself first
-        if k < n:
-            part = np.argpartition(-cos, k - 1, axis=1)[:, :k]
-            kth = np.take_along_axis(cos, part, 1).min(axis=1, keepdims=True)
-            # the k-th largest value is one number whatever algorithm finds it; where several columns hold it, which
-            # of them the partition kept is the algorithm's choice: those rows take the lower indices instead
-            tied = np.flatnonzero((cos >= kth).sum(axis=1) > k)
-            for r in tied:
-                above = np.flatnonzero(cos[r] > kth[r, 0])
-                at = np.flatnonzero(cos[r] == kth[r, 0])[: k - len(above)]
-                part[r] = np.concatenate([above, at])
-            cols = np.sort(part, axis=1)  # ascending index, so the stable sort below breaks ties by index
-        else:
-            cols = np.tile(np.arange(n), (len(rows), 1))
+        # the k-th largest value is one number whatever algorithm finds it; ties at it go to the lower indices
+        kth = np.partition(cos, n - k, axis=1)[:, n - k, None] if k < n else np.full((len(rows), 1), -np.inf)
+        above = cos > kth
+        at = cos == kth
+        picked = above | (at & (np.cumsum(at, axis=1) <= (k - above.sum(axis=1))[:, None]))
+        cols = np.nonzero(picked)[1].reshape(len(rows), k)  # ascending index within each row
         vals = np.take_along_axis(cos, cols, 1)
         order = np.argsort(-vals, axis=1, kind="stable")  # by cosine, ties by index
         idx[rows] = np.take_along_axis(cols, order, 1)
