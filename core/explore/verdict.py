@@ -24,7 +24,9 @@ NAMES = {"hirag": "HiRAG", "leiden": "Hierarchical Leiden (GraphRAG)", "attribut
          "noderag": "NodeRAG"}
 SINGLETON_SHARE = 0.10  # "many" single-member communities: at least this share of a method's (and at least 5)
 LEFT_OUT_SHARE = 0.10  # "many" entities in no Leiden community: at least this share of the entities
-NATURAL_STOPS = ("cluster sparsity change rate", "too few to cluster")  # HiRAG's own rule, or nothing left
+# HiRAG's own rule, nothing left to cluster, or a layer that is one cluster (its summaries are the top; the collapse
+# itself is spelled out by `_layer_notes`)
+NATURAL_STOPS = ("cluster sparsity change rate", "too few to cluster", "summary entities are the top layer")
 
 
 @dataclass(frozen=True)

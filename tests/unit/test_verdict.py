@@ -177,3 +177,15 @@ def test_an_older_database_gains_the_version_column(tmp_path):
 @pytest.mark.parametrize("secs, said", [(0.4, "0 s"), (59, "59 s"), (121, "2 min 1 s"), (3900, "1 h 5 min")])
 def test_duration_in_plain_words(secs, said):
     assert duration(secs) == said
+
+
+def test_a_layer_that_is_one_cluster_is_told_as_a_collapse_not_as_an_early_stop():
+    from core.algorithms.layers import LayerClustering, collapse_reason
+    from core.explore.verdict import _layer_notes
+
+    reason = collapse_reason(LayerClustering(layer=3, clusters=[[0, 1, 2, 3, 4]], n_components=1, bic=[],
+                                             sparsity=0.0, change_rate=None, n=5))
+    assert reason is not None
+    notes = _layer_notes({"stop_reason": reason, "layers": [
+        {"layer": 3, "entities": 5, "clusters": 1, "cluster_sparsity": 0.0}]})
+    assert notes == ["HiRAG: layer 3 (5 entities) collapsed into a single cluster."]
