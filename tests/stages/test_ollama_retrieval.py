@@ -164,7 +164,9 @@ def test_the_answer_context_fits_the_models_window(ollama_ws):
     small = s.model_copy(deep=True)
     small.backend.num_ctx = 1536 + 300  # a 300-token context
     r, a, bodies = _ask(fake, b, small, "hirag")
-    full = context_block(r)
+    # the whole context, cited as the answer cites it: by the source document that holds each sentence
+    docs_of = {d: x.text for d, x in b.store.documents_by_id(b.ws.id, [s.document_id for s in r.sources]).items()}
+    full = context_block(r, docs=docs_of)
     budget = context_budget(small.backend.num_ctx)
     kept = a.context.local + a.context.bridge + a.context.global_
     assert budget == 300 and kept and sum(count_tokens(t) for t in kept) <= budget
