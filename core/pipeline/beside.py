@@ -82,13 +82,15 @@ def thread_name(kind: str) -> str:
 
 
 @contextmanager
-def embedded_beside(ctx: BuildContext, *jobs: tuple[str, Callable[[BuildContext], Rows]]) -> Iterator[Beside]:
+def embedded_beside(ctx: BuildContext, *jobs: tuple[str, Callable[[BuildContext], Rows]],
+                    ahead: bool = True) -> Iterator[Beside]:
     """While the body runs, a second thread embeds, job after job, the `rows(ctx)` (read when the job starts) the
     collection `kind` lacks. When the body ends (or raises), the part in hand (at most 256 rows) is finished and
-    stored, then the thread stops and is joined."""
+    stored, then the thread stops and is joined. On a cluster the rows are sent `ahead` instead (False: not at all,
+    where the stage's own units keep every worker busy)."""
     turn = Beside()
-    if ctx.engine.distributed:
-        with _sent_ahead(ctx, jobs):
+    if ctx.engine.distributed:  # `ahead` False: the stage's own units keep the cluster's cores busy
+        with _sent_ahead(ctx, jobs if ahead else ()):
             yield turn
         return
 
