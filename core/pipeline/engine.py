@@ -19,7 +19,8 @@ Three places to run, one interface:
 CPU-bound units (offline extraction, embedding) ask for the resource `cpu`, which a local worker has one of, so
 each core runs one at a time; units that wait on a model server run on every thread of a worker, bounded across the
 whole cluster by one semaphore per model host (core/backends/hosts.py `cluster_slot`). The offline backend's quick
-extractive reports and summaries go to a cluster many to a task (`batched`; core/pipeline/context.py `model_engine`).
+extractive reports and summaries go to a cluster many to a task (`batched`; core/pipeline/context.py `model_engine`),
+but for HiRAG's summary entities, which it names with word readings counted over the clusters before (`summary_engine`).
 Work a later stage will want can be sent `ahead` at a low priority, so the cluster's idle cores do it while the
 lease holder runs a global step (core/pipeline/beside.py).
 """
