@@ -75,7 +75,7 @@ def draw(ws: Workspace) -> None:
         with st.container(border=True, key="job_panel"):
             a, b = st.columns([5, 1])
             state = "stopping…" if now.status == "cancelling" else now.status
-            a.markdown(f"**{md_escape(runs.run_label(now))}** · {state} · on build {ws.build_version}")
+            a.markdown(f"**{md_escape(runs.run_label(now))}** · {state} · {runs.job_build(now, ws.build_version)}")
             stop = b.button("Stop", key="job_stop", icon=":material/stop:",
                             disabled=now.status == "cancelling" or not guard.allowed(ws, "stop"))
             if stop and guard.check(ws, "stop"):

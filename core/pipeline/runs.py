@@ -147,11 +147,18 @@ def run_names(store: Store, ws_id: int, run_ids: set[int]) -> dict[int, str]:
     return {r.id: run_name(r, numbers) for r in rows if r.id is not None}
 
 
+def job_build(run: BuildRun, version: int) -> str:
+    """Which build a running job is, the workspace's graph being build `version`: a build makes the next one
+    ("build N + 1"), another job works on this one ("on build N")."""
+    return f"build {version + 1}" if (run.kind or "build") == "build" else f"on build {version}"
+
+
 def busy_message(run: BuildRun, advice: str = "start once it has finished, or stop it", on: int | None = None) -> str:
-    """Why a start is refused, naming the running job as the pages do: on build N (`on`, the workspace's
-    build_version), else by when it started (a row id is no number the user ever sees)."""
+    """Why a start is refused, naming the running job as the pages do (`on`: the workspace's build_version): a build
+    by the build it makes (build N + 1), another job by the build it works on (on build N), else by when it started
+    (a row id is no number the user ever sees)."""
     what = "a build" if (run.kind or "build") == "build" else f"a job ({run_label(run)})"
-    where = f"on build {on}" if on is not None else f"started {started(run)}"
+    where = f"started {started(run)}" if on is None else job_build(run, on)
     return (f"{what} of this workspace is running ({where}); {advice} "
             f"({'on the Build page' if (run.kind or 'build') == 'build' else 'on the Quality page'})")
 
