@@ -203,7 +203,9 @@ def test_a_report_that_keeps_failing_is_recorded_not_stored_empty_and_written_by
 
 
 @pytest.mark.parametrize("stage,fails", [
-    ("layers", lambda p: "Meta attribute list:" in p and any("Okoro Institute" in b for b in delimited(p, "ENTITIES"))),
+    # every summary entity call fails (which clusters hold a given entity follows HiRAG's UMAP + GMM: a
+    # singleton is carried up without a call)
+    ("layers", lambda p: "Meta attribute list:" in p and any(b.strip() for b in delimited(p, "ENTITIES"))),
     ("augment", lambda p: "Summarize what the material says about the entity" in p),
     ("lexical", lambda p: "Group them into topics" in p and "Arden Trust" in p),
 ])
