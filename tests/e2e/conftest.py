@@ -332,16 +332,28 @@ def first_clickable(pg, node_ids: list[str], locator: str = CANVAS) -> str:
     raise AssertionError(f"none of {len(node_ids)} nodes can be clicked: each is covered by another")
 
 
-def click_node(pg, node_id: str, locator: str = CANVAS) -> None:
-    """Click `node_id` where the canvas draws it, once the drawing has settled."""
+def _drawn_at(frame, node_id: str) -> dict:
+    import json
+
+    return frame.evaluate(f"() => window.network.canvasToDOM(window.network.getPositions([{json.dumps(node_id)}])"
+                          f"[{json.dumps(node_id)}])")
+
+
+def on_top(pg, node_id: str, locator: str = CANVAS) -> bool:
+    """Whether a click where the settled canvas draws `node_id` lands on it (no other node drawn over it)."""
     import json
 
     frame = canvas_frame(pg, locator)
     frame.wait_for_function("() => window.strataStable === true", timeout=30_000)
+    return frame.evaluate(f"(p) => window.network.getNodeAt(p) === {json.dumps(node_id)}", _drawn_at(frame, node_id))
+
+
+def click_node(pg, node_id: str, locator: str = CANVAS) -> None:
+    """Click `node_id` where the canvas draws it, once the drawing has settled."""
+    frame = canvas_frame(pg, locator)
     canvas = pg.locator(locator).first
     canvas.scroll_into_view_if_needed()
-    pos = frame.evaluate(f"() => window.network.canvasToDOM(window.network.getPositions([{json.dumps(node_id)}])"
-                         f"[{json.dumps(node_id)}])")
-    assert frame.evaluate(f"(p) => window.network.getNodeAt(p) === {json.dumps(node_id)}", pos)
+    assert on_top(pg, node_id, locator)
+    pos = _drawn_at(frame, node_id)
     box = canvas.bounding_box()
     pg.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
