@@ -24,6 +24,11 @@ What stays: numba calls the C library's exp/log/pow, which glibc picks by the CP
 CPU has FMA, so one variant). tests/unit/test_layer_reduce_isa.py runs the reduction in processes under other
 NUMBA_CPU_NAME / NUMBA_CPU_FEATURES, ONEDNN_MAX_CPU_ISA, OPENBLAS_CORETYPE and NPY_DISABLE_CPU_FEATURES settings and
 asserts the same bits. Nothing here reaches a network (no model or data is downloaded).
+
+UMAP's numba functions are compiled on their first call in every process (about 5 s of CPU: each build worker, each
+test process); `_cache_compiled` turns on numba's on-disk cache for those that do not ask for it, so a process loads
+the machine code an earlier one compiled (numba keys each cached entry by the target, here the pinned generic CPU,
+and by the source file's time stamp: the cache never holds code for another target or another umap-learn).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ NEIGHBOURS = 15  # UMAP's n_neighbors in HiRAG's code (`global_cluster_embedding
 _A, _B = 1.5769434602697652, 0.8950608778515733  # umap.umap_.find_ab_params(spread=1.0, min_dist=0.1)
 _PINNED = {"NUMBA_CPU_NAME": "generic", "NUMBA_CPU_FEATURES": "", "NUMBA_NUM_THREADS": "1"}
 _BLOCK = 1 << 22  # similarity entries computed at once (16 MiB of float32)
+_CACHED = False  # `_cache_compiled` ran in this process
 
 
 def _pin_numba() -> None:
@@ -95,6 +101,22 @@ def exact_knn(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return idx, dist
 
 
+def _cache_compiled() -> None:
+    """numba's on-disk cache for umap-learn's and pynndescent's compiled functions (module doc); once per process."""
+    global _CACHED
+    if _CACHED:
+        return
+    from numba.core.caching import NullCache
+    from numba.core.registry import CPUDispatcher
+
+    for name, mod in list(sys.modules.items()):
+        if mod is not None and name.split(".")[0] in ("umap", "pynndescent"):
+            for v in list(vars(mod).values()):
+                if isinstance(v, CPUDispatcher) and isinstance(getattr(v, "_cache", None), NullCache):
+                    v.enable_caching()
+    _CACHED = True
+
+
 def umap_reduce(x: np.ndarray, dims: int, seed: int, neighbours: int = NEIGHBOURS) -> np.ndarray:
     """UMAP of `x` (n x d, n >= 3) to min(dims, n - 2) dimensions (HiRAG's code), cosine metric, `neighbours`
     nearest (at most n - 1), seeded; float64 coordinates, the same on every x86-64 CPU (module doc)."""
@@ -106,6 +128,7 @@ def umap_reduce(x: np.ndarray, dims: int, seed: int, neighbours: int = NEIGHBOUR
         warnings.simplefilter("ignore")  # n_jobs overridden by random_state; precomputed kNN without an index
         import umap  # type: ignore[import-untyped]
 
+        _cache_compiled()
         idx, dist = exact_knn(x, k)
         reducer = umap.UMAP(n_neighbors=k, n_components=dims, metric="cosine", random_state=seed, init="random",
                             n_jobs=1, a=_A, b=_B, precomputed_knn=(idx, dist, None),
