@@ -28,7 +28,7 @@ FOURTH_SET = {  # bench/fourth_set.py: a multi-hop set none of the strategies' s
                 "neighbours has the larger area, population or real GDP per capita. Reference rows computed by "
                 "`bench.retrieval` as shared/eval/README.md states its own (MiniLM over title + text; BM25 of "
                 "core.retrieval.lexicon). Not a held-out check any more: the source orders of HiRAG and GraphRAG "
-                "local were chosen on it (the Constants table, rows 'sources by chunk similarity').",
+                "local were chosen on it (docs/CONSTANTS.md, the rows on their sources' order).",
     "elements": "HELD OUT: measured once per change, nothing is ever chosen on it. Built by `python -m "
                 "bench.heldout_set --out bench/data/elements` from the chemical elements' data that the PyPI package "
                 "`mendeleev` 1.3.0 ships (its elements.db: 118 elements, their descriptions, uses, sources, "

@@ -1,5 +1,6 @@
 """The retrieval strategies' query-time settings (`Settings.retrieval`): GraphRAG local and global, NodeRAG, ArchRAG,
-HLG and HiRAG's caps. Defaults from the papers and their code; docs/BENCHMARKS.md's constants table gives each origin."""
+HLG and HiRAG's caps. Defaults from the papers and their code; docs/CONSTANTS.md gives each one's origin (a test
+fails when a setting has no row there: tests/unit/test_constants_table.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """HLG's topics of one chunk (hierarchical-lexical-graph.txt §3.1.3, §3.2, §6.2 (3)): its statements' vectors grouped
 by agglomerative clustering (average linkage, cosine distance, cut at 1 - topic_similarity, 0.35 by default); a group
-bigger than max_topic_statements (12) is split along its own tree; neither value is the paper's (docs/BENCHMARKS.md
-constants table). More than `WINDOW` statements are clustered in consecutive windows, which bounds the quadratic
+bigger than max_topic_statements (12) is split along its own tree; neither value is the paper's (docs/CONSTANTS.md).
+More than `WINDOW` statements are clustered in consecutive windows, which bounds the quadratic
 distance matrix. Pure maths: the `lexical` stage (core/pipeline/stages/lexical.py) reads the vectors, calls this once
 per chunk (the paper's model relates each chunk's propositions to topics; issue 37, it was once per document) and
 writes the topics. This clustering stands in for the paper's model-made topics offline, where no model is
