@@ -35,7 +35,7 @@ PAGES = {  # url path -> what shows the page is useful
     "build": ".st-key-build_verdict",
     "hierarchy": ".js-plotly-plot, iframe",
     "graph": "iframe",
-    "quality": ".js-plotly-plot",
+    "quality": ".st-key-q_plots .vega-embed",
     "evaluate": "[data-testid='stDataFrame']",
 }
 QUESTION = "What team was Anna Benson's husband on?"

@@ -1,19 +1,18 @@
 """The Quality page's Metrics tab: per method and level, the partition's figures (modularity, coverage,
-conductance, coherence, Calinski–Harabasz, cluster sparsity, singleton and tiny shares), three plots, and the
-worst communities first with the reasons they rank low, each one a click away from the Graph page."""
+conductance, coherence, Calinski–Harabasz, cluster sparsity, singleton and tiny shares), four plots
+(ui/quality_charts.py), and the worst communities first with the reasons they rank low, each one a click away from
+the Graph page."""
 
 from __future__ import annotations
 
-import math
-
 import streamlit as st
 
-from core.explore.hierarchy import plot_text
 from core.quality.data import METHODS, EntityBase, LevelData, build_settings, describe, load_base, load_levels
 from core.quality.metrics import LevelMetrics, level_metrics
-from core.quality.readings import GOOD, NONE, POOR, Reference, reading, references
+from core.quality.readings import Reference, reading, references
 from core.text import truncate
 from ui import offered
+from ui import quality_charts as charts
 from ui import resources as R
 from ui.text import md_escape, md_label
 
@@ -67,15 +66,11 @@ def summaries(ws_id: int, version: str, ids: tuple[str, ...]) -> dict[str, tuple
     return describe(R.store(), ws_id, list(ids))
 
 
-def _fmt(value, fmt: str) -> str:
-    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt.format(value)
-
-
 def _figures(m: LevelMetrics, refs: dict[str, Reference]) -> None:
     cols = st.columns(5)
     for i, (key, label, fmt, help_) in enumerate(FIGURES):
         ref = refs.get(key)
-        cols[i % 5].metric(label, _fmt(m.figures.get(key), fmt),
+        cols[i % 5].metric(label, charts.fmt_value(m.figures.get(key), fmt),
                            help=help_ + (f" Reference: {ref.source}." if ref is not None else ""))
     f = m.figures
     extra = f"{f['vertices']:,.0f} entities at this level"
@@ -83,101 +78,19 @@ def _figures(m: LevelMetrics, refs: dict[str, Reference]) -> None:
         extra += f", {f['unclustered']:,.0f} in no community"
     if f.get("soft_share"):
         extra += f", {f['soft_share']:.1%} of the clustered ones in more than one (soft membership)"
-    st.caption(f"{extra}. Median size {_fmt(f.get('size_median'), '{:,.0f}')}, largest "
-               f"{_fmt(f.get('size_max'), '{:,.0f}')}. {m.note + '. ' if m.note else ''}Measured in {m.seconds:.2f} s.")
-
-
-COLOURS = {GOOD: "#2e7d32", POOR: "#c62828", NONE: "#757575"}  # the lines (dark)
-BARS = {GOOD: "#a5d6a7", POOR: "#ef9a9a", NONE: "#e0e0e0"}  # the values (light, so a line shows across; fair: amber)
-BULLETS = ["modularity", "coverage", "conductance_mean", "coherence_mean", "singleton_share", "tiny_share",
-           "calinski_harabasz", "cluster_sparsity"]
-
-
-def _span(ref: Reference, value: float) -> tuple[float, float]:
-    """The x range of a metric's bullet: [0, 1] for the shares and indices, wider when the value or a line is."""
-    marks = [x for x in (value, ref.good, ref.poor) if x is not None and math.isfinite(x)]
-    if ref.key == "calinski_harabasz":
-        return 0.0, max([2.0] + [1.25 * x for x in marks])
-    return min([0.0] + marks), max([1.0] + marks)
-
-
-def references_chart(m: LevelMetrics, refs: dict[str, Reference]):
-    """One bullet per metric: its value as a bar coloured by its verdict, the good (green) and poor (red) lines.
-    One row of axes per metric, laid out here and the lines given as layout shapes at once (plotly's make_subplots
-    and add_vline per row took 0.7 s of the page's run)."""
-    import plotly.graph_objects as go
-
-    keys = [k for k in BULLETS if k in refs]
-    n, gap = len(keys), 0.045
-    step = (1 - gap * (n - 1)) / n
-    bars, shapes, notes, layout = [], [], [], {}
-    for i, key in enumerate(keys):
-        ax = "" if i == 0 else str(i + 1)
-        top = 1 - i * (step + gap)
-        ref, value = refs[key], m.figures.get(key, math.nan)
-        value = value if value is not None and math.isfinite(value) else math.nan
-        verdict = ref.verdict(value)
-        lo, hi = _span(ref, value)
-        bars.append(go.Bar(x=[0 if value != value else value], y=[ref.label], orientation="h", width=0.55,
-                           xaxis=f"x{ax}", yaxis=f"y{ax}", marker_color=BARS.get(verdict, "#ffe082"), showlegend=False,
-                           text=[f"{_fmt(value, '{:.3g}')} · {verdict}"], textfont=dict(color="#212121"),
-                           textposition="inside" if value == value and value > lo + 0.3 * (hi - lo) else "outside",
-                           hovertemplate=f"<b>{ref.label}</b> {_fmt(value, '{:.3f}')} ({verdict})<br>"
-                                         + plot_text(truncate(ref.source, 160)) + "<extra></extra>"))
-        layout[f"xaxis{ax}"] = dict(range=[lo, hi], tickfont=dict(size=9), anchor=f"y{ax}", domain=[0, 1])
-        layout[f"yaxis{ax}"] = dict(domain=[max(0.0, top - step), top], anchor=f"x{ax}")
-        for x, colour, what in ((ref.good, COLOURS[GOOD], "good"), (ref.poor, COLOURS[POOR], "poor")):
-            if x is not None and (what == "good" or x != ref.good):
-                shapes.append(dict(type="line", xref=f"x{ax}", yref=f"y{ax} domain", x0=x, x1=x, y0=0, y1=1,
-                                   line=dict(color=colour, width=2, dash="dash"), layer="above"))
-                notes.append(dict(xref=f"x{ax}", yref=f"y{ax} domain", x=x, y=1, yanchor="bottom", showarrow=False,
-                                  text=f"{what} {x:g}" if x == round(x, 2) else f"{what} {x:.2f}",
-                                  font=dict(size=9, color=colour)))
-    return go.Figure(bars, layout=dict(layout, shapes=shapes, annotations=notes, bargap=0.2, height=70 * n + 60,
-                                       title="Against references (dashed: green good, red poor)",
-                                       margin=dict(l=8, r=8, t=48, b=8)))
+    st.caption(f"{extra}. Median size {charts.fmt_value(f.get('size_median'), '{:,.0f}')}, largest "
+               f"{charts.fmt_value(f.get('size_max'), '{:,.0f}')}. {m.note + '. ' if m.note else ''}Measured in {m.seconds:.2f} s.")
 
 
 def _plots(m: LevelMetrics, per_level: list[LevelMetrics], refs: dict[str, Reference], key: str) -> None:
-    import plotly.graph_objects as go
-
     cfg = R.settings().quality
     top_l, top_r = st.columns(2)
-    top_l.plotly_chart(references_chart(m, refs), key=f"{key}_refs", width="stretch")
+    top_l.altair_chart(charts.references_chart(m, refs), key=f"{key}_refs", width="stretch")
     left, mid = st.columns(2)
-    hist = go.Figure(go.Histogram(x=m.hist, nbinsx=min(60, max(5, len(set(m.hist)))), marker_color="#4c78a8"))
-    hist.update_layout(title="Community sizes", height=320, margin=dict(l=8, r=8, t=40, b=8), bargap=0.05,
-                       xaxis_title="members", yaxis_title="communities", yaxis_type="log" if len(m.hist) > 50 else None)
-    hist.add_vline(x=cfg.tiny_size + 0.5, line=dict(color=COLOURS[POOR], dash="dash"),
-                   annotation=dict(text=f"tiny: ≤ {cfg.tiny_size}", font=dict(size=9)))
-    left.plotly_chart(hist, key=f"{key}_hist", width="stretch")
-    t = m.table
-    if t:
-        pts = [i for i, (c, h) in enumerate(zip(t["conductance"], t["coherence"])) if c == c and h == h]
-        scatter = go.Figure(go.Scatter(
-            x=[t["conductance"][i] for i in pts], y=[t["coherence"][i] for i in pts], mode="markers",
-            marker=dict(size=7, color=[t["badness"][i] for i in pts], colorscale="RdYlGn_r", cmin=0, cmax=1,
-                        colorbar=dict(title="badness", thickness=10)),
-            customdata=[[plot_text(truncate(t["title"][i] or t["id"][i], 80)), t["size"][i]] for i in pts],
-            hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]} members<br>conductance %{x:.2f} · "
-                          "coherence %{y:.2f}<extra></extra>"))
-        scatter.update_layout(title="Conductance vs coherence", height=320, margin=dict(l=8, r=8, t=40, b=8),
-                              xaxis_title="conductance (lower is better)", yaxis_title="coherence")
-        scatter.add_vline(x=cfg.weak_conductance, line=dict(color=COLOURS[POOR], dash="dash"),
-                          annotation=dict(text="weakly connected", font=dict(size=9)))
-        mid.plotly_chart(scatter, key=f"{key}_scatter", width="stretch")
-    levels = [x.level for x in per_level]
-    line = go.Figure([go.Scatter(x=levels, y=[x.figures["modularity"] for x in per_level], name="modularity",
-                                 mode="lines+markers"),
-                      go.Scatter(x=levels, y=[x.figures["coverage"] for x in per_level], name="coverage",
-                                 mode="lines+markers")])
-    line.add_hline(y=refs["modularity"].good, line=dict(color=COLOURS[GOOD], dash="dash"),
-                   annotation=dict(text="modularity 0.3: clear structure", font=dict(size=9)))
-    line.add_hline(y=refs["coverage"].good, line=dict(color="#9d9d9d", dash="dot"),
-                   annotation=dict(text="coverage ½", font=dict(size=9), xanchor="left"), annotation_position="bottom left")
-    line.update_layout(title="Per level", height=320, margin=dict(l=8, r=8, t=40, b=8), xaxis_title="level",
-                       xaxis=dict(tickmode="array", tickvals=levels), legend=dict(orientation="h", y=-0.25))
-    top_r.plotly_chart(line, key=f"{key}_levels", width="stretch")
+    left.altair_chart(charts.sizes_chart(m, cfg.tiny_size), key=f"{key}_hist", width="stretch")
+    if m.table:
+        mid.altair_chart(charts.scatter_chart(m, cfg.weak_conductance), key=f"{key}_scatter", width="stretch")
+    top_r.altair_chart(charts.levels_chart(per_level, refs), key=f"{key}_levels", width="stretch")
     with top_r.expander("Where the reference lines come from"):
         st.markdown("\n".join(f"- **{md_escape(r.label)}**: {md_escape(r.source)}" for r in refs.values()))
 

@@ -44,9 +44,11 @@ def test_quality_metrics_and_a_what_if_variant(app_server, page):
         assert value == f"{_build_modularity(home)['0']:.3f}", value  # the build's own figure for level 0
         expect(figures.locator("[data-testid='stMetric']").filter(has_text="Coverage")
                .locator("[data-testid='stMetricValue']")).to_have_text(re.compile(r"^\d+\.\d%$"))
-        plots = pg.locator(".st-key-q_plots .js-plotly-plot")
+        plots = pg.locator(".st-key-q_plots [data-testid='stVegaLiteChart']")
         expect(plots).to_have_count(4)  # the metrics against their reference lines, levels, sizes, size/conductance
-        expect(plots.locator("g.points path.point").first).to_be_attached()  # the scatter has its points
+        points = plots.locator("[role='graphics-symbol'][aria-label*='conductance (lower is better)']")
+        expect(points.first).to_be_attached()  # the scatter has its points (Vega's SVG marks, labelled)
+        assert points.count() >= 5, points.count()
         worst = pg.locator(".st-key-q_worst_0")
         expect(worst).to_contain_text("badness")
         expect(worst.get_by_role("button", name="Open on graph")).to_be_visible()
