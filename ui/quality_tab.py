@@ -134,7 +134,9 @@ def _table(m: LevelMetrics) -> None:
     df = pd.DataFrame({"title": t["title"], "size": t["size"], "conductance": t["conductance"],
                        "coherence": t["coherence"], "random-group coherence": t["chance"],
                        "badness": t["badness"], "reasons": ["; ".join(r) for r in t["reasons"]], "id": t["id"]})
-    with st.expander(f"All {len(df):,} communities of this level"):
+    # drawn on demand: a data grid anywhere on the page makes the browser load its 1.2 MB script before it draws
+    # the page's first plot
+    if st.toggle(f"All {len(df):,} communities of this level", key=f"q_all_{m.method}_{m.level}"):
         st.dataframe(df, hide_index=True, width="stretch", height=360)
 
 

@@ -123,6 +123,13 @@ def test_metrics_tab_reads_the_level_in_one_line(page, quality_home):
     assert line.startswith(f"**{md_escape(METHODS['leiden'])}, level ") and "modularity 0" in line
     assert "singletons" in line and line.endswith(".**")
     assert not any(t.key == "wi_name" for t in page.text_input), "only the open tab is drawn"
+    # every community of the level in a table, drawn on demand (no data grid before the first plot)
+    assert not any("badness" in d.value.columns for d in page.dataframe)
+    toggle = next(t for t in page.toggle if t.label.startswith("All ") and t.label.endswith(" communities of this level"))
+    toggle.set_value(True)
+    run(page)
+    table = next(d.value for d in page.dataframe if "badness" in d.value.columns)
+    assert f"All {len(table):,} communities" in toggle.label and len(table) > 0
 
 
 def _walk(node):
