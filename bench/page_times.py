@@ -33,7 +33,7 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
 PAGES = {  # url path -> what shows the page is useful
     "": "[data-testid='stDataFrame']",
     "build": ".st-key-build_verdict",
-    "hierarchy": ".js-plotly-plot, iframe",
+    "hierarchy": "[data-testid='stVegaLiteChart'] [role='graphics-symbol']",
     "graph": "iframe",
     "quality": ".st-key-q_plots .vega-embed",
     "evaluate": "[data-testid='stDataFrame']",

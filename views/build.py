@@ -12,7 +12,7 @@ from core import access
 from core.backends.host_speed import host_speeds
 from core.config import BACKEND_KINDS
 from core.explore.build_counts import GraphCounts
-from core.explore.hierarchy import METHODS, frame_signature, has_rows, hierarchy_figure, hierarchy_frame
+from core.explore.hierarchy import METHODS, frame_signature, has_rows, hierarchy_frame
 from core.explore.verdict import Verdict, build_verdict, duration
 from core.models import Workspace
 from core.pipeline import runs
@@ -23,6 +23,7 @@ from core.workspace import retry_failed, start_build
 from ui import eval_results, guard, offered
 from ui import failed_units as FU
 from ui import resources as R
+from ui.hierarchy_chart import hierarchy_chart
 from ui.text import md_escape
 
 store, settings = R.store(), R.settings()
@@ -199,7 +200,8 @@ def _hierarchy_so_far(expanded: bool) -> None:
         fr = _frame_so_far(ws_id, method, sigs[method])
         levels = ", ".join(f"{n:,} at level {lv}" for lv, n in sorted(fr.per_level.items()))
         st.caption(f"Hierarchy so far: {METHODS[method]}, {levels}. Open the Hierarchy page to explore them.")
-        st.plotly_chart(hierarchy_figure(fr, "sunburst", height=420), width="stretch", key="hierarchy_sunburst")
+        st.altair_chart(hierarchy_chart(fr, "sunburst", height=420, select=False), width="stretch",
+                        key="hierarchy_sunburst")
 
 
 _HELP = {"HLG topics": "With a model backend, as the HLG paper does (§6.2): the model groups each chunk's statements "

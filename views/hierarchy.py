@@ -9,11 +9,12 @@ from typing import Any, cast
 import streamlit as st
 
 from core.explore.community_detail import community_detail
-from core.explore.hierarchy import METHODS, find, hierarchy_figure, hierarchy_frame
+from core.explore.hierarchy import METHODS, find, hierarchy_frame
 from core.text import truncate
 from ui import offered
 from ui import resources as R
 from ui.graph_canvas import graph_canvas
+from ui.hierarchy_chart import SELECTION, hierarchy_chart
 from ui.text import md_escape, md_label
 
 store = R.store()
@@ -95,16 +96,16 @@ if not fr.sectors:
 layers = method == "hirag_layers"
 levels = " · ".join(f"{'layer' if layers else 'level'} {lv}: {n:,}" for lv, n in sorted(fr.per_level.items()))
 st.caption(f"{fr.total:,} {'summary entities' if layers else 'communities'} ({levels}). "
-           "Click a sector to open it below; click the centre to zoom back out.")
+           "Click a sector to open it below; the other sectors fade until a click on an empty spot.")
 if fr.note:
     st.caption(fr.note)
-event = st.plotly_chart(hierarchy_figure(fr, view), on_select="rerun", selection_mode="points",
+event = st.altair_chart(hierarchy_chart(fr, view), on_select="rerun", selection_mode=SELECTION,
                         key=f"hier_chart_{method}_{view}", width="stretch")
 
 # a click opens the sector's community; the list below is the same choice by name (and the only one in AppTest)
 pick_key = f"hier_pick_{method}"
-state: dict[str, Any] = event or {}  # the chart's selection event (a dict)
-points = (state.get("selection") or {}).get("points") or []
+state: dict[str, Any] = event or {}  # the chart's selection event: {"selection": {SELECTION: [{"id": ...}]}}
+points = (state.get("selection") or {}).get(SELECTION) or []
 clicked = fr.target(points[0].get("id")) if points else None
 if clicked and clicked != st.session_state.get(f"{pick_key}_click"):
     st.session_state[f"{pick_key}_click"] = clicked

@@ -7,13 +7,13 @@ community or summary entity in detail) use.
 Pure reads, aggregated in SQL, so the app can cache them per build. A frame draws at most `max_sectors`
 sectors: coarse levels first, the largest communities of each level next; the children left out of a parent are
 drawn as one "N more" sector, so areas stay true. Values are computed bottom-up (a parent is never smaller than
-its drawn children), so `branchvalues="total"` is valid even when sizes do not add up (soft membership, a
-hierarchy still being written). Rows whose parent is not (yet) stored hang from the synthetic root.
+its drawn children), so a child's share of its parent (core/explore/hierarchy_layout.py) never overflows it, even
+when sizes do not add up (soft membership, a hierarchy still being written). Rows whose parent is not (yet) stored
+hang from the synthetic root. The pictures themselves: ui/hierarchy_chart.py.
 """
 
 from __future__ import annotations
 
-import html
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -59,10 +59,6 @@ class HierarchyFrame:
     shown: int  # of which drawn as their own sector
     per_level: dict[int, int] = field(default_factory=dict)
     note: str = ""
-
-    def columns(self) -> dict[str, list]:
-        return {"ids": [s.id for s in self.sectors], "parents": [s.parent for s in self.sectors],
-                "labels": [s.label for s in self.sectors], "values": [s.value for s in self.sectors]}
 
     def target(self, sector_id: str | None) -> str | None:
         return next((s.target for s in self.sectors if s.id == sector_id), None)
@@ -245,27 +241,8 @@ def has_rows(signature: tuple) -> bool:
     return len(signature) > 1
 
 
-def plot_text(s: str) -> str:
-    """Document text for a plotly label or hover: plotly reads a subset of HTML there, so `&`, `<`, `>` escape."""
-    return html.escape(s, quote=False)
-
-
-def hierarchy_figure(frame: HierarchyFrame, view: str = "sunburst", height: int = 620):
-    """A plotly figure (sunburst, treemap or icicle) of `frame`; every document-derived string escaped."""
-    import plotly.graph_objects as go
-
-    cols = frame.columns()
-    custom = [[plot_text(truncate(s.title, 120)), _where(frame.method, s), f"{s.size:,}"] for s in frame.sectors]
-    trace = {"sunburst": go.Sunburst, "treemap": go.Treemap, "icicle": go.Icicle}[view]
-    kw = dict(ids=cols["ids"], parents=cols["parents"], labels=[plot_text(x) for x in cols["labels"]],
-              values=cols["values"], branchvalues="total", customdata=custom,
-              hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]} · %{customdata[2]} members<extra></extra>")
-    fig = go.Figure(trace(**kw))
-    fig.update_layout(height=height, margin=dict(l=4, r=4, t=4, b=4))
-    return fig
-
-
-def _where(method: str, s: Sector) -> str:
+def where(method: str, s: Sector) -> str:
+    """Where a sector sits, for a tooltip: the hierarchy (the root), its level or HiRAG layer, or "not drawn"."""
     if s.kind == "root":
         return f"{METHODS.get(method, method)}"
     if s.kind == "more":

@@ -1,7 +1,7 @@
 """The Hierarchy page with AppTest (streamlit.testing.v1), on a copy of the built sample workspace (the session's
 `sample_built`). The copy also holds an attributed hierarchy when the build made none, one of its titles full of
-Markdown and HTML, so every method is drawn and escaping is checked. AppTest cannot click a plotly sector: the
-selectbox beside the chart is the same choice (the click itself is checked in tests/e2e)."""
+Markdown and HTML, so every method is drawn and escaping is checked. AppTest cannot click a sector of the Vega-Lite
+chart: the selectbox beside the chart is the same choice (the click itself is checked in tests/e2e)."""
 
 from __future__ import annotations
 
@@ -88,10 +88,28 @@ def _run(at: AppTest) -> AppTest:
     return at
 
 
-def _trace(at: AppTest) -> dict:
-    charts = at.get("plotly_chart")
+def vega(node) -> tuple[dict, list[dict]]:
+    """A Vega-Lite chart element's spec and its data's rows (Streamlit sends the data beside the spec, as Arrow)."""
+    import pyarrow as pa
+
+    (data,) = node.proto.datasets
+    return json.loads(node.proto.spec), pa.ipc.open_stream(data.data.data).read_all().to_pylist()
+
+
+MARKS = {"sunburst": ("arc", {"theta", "theta2", "radius", "radius2"}), "treemap": ("rect", {"x", "x2", "y", "y2"}),
+         "icicle": ("rect", {"x", "x2", "y", "y2"})}
+
+
+def _chart(at: AppTest, view: str) -> list[dict]:
+    """The page's one hierarchy chart, checked to be `view` (its marks and their position channels): its rows."""
+    charts = at.get("vega_lite_chart")
     assert len(charts) == 1
-    return json.loads(charts[0].proto.spec)["data"][0]
+    spec, rows = vega(charts[0])
+    shapes, labels = spec["layer"]
+    mark, channels = MARKS[view]
+    assert shapes["mark"]["type"] == mark and channels <= set(shapes["encoding"]), shapes
+    assert labels["mark"]["type"] == "text" and spec["params"][0]["select"] == {"type": "point", "fields": ["id"]}
+    return rows
 
 
 def _walk(node):
@@ -149,9 +167,8 @@ def test_every_method_and_view_draws_its_hierarchy(page, hier_home, method):
     for view in ("sunburst", "treemap", "icicle"):
         page.radio(key="hier_view").set_value(view)
         _run(page)
-        tr = _trace(page)
-        assert tr["type"] == view and tr["branchvalues"] == "total"
-        ids, parents = tr["ids"], tr["parents"]
+        rows = _chart(page, view)
+        ids, parents = [r["id"] for r in rows], [r["parent"] for r in rows]
         assert parents.count("") == 1 and ids[parents.index("")] == f"root:{method}"
         assert set(parents) - {""} <= set(ids)  # every parent is drawn
         assert {i for i in ids if not i.startswith(("root:", "more:", "entities:"))} == expected  # no cap here
@@ -245,10 +262,14 @@ def test_document_text_is_escaped_in_the_detail_and_in_the_chart(page, hier_home
         st.cache_data.clear()
     page.radio(key="hier_method").set_value(marked.method)
     _run(page)
-    tr = _trace(page)
-    i = tr["ids"].index(marked.id)
-    assert "<b>" not in tr["labels"][i] and "&lt;b&gt;" in tr["labels"][i]
-    assert tr["customdata"][i][0] == "&lt;b&gt;Gates&lt;/b&gt; *Harbour* [works](x) &amp; $tolls$"
+    # the chart: the title only as a data value (Vega draws it as text, its tooltip escapes HTML), never as markup
+    charts = page.get("vega_lite_chart")
+    spec, rows = vega(charts[0])
+    row = next(r for r in rows if r["id"] == marked.id)
+    assert row["title"] == MARKUP_TITLE and row["about"].startswith(MARKUP_TITLE)
+    assert not row["label"] or MARKUP_TITLE.startswith(row["label"].rstrip("…"))
+    assert "Gates" not in charts[0].proto.spec and "&lt;" not in json.dumps(rows)
+    assert {"field": "title", "type": "nominal"} in spec["layer"][0]["encoding"]["tooltip"]
     _pick(page).set_value(marked.id)
     _run(page)
     head = _texts(_detail(page), "markdown")[0]
@@ -328,21 +349,28 @@ def test_build_page_draws_every_stage_figure_and_the_hierarchy_so_far(page, hier
     # the hierarchy so far: a sunburst of the Leiden communities, or of another method's when picked
     box = next(n for n in _walk(page.main) if getattr(n, "key", None) == "hierarchy_so_far")
     assert any(c.startswith("Hierarchy so far: Leiden communities (GraphRAG), ") for c in _texts(box, "caption"))
-    sun = [json.loads(n.proto.spec)["data"][0] for n in _walk(box) if getattr(n, "type", None) == "plotly_chart"]
+    sun = [_sunburst(n) for n in _walk(box) if getattr(n, "type", None) == "vega_lite_chart"]
     with store.session() as s:
         leiden = set(s.exec(select(Community.id).where(Community.workspace_id == ws.id, Community.method == "leiden")))
         attributed = set(s.exec(select(Community.id).where(Community.workspace_id == ws.id,
                                                            Community.method == "attributed")))
-    assert sun[0]["type"] == "sunburst" and {i for i in sun[0]["ids"] if not i.startswith("root:")} == leiden
+    assert len(sun) == 1 and {i for i in sun[0] if not i.startswith("root:")} == leiden
     page.radio(key="build_hier_method").set_value("attributed")
     _run(page)
     box = next(n for n in _walk(page.main) if getattr(n, "key", None) == "hierarchy_so_far")
-    sun = [json.loads(n.proto.spec)["data"][0] for n in _walk(box) if getattr(n, "type", None) == "plotly_chart"]
-    assert {i for i in sun[0]["ids"] if not i.startswith("root:")} == attributed
+    sun = [_sunburst(n) for n in _walk(box) if getattr(n, "type", None) == "vega_lite_chart"]
+    assert {i for i in sun[0] if not i.startswith("root:")} == attributed
     with store.session() as s:
         hirag = set(s.exec(select(Community.id).where(Community.workspace_id == ws.id, Community.method == "hirag")))
     page.radio(key="build_hier_method").set_value("hirag")
     _run(page)
     box = next(n for n in _walk(page.main) if getattr(n, "key", None) == "hierarchy_so_far")
-    sun = [json.loads(n.proto.spec)["data"][0] for n in _walk(box) if getattr(n, "type", None) == "plotly_chart"]
-    assert hirag and {i for i in sun[0]["ids"] if not i.startswith("root:")} == hirag
+    sun = [_sunburst(n) for n in _walk(box) if getattr(n, "type", None) == "vega_lite_chart"]
+    assert hirag and {i for i in sun[0] if not i.startswith("root:")} == hirag
+
+
+def _sunburst(node) -> list[str]:
+    """The ids the Build page's "hierarchy so far" sunburst draws (arcs; nothing to select there)."""
+    spec, rows = vega(node)
+    assert spec["layer"][0]["mark"]["type"] == "arc" and "params" not in spec
+    return [r["id"] for r in rows]

@@ -13,12 +13,14 @@ from core.explore.hierarchy import (
     MORE,
     ROOT,
     frame_signature,
-    hierarchy_figure,
     hierarchy_frame,
     hirag_frame,
 )
 from core.models import Community, Document, Edge, Node
 from core.store import Store
+from ui.hierarchy_chart import MORE as MORE_FILL
+from ui.hierarchy_chart import PALETTE, SELECTION, hierarchy_chart
+from ui.hierarchy_chart import ROOT as ROOT_FILL
 
 TITLE_A = "Harbour <works> & *gates*"
 LEIDEN = {  # id: (level, parent, members)
@@ -91,11 +93,9 @@ def _check_tree(frame):
     assert len(roots) == 1 and roots[0].id == ROOT + frame.method
     known = set(ids)
     assert all(x.parent in known for x in frame.sectors if x.parent)
-    for x in frame.sectors:  # branchvalues="total": a parent is never smaller than its drawn children
+    for x in frame.sectors:  # a parent is never smaller than its drawn children (their shares never overflow it)
         below = sum(c.value for c in frame.sectors if c.parent == x.id)
         assert x.value >= below - 1e-9 and x.value > 0
-    cols = frame.columns()
-    assert cols["ids"] == ids and len(cols["parents"]) == len(cols["labels"]) == len(cols["values"]) == len(ids)
 
 
 def test_leiden_frame_one_sector_per_community_under_one_root(hs):
@@ -170,7 +170,7 @@ def test_hirag_frame_top_summaries_at_the_root_and_entity_counts_as_leaves(hs):
     assert by[ENTITIES + "S2"].target == "S2" and by[ENTITIES + "S2"].kind == "entities"
     assert by["T"].size == 9 and by["T"].value == 9
     assert f.per_level == {1: 2, 2: 2} and f.total == 4 and f.shown == 4
-    assert hierarchy_frame(store, w, "hirag_layers").columns() == f.columns()
+    assert hierarchy_frame(store, w, "hirag_layers").sectors == f.sectors
 
 
 def test_empty_method_gives_an_empty_frame(hs):
@@ -179,18 +179,57 @@ def test_empty_method_gives_an_empty_frame(hs):
     assert f.sectors == [] and f.total == 0
 
 
-def test_figure_escapes_document_text_in_labels_and_hover(hs):
+def test_chart_carries_document_text_as_data_never_as_markup(hs):
+    """Vega draws labels as text and its tooltip escapes HTML: the chart's data holds the raw title (no entity
+    escaping to read back as "&lt;"), and the title reaches the spec nowhere but as a data value."""
     store, w = hs
     f = hierarchy_frame(store, w, "leiden")
-    for view, trace_type in (("sunburst", "sunburst"), ("treemap", "treemap"), ("icicle", "icicle")):
-        fig = json.loads(hierarchy_figure(f, view).to_json())
-        tr = fig["data"][0]
-        assert tr["type"] == trace_type and tr["branchvalues"] == "total"
-        assert tr["ids"] == f.columns()["ids"] and tr["parents"] == f.columns()["parents"]
-        i = tr["ids"].index("A")
-        assert tr["labels"][i] == "Harbour &lt;works&gt; &amp; *gates*"
-        assert tr["customdata"][i][0] == "Harbour &lt;works&gt; &amp; *gates*"
-        assert "<works>" not in json.dumps(tr)
+    for view, mark in (("sunburst", "arc"), ("treemap", "rect"), ("icicle", "rect")):
+        spec = hierarchy_chart(f, view).to_dict()
+        (rows,) = spec["datasets"].values()
+        assert spec["layer"][0]["mark"]["type"] == mark and spec["layer"][1]["mark"]["type"] == "text"
+        assert [r["id"] for r in rows] == [x.id for x in f.sectors]  # every sector drawn, in the frame's order
+        a = next(r for r in rows if r["id"] == "A")
+        assert a["title"] == TITLE_A and a["where"] == "level 0" and a["members"] == "4"
+        assert a["about"] == f"{TITLE_A} · level 0 · 4 members"  # the mark's aria-label
+        assert "&lt;" not in json.dumps(rows)
+        without_data = json.dumps({k: v for k, v in spec.items() if k != "datasets"})
+        assert "works" not in without_data and "Harbour" not in without_data
+        assert spec["layer"][1]["encoding"]["text"] == {"field": "label", "type": "nominal"} or \
+            spec["layer"][1]["encoding"]["text"]["condition"]["field"] == "label"  # labels come from the data
+
+
+def test_chart_colours_branches_apart_and_lighter_with_depth(hs):
+    store, w = hs
+    f = hierarchy_frame(store, w, "leiden", max_sectors=4)  # A, B and their children, one "N more" at least
+    (rows,) = hierarchy_chart(f, "icicle").to_dict()["datasets"].values()
+    colour = {r["id"]: r["colour"] for r in rows}
+    kinds = {x.id: x.kind for x in f.sectors}
+    assert colour[ROOT + "leiden"] == ROOT_FILL
+    assert colour["A"] != colour["B"] and colour["A"] in PALETTE and colour["B"] in PALETTE
+    more = [i for i, k in kinds.items() if k == "more"]
+    assert more and all(_lighter(MORE_FILL, colour[i]) for i in more)  # grey, lighter deeper
+    assert len({colour[i][1:3] for i in more} | {colour[i][3:5] for i in more} | {colour[i][5:] for i in more}) == 1
+    for x in f.sectors:
+        if x.kind == "community" and x.parent in ("A", "B"):  # a child: its branch's hue, lighter
+            assert _lighter(colour[x.parent], colour[x.id]) and colour[x.id] != colour[x.parent]
+
+
+def _lighter(base: str, other: str) -> bool:
+    """Whether `other` is `base` mixed with white (every channel at least as high, the hue kept)."""
+    b, o = ([int(c[i : i + 2], 16) for i in (1, 3, 5)] for c in (base, other))
+    if not all(y >= x for x, y in zip(b, o)):
+        return False
+    return all(abs((255 - y) * (255 - b[0]) - (255 - x) * (255 - o[0])) <= 255 * 3 for x, y in zip(b, o))
+
+
+def test_chart_selects_a_sector_by_its_id(hs):
+    store, w = hs
+    f = hierarchy_frame(store, w, "leiden")
+    spec = hierarchy_chart(f, "sunburst").to_dict()
+    (param,) = spec["params"]
+    assert param["name"] == SELECTION and param["select"] == {"type": "point", "fields": ["id"]}
+    assert "params" not in hierarchy_chart(f, "sunburst", select=False).to_dict()
 
 
 def test_signature_changes_as_levels_are_written(hs):
