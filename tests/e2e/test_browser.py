@@ -132,7 +132,8 @@ def test_first_hour_from_the_root_url(app_server, page, tmp_path):
 
         # 6. Hierarchy: a picture of the hierarchy.
         open_page(pg, "Hierarchy")
-        expect(pg.locator(".js-plotly-plot").first).to_be_visible(timeout=60_000)
+        expect(pg.locator("[data-testid='stVegaLiteChart'] [role='graphics-symbol']").first).to_be_visible(
+            timeout=60_000)  # the Vega-Lite chart has drawn its marks
         assert_page_clean(pg)
         shot(pg, "first-hour-08-hierarchy")
 

@@ -1,7 +1,8 @@
 """The hierarchy in a real browser (fixtures in conftest.py: a fresh `streamlit run app.py` on an empty STRATA_HOME,
 Debian's chromium, every request off the machine aborted): the Build page draws the communities as a sunburst while
-the sample workspace builds on first start; on the Hierarchy page a click on a sector opens that community's
-report, members and sources."""
+the sample workspace builds on first start; on the Hierarchy page a click on a sector (its arc, or its label) opens
+that community's report, members and sources. The charts are Vega-Lite, drawn as SVG: a sector is an element of
+role "graphics-symbol" whose aria-label says its title, level and members."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def test_hierarchy_grows_on_the_build_page_and_a_click_opens_a_community(app_ser
         expect(pg.locator("h1", has_text="Build")).to_be_visible(timeout=60_000)
         so_far = pg.locator(".st-key-hierarchy_so_far")
         expect(so_far).to_contain_text("Hierarchy so far", timeout=BUILD_TIMEOUT_MS)
-        sectors = so_far.locator(".js-plotly-plot g.slice path.surface")
+        sectors = so_far.locator("[data-testid='stVegaLiteChart'] [aria-roledescription='arc mark']")
         expect(sectors.nth(1)).to_be_attached(timeout=30_000)  # the root and at least one community
         caption = so_far.locator("[data-testid='stCaptionContainer']").first.inner_text()
         m = re.search(r"Hierarchy so far: Leiden communities \(GraphRAG\), ([\d,]+) at level 0", caption)
@@ -53,35 +54,40 @@ def test_hierarchy_grows_on_the_build_page_and_a_click_opens_a_community(app_ser
             has_text=re.compile(r"Build \d+ finished|Build failed|stopped without finishing"))
         expect(done.first).to_be_visible(timeout=BUILD_TIMEOUT_MS)
         assert re.search(r"Build \d+ finished", done.first.inner_text()), done.first.inner_text()
-        expect(so_far.locator(".js-plotly-plot")).to_have_count(1)  # the picture stays after the build
+        expect(so_far.locator("[data-testid='stVegaLiteChart']")).to_have_count(1)  # the picture stays after the build
 
-        # 2. The Hierarchy page: a sunburst; a click on a community's sector opens it below.
+        # 2. The Hierarchy page: a sunburst (Vega's SVG: each sector an arc mark whose aria-label says its title,
+        # level and members); a click on a community's arc opens it below, and so does a click on a label.
         open_page(pg, "Hierarchy")
-        chart = pg.locator("[data-testid='stPlotlyChart'] .js-plotly-plot")
-        expect(chart.locator("g.slice path.surface").nth(1)).to_be_attached(timeout=30_000)
+        chart = pg.locator("[data-testid='stVegaLiteChart']")
+        arcs = chart.locator("[aria-roledescription='arc mark']")
+        expect(arcs.nth(1)).to_be_attached(timeout=30_000)
         titles = _leiden_titles(home)
         assert titles
         detail = pg.locator(".st-key-hier_detail")
         expect(detail).to_have_count(0)
-        slices = chart.locator("g.slice")
-        target = None
-        deadline = time.monotonic() + 10
-        while target is None and time.monotonic() < deadline:  # a sector whose label is drawn
-            for i in range(slices.count()):
-                text = slices.nth(i).locator("text")
-                name = text.first.text_content() if text.count() else ""
-                if name and not name.startswith("Leiden communities") and not re.fullmatch(r"[\d,]+ more", name):
-                    target = slices.nth(i)
-                    break
-            pg.wait_for_timeout(200)
-        assert target is not None, "no labelled sector in the sunburst"
-        label = target.locator("text").first.text_content().rstrip("…")
-        target.locator("path.surface").click(force=True)
         heading = detail.locator("h3")
+        communities = chart.locator("[aria-roledescription='arc mark'][aria-label*=' · level ']")
+        labelled = {t.get_attribute("aria-label") for t in chart.locator("[aria-roledescription='text mark']").all()}
+        plain = [a for a in communities.all() if a.get_attribute("aria-label") not in labelled]
+        target = plain[0] if plain else communities.first  # an arc no label covers, where there is one
+        about = target.get_attribute("aria-label") or ""
+        target.click(force=True)
         expect(heading).to_be_visible(timeout=30_000)
         opened = heading.inner_text().strip()
         assert opened in titles.values(), (opened, sorted(titles.values())[:5])
-        assert opened.startswith(label.strip()), (opened, label)
+        assert about.startswith(opened[:60]), (about, opened)
+        # a label: the sector under it opens (the chart's one selection covers arcs and labels)
+        labels = chart.locator("[aria-roledescription='text mark'][aria-label*=' · level ']")
+        expect(labels.first).to_be_attached()
+        other = next((t for t in labels.all() if not (t.get_attribute("aria-label") or "").startswith(opened[:60])),
+                     None)
+        assert other is not None, "no other labelled community"
+        label = (other.text_content() or "").rstrip("…").strip()
+        other.click()
+        expect(heading).not_to_have_text(opened, timeout=30_000)
+        opened = heading.inner_text().strip()
+        assert opened in titles.values() and opened.startswith(label), (opened, label)
         expect(pg.get_by_role("combobox", name="Open a community")).to_have_value(
             re.compile("^" + re.escape(opened[:30])))  # the list beside the chart follows the click
         # its report, members and sources
