@@ -1,6 +1,7 @@
-"""Shared fixtures of the real-browser tests: `streamlit run app.py` on 127.0.0.1 and a free port with a fresh
-STRATA_HOME (`app_server`, one per test module), Debian's chromium driven by Playwright (`browser`), and a page
-whose every request that leaves the machine is aborted (`page`). The server and every build worker it started are
+"""Shared fixtures of the real-browser tests: `streamlit run app.py` on 127.0.0.1 and a free port (`app_server` on
+a copy of the session's built sample, `fresh_app_server` on a fresh STRATA_HOME where the sample builds on first
+start; one per test module), Debian's chromium driven by Playwright (`browser`), and a page whose every request that
+leaves the machine is aborted (`page`). The server and every build worker it started are
 stopped at the end of the module."""
 
 from __future__ import annotations
@@ -142,7 +143,24 @@ def _launch(home: Path, env_extra: dict[str, str], args: tuple[str, ...] = (),
 
 
 @pytest.fixture(scope="module")
-def app_server(tmp_path_factory):
+def app_server(tmp_path_factory, sample_built):
+    """`streamlit run app.py` on a free port, on a private copy of the sample built once per test session
+    (tests/conftest.py `sample_built`: the same documents, offline backend and default settings as the first start's
+    build, whose result it is); yields (base url, home, log path). A module that watches the first start's build
+    itself takes `fresh_app_server` (each module's own sample build cost about a minute of CI)."""
+    from tests.ui.conftest import sample_copy
+
+    home, store = sample_copy(tmp_path_factory, sample_built, "strata_e2e")
+    store.engine.dispose()  # the server is the copy's one user
+    server, url, log_path = _launch(home, {})
+    try:
+        yield url, home, log_path
+    finally:
+        _stop(server, home)
+
+
+@pytest.fixture(scope="module")
+def fresh_app_server(tmp_path_factory):
     """`streamlit run app.py` on a free port with a fresh STRATA_HOME (the sample builds on first start); yields
     (base url, home, log path)."""
     home = tmp_path_factory.mktemp("strata_e2e")

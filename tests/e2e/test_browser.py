@@ -67,10 +67,10 @@ def _add_strategies(pg, labels: list[str]) -> None:
     pg.keyboard.press("Escape")
 
 
-def test_first_hour_from_the_root_url(app_server, page, tmp_path):
+def test_first_hour_from_the_root_url(fresh_app_server, page, tmp_path):
     from playwright.sync_api import expect
 
-    url, home, log_path = app_server
+    url, home, log_path = fresh_app_server
     pg = page
     try:
         # 1. The root URL: the Workspaces page, the offline backend named, the sample building on first start.
@@ -217,11 +217,11 @@ def test_first_hour_from_the_root_url(app_server, page, tmp_path):
         raise
 
 
-def test_a_deep_link_still_runs_the_router(app_server, page):
+def test_a_deep_link_still_runs_the_router(fresh_app_server, page):
     """A bookmark to a page (here /build) draws the shared sidebar and navigation too, not the page file alone."""
     from playwright.sync_api import expect
 
-    url, _home, _log = app_server
+    url, _home, _log = fresh_app_server
     page.goto(url.rstrip("/") + "/build")
     expect(page.locator("h1", has_text="Build")).to_be_visible(timeout=60_000)
     expect(_sidebar(page)).to_contain_text("Backend: offline")

@@ -25,10 +25,10 @@ def _leiden_titles(home) -> dict[str, str]:
 
 
 
-def test_hierarchy_grows_on_the_build_page_and_a_click_opens_a_community(app_server, page):
+def test_hierarchy_grows_on_the_build_page_and_a_click_opens_a_community(fresh_app_server, page):
     from playwright.sync_api import expect
 
-    url, home, log_path = app_server
+    url, home, log_path = fresh_app_server
     pg = page
     try:
         # 1. First start: the sample builds in the background; the Build page draws the hierarchy once it exists.
