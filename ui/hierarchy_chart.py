@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from core.explore.hierarchy import HierarchyFrame, Sector, where
-from core.explore.hierarchy_layout import CHAR_WIDTH, Span, children, fit_label, fit_two_lines, partition, treemap
+from core.explore.hierarchy_layout import Span, children, fit_two_lines, least_room, partition, treemap
 from core.text import truncate
 
 SELECTION = "sector"  # the point selection's name: `event.selection[SELECTION]` lists the clicked sectors' ids
@@ -74,7 +74,8 @@ def _row(frame: HierarchyFrame, s: Sector, fill: str) -> dict:
 
 def sunburst_rows(frame: HierarchyFrame, spans: dict[str, Span], radius: float) -> list[dict]:
     """Rows of the sunburst: angles in radians, rings in depth units (ring d spans [d, d + 1]); a label where it
-    fits, along the ring (tangential) when that holds more of it, else across it (radial), never upside down."""
+    fits, along the ring (tangential) when that holds more of it, else across it (radial), never upside down; `room`
+    the px it may take (Vega cuts it there)."""
     rings = max(sp.depth for sp in spans.values()) + 1
     ring = radius / rings
     fill = colours(frame, {i: sp.depth for i, sp in spans.items()})
@@ -86,21 +87,19 @@ def sunburst_rows(frame: HierarchyFrame, spans: dict[str, Span], radius: float) 
         t0, t1 = sp.start * 2 * math.pi, sp.end * 2 * math.pi
         mid, r_in = (t0 + t1) / 2, sp.depth * ring
         row = _row(frame, s, fill[s.id]) | {"t0": t0, "t1": t1, "r0": sp.depth, "r1": sp.depth + 1, "tm": mid,
-                                             "rm": sp.depth + 0.5, "angle": 0.0, "label": "",
+                                             "rm": sp.depth + 0.5, "angle": 0.0, "label": "", "room": 0.0,
                                              "edge": _edge((t1 - t0) * max(r_in, ring))}
         if sp.depth == 0:
-            row |= {"rm": 0.0, "label": fit_two_lines(s.label, 2 * ring - 12, FONT)}
+            row |= {"rm": 0.0, "label": fit_two_lines(s.label, 2 * ring - 12, FONT), "room": 2 * ring - 12}
         elif t1 - t0 > 0:
             r_mid, half = r_in + ring / 2, (t1 - t0) / 2
             along = min(2 * math.sqrt(max(0.0, (r_in + ring - 3) ** 2 - r_mid ** 2)),
                         2 * r_mid * math.tan(min(half, 1.2))) - 6 if ring >= FONT + 6 else 0.0
             across = ring - 8 if half * 2 * r_in >= FONT + 2 else 0.0
             deg = math.degrees(mid)
-            if along >= across:
-                label, angle = fit_label(s.label, along, FONT), deg if not 90 < deg < 270 else deg - 180
-            else:
-                label, angle = fit_label(s.label, across, FONT), deg - 90 if deg <= 180 else deg + 90
-            row |= {"label": label, "angle": angle % 360}
+            room, angle = ((along, deg if not 90 < deg < 270 else deg - 180) if along >= across
+                           else (across, deg - 90 if deg <= 180 else deg + 90))
+            row |= {"label": s.label if room >= least_room(s.label, FONT) else "", "room": room, "angle": angle % 360}
         rows.append(row)
     return rows
 
@@ -119,7 +118,7 @@ def icicle_rows(frame: HierarchyFrame, spans: dict[str, Span], height: float) ->
         rows.append(_row(frame, s, fill[s.id]) | {"x0": x0, "x1": x1, "y0": y0, "y1": y1, "ty": (y0 + y1) / 2,
                                                   "edge": _edge(y1 - y0),
                                                   "label": s.label if y1 - y0 >= FONT + 3 else "",
-                                                  "room": (x1 - x0) / WIDTH})
+                                                  "room": (x1 - x0) / WIDTH, "least": least_room(s.label, FONT)})
     return rows
 
 
@@ -136,7 +135,8 @@ def treemap_rows(frame: HierarchyFrame, height: float) -> list[dict]:
         label = s.label if r.head or (s.id not in kids and r.height >= FONT + 4) else ""  # never under children
         rows.append(_row(frame, s, fill[s.id]) | {"x0": r.x0, "x1": r.x1, "y0": r.y0, "y1": r.y1,
                                                   "edge": _edge(min(r.width, r.height)),
-                                                  "ty": r.y0 + HEADER / 2, "label": label, "room": r.width / WIDTH})
+                                                  "ty": r.y0 + HEADER / 2, "label": label, "room": r.width / WIDTH,
+                                                  "least": least_room(label, FONT)})
     return rows
 
 
@@ -156,7 +156,7 @@ def hierarchy_chart(frame: HierarchyFrame, view: str = "sunburst", height: int =
             theta=alt.Theta("t0:Q", scale=None), theta2="t1:Q", radius=alt.Radius("r0:Q", scale=r_scale),
             radius2="r1:Q")
         text = alt.Chart().mark_text(fontSize=FONT, baseline="middle", align="center", cursor="pointer",
-                                                lineBreak="\n").encode(
+                                     lineBreak="\n", limit=alt.ExprRef("datum.room")).encode(
             theta=alt.Theta("tm:Q", scale=None), radius=alt.Radius("rm:Q", scale=r_scale),
             angle=alt.Angle("angle:Q", scale=None), text="label:N")
     else:
@@ -169,8 +169,7 @@ def hierarchy_chart(frame: HierarchyFrame, view: str = "sunburst", height: int =
             x=x, x2="x1:Q", y=y, y2="y1:Q")
         text = alt.Chart().mark_text(fontSize=FONT, baseline="middle", align="left", dx=4, cursor="pointer",
                                      limit=alt.ExprRef(f"max(0, {room} - 8)")).encode(
-            x=x, y=text_y, text=alt.condition(f"{room} >= {CHAR_WIDTH * FONT * 4 + 8}",
-                                              alt.Text("label:N"), alt.value("")))
+            x=x, y=text_y, text=alt.condition(f"{room} - 8 >= datum.least", alt.Text("label:N"), alt.value("")))
     tooltip = [alt.Tooltip("title:N"), alt.Tooltip("where:N"), alt.Tooltip("members:N")]
     about = alt.Description("about:N")  # each mark's aria-label (Vega's default lists every encoded field)
     shape = shape.encode(color=alt.Color("colour:N", scale=None), tooltip=tooltip, description=about,

@@ -18,6 +18,7 @@ from core.explore.hierarchy_layout import (
     children,
     fit_label,
     fit_two_lines,
+    least_room,
     partition,
     squarify,
     treemap,
@@ -166,6 +167,8 @@ def test_labels_fit_their_room():
     cut = fit_label("Harbour works and gates", room)
     assert cut.endswith("…") and len(cut) <= 8 and "Harbour works and gates".startswith(cut[:-1])
     assert fit_label("Harbour works and gates", 2 * CHAR_WIDTH * 11) == ""  # too little of it would show
+    assert fit_label("21 extracted entities", 6 * CHAR_WIDTH * 11) == ""  # "21…" would say nothing
+    assert least_room("6 more") == 6 * CHAR_WIDTH * 11 and least_room("Harbour works and gates") == 7 * CHAR_WIDTH * 11
     two = fit_two_lines("Leiden communities (GraphRAG)", 20 * CHAR_WIDTH * 11)
     assert two == "Leiden communities\n(GraphRAG)"
     assert fit_two_lines("Leiden", 20 * CHAR_WIDTH * 11) == "Leiden"
