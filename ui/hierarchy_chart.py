@@ -15,9 +15,11 @@ or Markdown, and its tooltip escapes HTML, so nothing here needs plotly's escapi
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from typing import Any
 
 from core.explore.hierarchy import HierarchyFrame, Sector, where
-from core.explore.hierarchy_layout import Span, children, fit_two_lines, least_room, partition, treemap
+from core.explore.hierarchy_layout import Rect, Span, children, fit_two_lines, least_room, partition, treemap
 from core.text import truncate
 
 SELECTION = "sector"  # the point selection's name: `event.selection[SELECTION]` lists the clicked sectors' ids
@@ -72,23 +74,31 @@ def _row(frame: HierarchyFrame, s: Sector, fill: str) -> dict:
             "ink": LIGHT if _dark(fill) else DARK, "about": f"{title} · {at} · {s.size:,} members"}
 
 
+def _placed(frame: HierarchyFrame, places: dict[str, Span] | dict[str, Rect]) -> Iterator[tuple[Sector, Any, dict]]:
+    """Each sector `places` holds, in the frame's order: the sector, its place, and its data row's common part."""
+    fill = colours(frame, {i: p.depth for i, p in places.items()})
+    for s in frame.sectors:
+        if s.id in places:
+            yield s, places[s.id], _row(frame, s, fill[s.id])
+
+
+def _box(x0: float, y0: float, x1: float, y1: float, ty: float, narrowest: float, label: str) -> dict:
+    """A rectangle's geometry in the `WIDTH`-wide layout, its label's height, and the room the label has."""
+    return {"x0": x0, "x1": x1, "y0": y0, "y1": y1, "ty": ty, "edge": _edge(narrowest), "label": label,
+            "room": (x1 - x0) / WIDTH, "least": least_room(label, FONT)}
+
+
 def sunburst_rows(frame: HierarchyFrame, spans: dict[str, Span], radius: float) -> list[dict]:
     """Rows of the sunburst: angles in radians, rings in depth units (ring d spans [d, d + 1]); a label where it
     fits, along the ring (tangential) when that holds more of it, else across it (radial), never upside down; `room`
     the px it may take (Vega cuts it there)."""
-    rings = max(sp.depth for sp in spans.values()) + 1
-    ring = radius / rings
-    fill = colours(frame, {i: sp.depth for i, sp in spans.items()})
+    ring = radius / (max(sp.depth for sp in spans.values()) + 1)
     rows = []
-    for s in frame.sectors:
-        sp = spans.get(s.id)
-        if sp is None:
-            continue
+    for s, sp, row in _placed(frame, spans):
         t0, t1 = sp.start * 2 * math.pi, sp.end * 2 * math.pi
         mid, r_in = (t0 + t1) / 2, sp.depth * ring
-        row = _row(frame, s, fill[s.id]) | {"t0": t0, "t1": t1, "r0": sp.depth, "r1": sp.depth + 1, "tm": mid,
-                                             "rm": sp.depth + 0.5, "angle": 0.0, "label": "", "room": 0.0,
-                                             "edge": _edge((t1 - t0) * max(r_in, ring))}
+        row |= {"t0": t0, "t1": t1, "r0": sp.depth, "r1": sp.depth + 1, "tm": mid, "rm": sp.depth + 0.5,
+                "angle": 0.0, "label": "", "room": 0.0, "edge": _edge((t1 - t0) * max(r_in, ring))}
         if sp.depth == 0:
             row |= {"rm": 0.0, "label": fit_two_lines(s.label, 2 * ring - 12, FONT), "room": 2 * ring - 12}
         elif t1 - t0 > 0:
@@ -108,17 +118,10 @@ def icicle_rows(frame: HierarchyFrame, spans: dict[str, Span], height: float) ->
     """Rows of the icicle, laid out in `WIDTH` × `height` (y down): a column per depth (the root's half as wide,
     at the left), a sector's height its share; labels run along the columns, where a sector is tall enough."""
     col = WIDTH / (max(sp.depth for sp in spans.values()) + 0.5)
-    fill = colours(frame, {i: sp.depth for i, sp in spans.items()})
     rows = []
-    for s in frame.sectors:
-        sp = spans.get(s.id)
-        if sp is None:
-            continue
+    for s, sp, row in _placed(frame, spans):
         x0, x1, y0, y1 = max(0.0, sp.depth - 0.5) * col, (sp.depth + 0.5) * col, sp.start * height, sp.end * height
-        rows.append(_row(frame, s, fill[s.id]) | {"x0": x0, "x1": x1, "y0": y0, "y1": y1, "ty": (y0 + y1) / 2,
-                                                  "edge": _edge(y1 - y0),
-                                                  "label": s.label if y1 - y0 >= FONT + 3 else "",
-                                                  "room": (x1 - x0) / WIDTH, "least": least_room(s.label, FONT)})
+        rows.append(row | _box(x0, y0, x1, y1, (y0 + y1) / 2, y1 - y0, s.label if y1 - y0 >= FONT + 3 else ""))
     return rows
 
 
@@ -126,17 +129,10 @@ def treemap_rows(frame: HierarchyFrame, height: float) -> list[dict]:
     """Rows of the treemap, laid out in `WIDTH` × `height` (y down); the label sits in a parent's header strip or
     at a leaf's top left."""
     rects, kids = treemap(frame, WIDTH, height, header=HEADER), children(frame)
-    fill = colours(frame, {i: r.depth for i, r in rects.items()})
     rows = []
-    for s in frame.sectors:
-        r = rects.get(s.id)
-        if r is None:
-            continue
+    for s, r, row in _placed(frame, rects):
         label = s.label if r.head or (s.id not in kids and r.height >= FONT + 4) else ""  # never under children
-        rows.append(_row(frame, s, fill[s.id]) | {"x0": r.x0, "x1": r.x1, "y0": r.y0, "y1": r.y1,
-                                                  "edge": _edge(min(r.width, r.height)),
-                                                  "ty": r.y0 + HEADER / 2, "label": label, "room": r.width / WIDTH,
-                                                  "least": least_room(label, FONT)})
+        rows.append(row | _box(r.x0, r.y0, r.x1, r.y1, r.y0 + HEADER / 2, min(r.width, r.height), label))
     return rows
 
 
