@@ -145,9 +145,10 @@ def treemap(frame: HierarchyFrame, width: float = 1000.0, height: float = 620.0,
         lst = sorted(kids.get(parent.id, ()), key=lambda s: -s.value)
         if not lst:
             continue
-        box, inner = out[parent.id], _inner(out[parent.id], pad, header)
-        if inner[1] - box.y0 >= header:
-            out[parent.id] = box = Rect(box.depth, box.x0, box.y0, box.x1, box.y1, header)
+        box = out[parent.id]
+        inner, head = _inner(box, pad, header)
+        if head:
+            out[parent.id] = box = Rect(box.depth, box.x0, box.y0, box.x1, box.y1, head)
         values = [s.value for s in lst]
         rest = max(0.0, parent.value - sum(values))
         order = sorted(range(len(values) + (rest > 0)), key=lambda k: -(values + [rest])[k])
@@ -159,13 +160,14 @@ def treemap(frame: HierarchyFrame, width: float = 1000.0, height: float = 620.0,
     return out
 
 
-def _inner(r: Rect, pad: float, header: float) -> tuple[float, float, float, float]:
-    """The part of `r` its children fill: less the header and padding when they leave it most of its room."""
+def _inner(r: Rect, pad: float, header: float) -> tuple[tuple[float, float, float, float], float]:
+    """The part of `r` its children fill, and the header strip kept above it: less the header and padding when
+    they leave the children most of its room, less the padding alone when that does."""
     if r.width > 4 * pad + 40 and r.height > header + 2 * pad + 24:
-        return r.x0 + pad, r.y0 + header, r.x1 - pad, r.y1 - pad
+        return (r.x0 + pad, r.y0 + header, r.x1 - pad, r.y1 - pad), header
     if r.width > 6 * pad and r.height > 6 * pad:
-        return r.x0 + pad, r.y0 + pad, r.x1 - pad, r.y1 - pad
-    return r.x0, r.y0, r.x1, r.y1
+        return (r.x0 + pad, r.y0 + pad, r.x1 - pad, r.y1 - pad), 0.0
+    return (r.x0, r.y0, r.x1, r.y1), 0.0
 
 
 def fit_label(label: str, room: float, font: float = 11.0, least: int = 4) -> str:

@@ -125,7 +125,7 @@ def test_squarify_tiles_in_proportion_with_low_aspect_ratios():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_treemap_nests_children_inside_their_parent_in_proportion(seed):
-    frame = _random_frame(seed)
+    frame = _random_frame(seed, 400)  # large enough that parents start at every kind of float coordinate
     by, kids = {s.id: s for s in frame.sectors}, children(frame)
     exact = treemap(frame, 1000, 620, pad=0, header=0)
     assert {i: r.depth for i, r in exact.items()} == _depths(frame)
@@ -141,6 +141,7 @@ def test_treemap_nests_children_inside_their_parent_in_proportion(seed):
         for a, b in itertools.combinations(lst, 2):  # siblings never overlap, padded or not
             assert _overlap(exact[a.id], exact[b.id]) <= 1e-6 and _overlap(padded[a.id], padded[b.id]) <= 1e-6
         pr = padded[p]
+        assert pr.head == (16 if pr.width > 4 * 2 + 40 and pr.height > 16 + 2 * 2 + 24 else 0)  # room: a header
         inside = [padded[c.id] for c in lst]
         assert all(pr.x0 - EPS <= r.x0 and r.x1 <= pr.x1 + EPS and pr.y0 + pr.head - EPS <= r.y0 and
                    r.y1 <= pr.y1 + EPS for r in inside)  # below its header strip
