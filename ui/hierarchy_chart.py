@@ -26,7 +26,7 @@ SELECTION = "sector"  # the point selection's name: `event.selection[SELECTION]`
 PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f"]
 MORE, ROOT, DARK, LIGHT = "#c9c9c9", "#eeeeee", "#1f1f1f", "#ffffff"
 FONT = 11
-WIDTH = 1000.0  # the width a treemap is laid out in (the chart stretches it to its container)
+WIDTH = 1000.0  # the width a treemap or icicle is laid out in (the chart stretches it to its container)
 HEADER = 16.0  # a treemap parent's label strip
 
 
@@ -50,18 +50,19 @@ def _edge(px: float) -> float:
 def colours(frame: HierarchyFrame, depth: dict[str, int]) -> dict[str, str]:
     """Sector id -> fill: each top-level branch a colour of `PALETTE`, its descendants the same colour lighter by
     depth, "N more" sectors grey, the root neutral."""
-    branch: dict[str, int] = {}
+    branch: dict[str, int] = {}  # sector id -> its top-level branch's number (-1: grey)
     out: dict[str, str] = {}
+    tops = 0
     for s in frame.sectors:  # a parent comes before its children in a frame
         if s.id not in depth:
             continue
         if s.kind == "root":
             out[s.id] = ROOT
             continue
-        if depth[s.id] == 1:
-            branch[s.id] = len([b for b in branch.values() if b >= 0]) if s.kind != "more" else -1
+        if depth[s.id] == 1 and s.kind != "more":
+            branch[s.id], tops = tops, tops + 1
         else:
-            branch[s.id] = branch.get(s.parent, -1)
+            branch[s.id] = branch.get(s.parent, -1) if depth[s.id] > 1 else -1
         base = MORE if s.kind == "more" or branch[s.id] < 0 else PALETTE[branch[s.id] % len(PALETTE)]
         out[s.id] = _mix(base, 1 - 0.78 ** (depth[s.id] - 1))
     return out
