@@ -3,7 +3,8 @@ treemap (`mark_rect`), drawn from core/explore/hierarchy_layout.py's geometry of
 
 Vega-Lite rather than plotly: plotly's script is 4.7 MB, which the browser fetched, parsed and then drew with, about
 3 s after the page opened (2.6 s to the Hierarchy page's first drawing on the 240-paragraph workspace); Vega's is
-775 KB and draws in about 0.4 s. Each top-level branch has its own colour, its descendants the same colour lighter
+775 KB and draws in about 0.4 s (the two side by side on that workspace, one shared machine at load 4–10: plotly
+4.7 s, Vega 2.6 s, medians of 6). Each top-level branch has its own colour, its descendants the same colour lighter
 with depth; "N more" sectors are grey, the root neutral. A label is drawn only where its sector can hold it, cut to
 fit; the tooltip says the title, where the sector sits (level or HiRAG layer) and its members. A click selects a
 sector (the point selection `SELECTION`, on its id).
