@@ -114,12 +114,14 @@ class HLGQuerySettings(BaseModel):
                                                   "10 chunks, about 3,000 tokens); with Ollama, what the model reranks.")
     top_k: int = Field(10, description="Chunk variants: unique chunks kept after the diversity filter (§6.4: up to "
                                        "10); also the beam paths, bridge items (2x) and topics shown.")
-    rerank: Literal["hybrid", "statement", "chunk-blend"] = Field(
-        "hybrid", description="Offline stand-in for the cross-encoder of Eq. 9 (the statement alone is scored): "
-        "'hybrid' = the mean of the statement's cosine to the question and its TF-IDF cosine to the question and its "
-        "keywords (graphrag-toolkit's tfidf reranker scores statements lexically against the question and keywords); "
-        "'statement' = the cosine alone, the score the vector search ranked by, i.e. no rerank (ablations "
-        "hlg-*-cosine); 'chunk-blend' (ablation: the statement's cosine blended with its chunk's).")
+    rerank: Literal["statement", "hybrid", "chunk-blend"] = Field(
+        "statement", description="Score_rank of Eq. 9 offline, where the paper's cross-encoder is not bundled: "
+        "'statement' (default) = no reranker: the statement's cosine to the question, the score the vector search "
+        "ranked by, so S_final is ranked by similarity and TopicGraphRAG's beam is similarity-guided (with a model "
+        "backend the model reranks all of S_final); 'hybrid' (ablations hlg-*-hybrid) = the mean of that cosine and the "
+        "statement's TF-IDF cosine to the question and its keywords (graphrag-toolkit's offline tfidf reranker), "
+        "not better on every set (docs/CONSTANTS.md); 'chunk-blend' (ablation: the statement's cosine blended with "
+        "its chunk's).")
     diversity_threshold: float = Field(
         0.005, description="Diversity threshold τ (the paper's 0.5 %): an item whose TF-IDF cosine to a kept, "
                            "better item is >= 1 - τ is dropped as a near-duplicate; 0 keeps all but exact repeats.")
@@ -129,7 +131,7 @@ class HLGQuerySettings(BaseModel):
     def _old_rerank(cls, v):
         """A run's settings stored before issue 26 say 'context' (the then default, now the chunk-blend ablation):
         read as today's default, so a worker resuming such a run does not fail on its settings."""
-        return "hybrid" if v == "context" else v
+        return "statement" if v == "context" else v
 
 
 class RetrievalSettings(BaseModel):

@@ -54,9 +54,9 @@ def test_sections_hold_what_each_variant_promises(results, sample_resources, sto
     cfg = sample_resources.settings.retrieval.hlg
     for name, r in results.items():
         local, bridge, glob = r.sections["local"], r.sections["bridge"], r.sections["global"]
-        # TopicGraphRAG's reranker-guided beam takes B statements in all, starts included (§4.2, the published
-        # RerankingBeamGraphSearch): when the reranker scores B starts above every neighbour (the keyword statements
-        # share the question's words), it takes no hop, and its context holds none: no bridge then
+        # TopicGraphRAG's score-guided beam takes B statements in all, starts included (§4.2, the published
+        # RerankingBeamGraphSearch): when the score puts B starts above every neighbour, it takes no hop, and its
+        # context holds none: no bridge then
         assert local and glob and (bridge or name.startswith("hlg-topic")), name
         kind = "chunk" if name.endswith("-chunk") else "statement"
         if kind == "chunk":  # §6.4: up to 10 unique chunks
@@ -258,26 +258,28 @@ def test_keywords_are_entity_names_in_the_question(sample_resources):
     assert all(len(c) and (c < len(lx.eids)).all() for c in kws.values())
 
 
-def test_statements_are_reranked_alone_and_topicgraphrags_beam_by_the_reranker(results, sample_resources):
-    """Eq. 9: a kept statement scores the offline hybrid of itself alone, (cos(e_Q, e_s) + its TF-IDF cosine to the
-    question and keywords) / 2, its chunk plays no part; §4.2: TopicGraphRAG's beam is guided by the reranker,
-    StatementGraphRAG's by Eq. 7; the chunk-blended reranker and the cosine alone run only in named ablations."""
+def test_statements_are_scored_alone_and_topicgraphrags_beam_by_that_score(results, sample_resources):
+    """Eq. 9: a kept statement is scored by itself alone, its chunk plays no part: offline (no reranker) by its cosine
+    to the question; in the hybrid ablations by (cos(e_Q, e_s) + its TF-IDF cosine to the question and keywords) / 2.
+    §4.2: TopicGraphRAG's beam is guided by that score (similarity offline), StatementGraphRAG's by Eq. 7; the
+    chunk-blended score runs only in a named ablation."""
     lx = lexicon(sample_resources)
     q = np.asarray(sample_resources.embed_query(HALDEN_Q), dtype=np.float64)
     q /= np.linalg.norm(q)
     row = {sid: i for i, sid in enumerate(lx.sids)}
     for name in ("hlg-statement", "hlg-topic"):
         r = results[name]
-        assert r.trace["rerank"] == "hybrid", name
-        lexical = lx.lexical_scores(" ".join([HALDEN_Q] + r.trace["keywords"]))
+        assert r.trace["rerank"] == "statement", name
         for item in r.sections["local"]:
+            assert item.score == pytest.approx(float(lx.E[row[item.id]] @ q), abs=1e-4), (name, item.title)
+        hybrid = get_strategy(name + "-hybrid").retrieve(sample_resources, HALDEN_Q)
+        assert hybrid.trace["rerank"] == "hybrid"
+        lexical = lx.lexical_scores(" ".join([HALDEN_Q] + hybrid.trace["keywords"]))
+        for item in hybrid.sections["local"]:
             i = row[item.id]
             assert item.score == pytest.approx((float(lx.E[i] @ q) + lexical[i]) / 2, abs=2e-2), (name, item.title)
-        cosine = get_strategy(name + "-cosine").retrieve(sample_resources, HALDEN_Q)
-        assert cosine.trace["rerank"] == "statement"
-        for item in cosine.sections["local"]:
-            assert item.score == pytest.approx(float(lx.E[row[item.id]] @ q), abs=1e-4), (name, item.title)
-    assert results["hlg-topic"].trace["beam"] == "reranker"
+    assert results["hlg-topic"].trace["beam"] == "similarity"
+    assert get_strategy("hlg-topic-hybrid").retrieve(sample_resources, HALDEN_Q).trace["beam"] == "reranker (hybrid)"
     assert results["hlg-statement"].trace["beam"] == "path (Eq. 7)"
     blend = get_strategy("hlg-statement-chunkblend").retrieve(sample_resources, HALDEN_Q)
     assert blend.trace["rerank"] == "chunk-blend"

@@ -1,7 +1,7 @@
-"""HLG as published (issues 26, 37): the reranker of Eq. 9 scores the statement alone, offline with a score that is
-not the vector search's (dense + lexical hybrid), with a model over all of S_final; the chunk-blended reranker and
-the cosine alone are only named ablations, and TopicGraphRAG's beam is guided by the reranker at each step
-(hierarchical-lexical-graph.txt §4.2)."""
+"""HLG as published (issues 26, 37): the reranker of Eq. 9 scores the statement alone, with a model over all of
+S_final; offline there is no reranker (the cosine the vector search ranked by, and the strategies say so), and the
+dense + lexical hybrid and the chunk-blended score are named ablations; TopicGraphRAG's beam is guided by the score
+at each step (hierarchical-lexical-graph.txt §4.2)."""
 
 from __future__ import annotations
 
@@ -35,19 +35,20 @@ def _lexicon_with_chunks() -> SimpleNamespace:
     return lx
 
 
-def test_the_offline_reranker_is_not_the_vector_search_score_and_changes_its_order():
+def test_offline_there_is_no_reranker_and_the_hybrid_ablation_changes_the_order():
     sims = np.array([0.62, 0.55, 0.1])  # cos(e_Q, e_s): the vector search puts statement 0 first
     csims = np.array([0.9, -0.2])  # cos(e_Q, e_chunk): a chunk close to the question must not lift its statements
-    mode = Settings().retrieval.hlg.rerank
-    assert mode == "hybrid"
+    assert Settings().retrieval.hlg.rerank == "statement"  # the default: the vector search's own order
     lx = _lexicon_with_chunks()
+    np.testing.assert_array_equal(rerank_scores(lx, sims, csims, "statement"), sims)
+    for name in ("hlg-statement", "hlg-topic"):  # and the strategies do not claim a reranker offline
+        assert "offline no reranker" in get_strategy(name).description
+    mode = "hybrid"  # the ablations hlg-*-hybrid
     lexical = lx.lexical_scores(QUESTION + " Lena Marsh")
     assert lexical[1] > 0.3 and lexical[0] == 0.0 and lexical[2] == 0.0  # only statement 1 shares the question's words
     out = rerank_scores(lx, sims, csims, mode, QUESTION + " Lena Marsh")
     np.testing.assert_allclose(out, (sims + lexical) / 2)
     assert list(np.argsort(-sims)) == [0, 1, 2] and list(np.argsort(-out)) == [1, 0, 2]  # the rerank moved it
-    # the cosine alone (the ablations hlg-*-cosine) is the vector search's own order: nothing reranked
-    np.testing.assert_array_equal(rerank_scores(lx, sims, csims, "statement"), sims)
 
 
 class _Model:
@@ -87,13 +88,13 @@ def test_the_chunk_blend_is_an_ablation_that_does_blend():
         rerank_scores(_lexicon_with_chunks(), sims, csims, "context")  # the old name is no mode any more
 
 
-def test_chunk_blended_cosine_and_path_beam_variants_are_registered_as_named_ablations():
+def test_chunk_blended_hybrid_and_path_beam_variants_are_registered_as_named_ablations():
     names = strategy_names()
     for name, attr, value in (("hlg-statement-chunkblend", "rerank", "chunk-blend"),
                               ("hlg-topic-chunkblend", "rerank", "chunk-blend"),
                               ("hlg-topic-pathbeam", "path_beam", True),
-                              ("hlg-statement-cosine", "rerank", "statement"),
-                              ("hlg-topic-cosine", "rerank", "statement")):
+                              ("hlg-statement-hybrid", "rerank", "hybrid"),
+                              ("hlg-topic-hybrid", "rerank", "hybrid")):
         assert name in names
         s = get_strategy(name)
         assert "ablation" in s.label.lower() and "Ablation" in s.description
@@ -150,4 +151,4 @@ def test_a_run_s_settings_stored_with_the_old_rerank_name_still_load():
 
     stored = Settings().model_dump()
     stored["retrieval"]["hlg"]["rerank"] = "context"
-    assert Settings.model_validate(stored).retrieval.hlg.rerank == "hybrid"
+    assert Settings.model_validate(stored).retrieval.hlg.rerank == "statement"  # read as today's default

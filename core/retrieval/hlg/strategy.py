@@ -8,12 +8,14 @@ core/retrieval/diversity.py) drops near-duplicates while the context fills (core
 TopicGraphRAG (§4.2): top-down, the statements of the `topic_k` topics nearest to the question (§6.3.2: 50); bottom-up,
 the keyword statements; then a beam search "guided by a reranker at each step" (§4.2 (3): best first by Score_rank of
 Eq. 9 as the published code's RerankingBeamGraphSearch, core/retrieval/hlg/beam.py `reranker_beam`; with Ollama the
-offline reranker guides the steps and the model reranks the final pool, as the paper's C.1.3 found an LLM at every
+offline score guides the steps and the model reranks the final pool, as the paper's C.1.3 found an LLM at every
 expansion "prohibitively slow"), then the same rerank and diversity filter.
 
-The reranker (Eq. 9) scores the statement alone (core/retrieval/hlg/rank.py; offline a dense + lexical hybrid, with a
-model the model over all of S_final). Ablations, not the paper's strategies: hlg-statement-cosine and
-hlg-topic-cosine score by the cosine alone (no rerank, as Strata did before issue 37);
+The reranker (Eq. 9) scores the statement alone (core/retrieval/hlg/rank.py): with a model, the model over all of
+S_final. Offline there is no reranker (the paper's is a cross-encoder, not bundled): S_final is ranked by the
+statement's cosine to the question and TopicGraphRAG's beam is similarity-guided, and the strategies say so. Ablations,
+not the paper's strategies: hlg-statement-hybrid and hlg-topic-hybrid rerank offline with a dense + TF-IDF hybrid
+(issue 37's stand-in, not better on every set: docs/CONSTANTS.md);
 hlg-statement-chunkblend and hlg-topic-chunkblend rerank (and, for the topic one, guide the beam with) the statement
 blended with its chunk; hlg-topic-pathbeam runs TopicGraphRAG's beam on Eq. 7 (StatementGraphRAG's) instead of the
 reranker.
@@ -56,8 +58,8 @@ from core.retrieval.hlg.rank import (
 
 __all__ = ["Beam", "Lexicon", "beam_search", "keyword_statements", "keywords", "lexicon", "path_embedding",
            "path_score", "StatementGraphRAG", "TopicGraphRAG", "StatementGraphRAGChunks", "TopicGraphRAGChunks",
-           "StatementGraphRAGChunkBlend", "TopicGraphRAGChunkBlend", "TopicGraphRAGPathBeam", "StatementGraphRAGCosine",
-           "TopicGraphRAGCosine", "ABLATIONS"]
+           "StatementGraphRAGChunkBlend", "TopicGraphRAGChunkBlend", "TopicGraphRAGPathBeam", "StatementGraphRAGHybrid",
+           "TopicGraphRAGHybrid", "ABLATIONS"]
 
 
 class HLGStrategy:
@@ -125,7 +127,8 @@ class HLGStrategy:
         for i, n in res.store.nodes_by_id(res.ws_id, list(by_id)).items():
             by_id[i].label = n.title[:80]
         t.lap("assemble")
-        r.trace["beam"] = "reranker" if guided else "path (Eq. 7)"
+        # what guided TopicGraphRAG's beam: the offline score (a model reranks only the final pool, C.1.3)
+        r.trace["beam"] = ("similarity" if mode == "statement" else f"reranker ({mode})") if guided else "path (Eq. 7)"
         r.trace["rerank"] = mode
         r.trace["keywords"] = [name for name, _ in entry.keywords]
         r.trace["counts"] = {"keywords": len(entry.keywords), "keyword_statements": len(entry.s_kw),
@@ -139,8 +142,9 @@ class HLGStrategy:
 
 
 _DESCRIPTION = ("local: the {unit}, after keyword + vector entry ({entry}), beam search over shared entities, rerank "
-                "and the TF-IDF diversity filter; bridge: the entities and facts shared along the beam hops used; "
-                "global: {glob}. Sources: the documents of the local items, in their order.")
+                "(with a model backend; offline no reranker: ranked by similarity to the question) and the TF-IDF "
+                "diversity filter; bridge: the entities and facts shared along the beam hops used; global: {glob}. "
+                "Sources: the documents of the local items, in their order.")
 
 
 @register
@@ -209,25 +213,25 @@ class TopicGraphRAGPathBeam(TopicGraphRAG):
     path_beam = True
 
 
-_COSINE = (" Ablation: no rerank (Strata before issue 37): Score_rank is cos(e_Q, e_s), the score the vector "
-           "search already ranked by{beam}.")
+_HYBRID = (" Ablation (issue 37's offline reranker): Score_rank is the mean of cos(e_Q, e_s) and the statement's "
+           "TF-IDF cosine to the question and its keywords{beam}; not better on every set.")
 
 
 @register
-class StatementGraphRAGCosine(StatementGraphRAG):
-    name = "hlg-statement-cosine"
-    label = "HLG StatementGraphRAG (ablation: cosine only, no rerank)"
-    description = StatementGraphRAG.description + _COSINE.format(beam="")
-    rerank = "statement"
+class StatementGraphRAGHybrid(StatementGraphRAG):
+    name = "hlg-statement-hybrid"
+    label = "HLG StatementGraphRAG (ablation: dense + TF-IDF rerank offline)"
+    description = StatementGraphRAG.description + _HYBRID.format(beam="")
+    rerank = "hybrid"
 
 
 @register
-class TopicGraphRAGCosine(TopicGraphRAG):
-    name = "hlg-topic-cosine"
-    label = "HLG TopicGraphRAG (ablation: cosine only, similarity-guided beam)"
-    description = TopicGraphRAG.description + _COSINE.format(beam=", and the beam is guided by that similarity")
-    rerank = "statement"
+class TopicGraphRAGHybrid(TopicGraphRAG):
+    name = "hlg-topic-hybrid"
+    label = "HLG TopicGraphRAG (ablation: dense + TF-IDF rerank offline)"
+    description = TopicGraphRAG.description + _HYBRID.format(beam=", which also guides the beam")
+    rerank = "hybrid"
 
 
-ABLATIONS = ("hlg-statement-chunkblend", "hlg-topic-chunkblend", "hlg-topic-pathbeam", "hlg-statement-cosine",
-             "hlg-topic-cosine")
+ABLATIONS = ("hlg-statement-chunkblend", "hlg-topic-chunkblend", "hlg-topic-pathbeam", "hlg-statement-hybrid",
+             "hlg-topic-hybrid")
