@@ -73,8 +73,10 @@ def item_score(strategy: str, section: str, kind: str) -> str:
     """What the score of a `kind` item in `section` is for `strategy` ("cosine", "BM25", ...), or
     "score" when it is the strategy's own blend."""
     f = family(strategy)
-    if f == "hlg":
-        return {"local": "rerank score", "bridge": "beam path score"}.get(section, "best statement's score")
+    if f == "hlg":  # offline no reranker: the statement's cosine (a model reranks the order, not the scores shown)
+        local = ("dense + TF-IDF score" if strategy.endswith("-hybrid") else
+                 "chunk-blended cosine" if strategy.endswith("-chunkblend") else "cosine")
+        return {"local": local, "bridge": "beam path score"}.get(section, "best statement's " + local)
     return _ITEM.get((f, section, kind)) or _ITEM.get((f, kind)) or _ITEM.get((f,)) or "score"
 
 

@@ -212,6 +212,8 @@ def test_the_ablations_wait_behind_the_research_switch(page):
     assert not at.exception, [e.value for e in at.exception]
     assert at.multiselect(key="strategies").value == []
     assert item_score("naive", "local", "chunk") == "cosine" and item_score("bm25", "local", "chunk") == "BM25"
+    assert item_score("hlg-statement", "local", "statement") == "cosine"  # offline HLG has no reranker
+    assert item_score("hlg-topic-hybrid", "local", "statement") == "dense + TF-IDF score"
 
 
 def test_two_strategies_side_by_side_with_panels_paths_and_history(page, ask_home):
