@@ -76,9 +76,9 @@ def main() -> None:
 
             with threadpool_limits(limits=1):
                 z = umap_reduce(x, min(cfg.reduce_dim, len(ids) - 2), cfg.seed)
-                bics = {k: float(gmm._fit(z, k, cfg.seed).bic(z)) for k in range(1, min(len(ids), cfg.max_components))}
+                bics = {k: float(gmm.fit_gmm(z, k, cfg.seed).bic(z)) for k in range(1, min(len(ids), cfg.max_components))}
                 best = min(bics, key=lambda k: (bics[k], k))
-                probs = gmm._fit(z, best, cfg.seed).predict_proba(z)
+                probs = gmm.fit_gmm(z, best, cfg.seed).predict_proba(z)
             member = probs >= cfg.membership_threshold
             member[np.arange(len(ids)), probs.argmax(axis=1)] = True
             cl = {tuple(np.flatnonzero(member[:, j]).tolist()) for j in range(best) if member[:, j].any()}

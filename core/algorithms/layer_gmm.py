@@ -45,7 +45,8 @@ class SoftClusters:
     bic: list[tuple[int, float]]  # (k, BIC) tried, ascending k
 
 
-def _fit(z: np.ndarray, k: int, seed: int) -> GaussianMixture:
+def fit_gmm(z: np.ndarray, k: int, seed: int) -> GaussianMixture:
+    """One Gaussian mixture of `k` components on `z`, as the BIC scan fits each k (module doc)."""
     from sklearn.mixture import GaussianMixture
 
     gm = GaussianMixture(n_components=k, covariance_type="full", random_state=seed, n_init=N_INIT,
@@ -64,7 +65,7 @@ def best_k(zs: np.ndarray, max_components: int, seed: int) -> tuple[int, dict[in
     models: dict[int, GaussianMixture] = {}
     previous = float("inf")
     for k in range(1, k_max + 1):
-        models[k] = _fit(zs, k, seed)
+        models[k] = fit_gmm(zs, k, seed)
         tried[k] = bic = float(models[k].bic(zs))
         if previous != float("inf") and abs(previous - bic) < REL_TOL * abs(previous):
             break

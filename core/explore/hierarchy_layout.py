@@ -124,12 +124,6 @@ def _worst(row: list[float], side: float) -> float:
     return max(side * side * max(row) / (s * s), s * s / (side * side * min(row)))
 
 
-def aspect(r: Rect) -> float:
-    """A rectangle's aspect ratio, ≥ 1 (∞ for a degenerate one)."""
-    lo, hi = sorted((r.width, r.height))
-    return hi / lo if lo > 0 else math.inf
-
-
 def treemap(frame: HierarchyFrame, width: float = 1000.0, height: float = 620.0, pad: float = 2.0,
             header: float = 16.0) -> dict[str, Rect]:
     """Sector id -> its rectangle in a `width` × `height` box (y down). A parent large enough keeps a `header`

@@ -14,7 +14,6 @@ from core.explore.hierarchy import HierarchyFrame, Sector
 from core.explore.hierarchy_layout import (
     CHAR_WIDTH,
     Rect,
-    aspect,
     children,
     fit_label,
     fit_two_lines,
@@ -26,6 +25,12 @@ from core.explore.hierarchy_layout import (
 
 EPS = 1e-9
 
+
+
+def aspect(r: Rect) -> float:
+    """A rectangle's aspect ratio, ≥ 1 (∞ for a degenerate one)."""
+    lo, hi = sorted((r.width, r.height))
+    return hi / lo if lo > 0 else math.inf
 
 def _frame(rows: list[tuple[str, str, float, str]]) -> HierarchyFrame:
     """(id, parent, value, kind) rows, a parent before its children, the root's parent ""."""
