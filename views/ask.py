@@ -242,9 +242,3 @@ else:
     save_col.download_button("Download JSON", data=lambda: export_json(store, ws_id, only), on_click="ignore",
                       file_name=f"strata-{ws.name}-queries.json", mime="application/json",
                       icon=":material/download:", key="history_download")
-
-# The build's query resources (graph view, embedder, vectors), loaded at the end of the page's run, once the page
-# above is drawn: the first question then finds them loaded, or waits only for the rest of this one load (one cache,
-# one lock), instead of loading them itself (~8 s on a fresh server) after the user typed. In the run, not in a
-# thread: importing torch and scipy from a second thread while a run imported them left torch partially initialized.
-R.resources(ws_name, version)
