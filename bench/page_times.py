@@ -6,8 +6,10 @@ Copies the home (the original is never written), serves `streamlit run app.py` o
 browser context (a new session, as a first visit) of Debian's chromium. The clock starts at navigation and stops when
 the page's useful element is drawn: Workspaces its documents table, Build its verdict, Hierarchy and Quality their
 first chart, Graph its canvas, Evaluate its results table; then Ask with three strategies (HiRAG, GraphRAG local,
-dense), from the click on Ask to the three answers' best-evidence cards. The first run of each page after the server
-starts is reported apart (caches are cold). Results in bench/results/page-times.json.
+dense), from the click on Ask to the three answers' best-evidence cards. Each time is read twice: by the page's own
+clock (`WATCH`: the animation frame that first holds the element, before it is painted) and when the test driver's
+wait noticed it. The first run of each page after the server starts is reported apart (caches are cold). Results in
+bench/results/page-times.json.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ PAGES = {  # url path -> what shows the page is useful
 }
 QUESTION = "What team was Anna Benson's husband on?"
 STRATEGIES = ["GraphRAG local search", "Naive chunk search"]  # beside the default HiRAG
+EVIDENCE = ".st-key-evidence_0, .st-key-evidence_1, .st-key-evidence_2"
 
 
 def serve(home: Path, port: int) -> subprocess.Popen:
@@ -59,20 +62,47 @@ def serve(home: Path, port: int) -> subprocess.Popen:
     raise RuntimeError("the app did not start")
 
 
-def timed_page(browser, url: str, selector: str) -> float:
+# The page's own clock: at every animation frame (just before the browser paints it) the first moment the wanted
+# elements are present with a box, in ms since the navigation began (performance.now()). The test driver's wait
+# polls from outside, and on a page whose main thread is busy (the graph's physics settling right after its first
+# drawing) it notices the element up to half a second after it was painted: both are reported.
+WATCH = """(() => {
+  window.__seen = {};
+  window.__watch = (name, selector, n) => {
+    const tick = () => {
+      const els = [...document.querySelectorAll(selector)].filter(e => {
+        const b = e.getBoundingClientRect(); return b.width > 0 && b.height > 0; });
+      if (els.length >= n) { window.__seen[name] = performance.now(); } else { requestAnimationFrame(tick); }
+    };
+    requestAnimationFrame(tick);
+  };
+  document.addEventListener("DOMContentLoaded", () => { if (window.__want) window.__watch("page", ...window.__want); });
+  document.addEventListener("click", () => { window.__seen.click = performance.now(); }, true);
+})()"""
+
+
+def _context(browser, want: tuple[str, int] | None = None):
     ctx = browser.new_context(viewport={"width": 1440, "height": 900})
-    pg = ctx.new_page()
+    ctx.add_init_script((f"window.__want = {json.dumps(list(want))};" if want else "") + WATCH)
+    return ctx, ctx.new_page()
+
+
+def timed_page(browser, url: str, selector: str) -> tuple[float, float]:
+    """(seen by the driver, drawn by the page's clock), seconds from the navigation."""
+    ctx, pg = _context(browser, (selector, 1))
     t0 = time.perf_counter()
     pg.goto(url)
     pg.locator(selector).first.wait_for(state="visible", timeout=120_000)
     took = time.perf_counter() - t0
+    pg.wait_for_function("() => window.__seen.page !== undefined", timeout=120_000)
+    drawn = pg.evaluate("() => window.__seen.page") / 1000
     ctx.close()
-    return took
+    return took, drawn
 
 
-def timed_ask(browser, url: str) -> float:
-    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
-    pg = ctx.new_page()
+def timed_ask(browser, url: str) -> tuple[float, float]:
+    """(seen by the driver, drawn by the page's clock), seconds from the click on Ask to three answers' evidence."""
+    ctx, pg = _context(browser)
     pg.goto(url)
     box = pg.locator("[data-testid='stMultiSelect']", has_text="Strategies")
     box.wait_for(state="visible", timeout=120_000)
@@ -81,14 +111,17 @@ def timed_ask(browser, url: str) -> float:
         pg.get_by_role("option", name=label, exact=True).click()
     pg.keyboard.press("Escape")
     pg.get_by_label("Question").fill(QUESTION)
+    pg.evaluate(f"() => window.__watch('answers', {json.dumps(EVIDENCE)}, 3)")
     t0 = time.perf_counter()
     pg.locator("[data-testid='stFormSubmitButton'] button", has_text="Ask").click()
     pg.get_by_role("heading", name=re.compile(r"^Answer · ")).nth(2).wait_for(state="visible", timeout=120_000)
     for i in range(3):
         pg.locator(f".st-key-evidence_{i}").wait_for(state="visible", timeout=120_000)
     took = time.perf_counter() - t0
+    pg.wait_for_function("() => window.__seen.answers !== undefined", timeout=120_000)
+    drawn = pg.evaluate("() => window.__seen.answers - window.__seen.click") / 1000
     ctx.close()
-    return took
+    return took, drawn
 
 
 def main() -> None:
@@ -114,11 +147,15 @@ def main() -> None:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
             for path, selector in [*PAGES.items(), ("ask", "")]:
                 url = f"{base}/{path}?workspace={args.workspace}"
-                times = [timed_ask(browser, url) if path == "ask" else timed_page(browser, url, selector)
-                         for _ in range(args.runs + 1)]
+                both = [timed_ask(browser, url) if path == "ask" else timed_page(browser, url, selector)
+                        for _ in range(args.runs + 1)]
+                times, drawn = [t for t, _ in both], [d for _, d in both]
                 out[path or "workspaces"] = {"first_s": round(times[0], 2),
                                              "median_s": round(statistics.median(times[1:]), 2),
-                                             "runs_s": [round(t, 2) for t in times[1:]]}
+                                             "runs_s": [round(t, 2) for t in times[1:]],
+                                             "drawn_first_s": round(drawn[0], 2),
+                                             "drawn_median_s": round(statistics.median(drawn[1:]), 2),
+                                             "drawn_runs_s": [round(t, 2) for t in drawn[1:]]}
                 print(path or "workspaces", out[path or "workspaces"], file=sys.stderr)
             browser.close()
     finally:
@@ -137,10 +174,16 @@ def report(res: dict) -> list[str]:
              + (f"; 1-minute load average {res['load_1min'][0]} before, {res['load_1min'][1]} after (a shared "
                 "machine)" if res.get("load_1min") else ""),
              "* a fresh browser session per visit; Ask: from the click to three answers' evidence (HiRAG, GraphRAG "
-             "local, dense)", "", "| page | first visit after the server starts | median of the next | runs |",
-             "|---|---|---|---|"]
+             "local, dense)", "* drawn: the page's own clock (the first animation frame holding the element); seen: "
+             "when the test driver's wait noticed it", "",
+             "| page | first visit after the server starts (drawn / seen) | median of the next, drawn | seen | runs, "
+             "drawn |", "|---|---|---|---|---|"]
     for page, r in res["pages"].items():
-        lines.append(f"| {page} | {r['first_s']} s | {r['median_s']} s | {', '.join(map(str, r['runs_s']))} |")
+        if "drawn_median_s" not in r:  # a measurement from before the page's own clock was read
+            lines.append(f"| {page} | – / {r['first_s']} s | – | {r['median_s']} s | – |")
+            continue
+        lines.append(f"| {page} | {r['drawn_first_s']} / {r['first_s']} s | **{r['drawn_median_s']} s** | "
+                     f"{r['median_s']} s | {', '.join(map(str, r['drawn_runs_s']))} |")
     return lines + [""]
 
 

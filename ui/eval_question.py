@@ -115,4 +115,4 @@ def draw(ws: Workspace, ev: Evaluation, index: int, rows: list[EvaluationResult]
                     for tab, section in zip(st.tabs([f"{s.capitalize()} ({len(r.sections.get(s, []))})"
                                                      for s in SECTIONS]), SECTIONS):
                         with tab:
-                            panel(f"ev_{name}", r, section, f"ev_panel_{name}_{section}", 40)
+                            panel(f"ev_{name}", r, section, f"ev_panel_{ev.id}_{index}_{name}_{section}", 40)

@@ -14,6 +14,7 @@ from core.text import truncate
 from ui import offered
 from ui import quality_charts as charts
 from ui import resources as R
+from ui.lazy import lazy_expander
 from ui.text import md_escape, md_label
 
 FIGURES = [  # (key, label, format, help)
@@ -82,15 +83,30 @@ def _figures(m: LevelMetrics, refs: dict[str, Reference]) -> None:
                f"{charts.fmt_value(f.get('size_max'), '{:,.0f}')}. {m.note + '. ' if m.note else ''}Measured in {m.seconds:.2f} s.")
 
 
-def _plots(m: LevelMetrics, per_level: list[LevelMetrics], refs: dict[str, Reference], key: str) -> None:
+@st.cache_data(show_spinner=False, max_entries=64)
+def plot_specs(ws_id: int, version: str, ws_name: str, embedder: str, method: str, level: int,
+               names: tuple[int, ...]) -> dict[str, dict]:
+    """The four plots of a level as Vega-Lite specs, made once per build (altair's chart objects and their schema
+    checks took a quarter of a second of every visit)."""
     cfg = R.settings().quality
-    top_l, top_r = st.columns(2)
-    top_l.altair_chart(charts.references_chart(m, refs), key=f"{key}_refs", width="stretch")
-    left, mid = st.columns(2)
-    left.altair_chart(charts.sizes_chart(m, cfg.tiny_size), key=f"{key}_hist", width="stretch")
+    args = (ws_id, version, ws_name, embedder, method)
+    m = metrics(*args, level)
+    refs = references(m.figures, cfg)
+    made = {"refs": charts.references_chart(m, refs), "hist": charts.sizes_chart(m, cfg.tiny_size),
+            "levels": charts.levels_chart([metrics(*args, lv) for lv in names], refs)}
     if m.table:
-        mid.altair_chart(charts.scatter_chart(m, cfg.weak_conductance), key=f"{key}_scatter", width="stretch")
-    top_r.altair_chart(charts.levels_chart(per_level, refs), key=f"{key}_levels", width="stretch")
+        made["scatter"] = charts.scatter_chart(m, cfg.weak_conductance)
+    return {name: chart.to_dict() for name, chart in made.items()}
+
+
+def _plots(specs: dict[str, dict], refs: dict[str, Reference], key: str) -> None:
+    top_l, top_r = st.columns(2)
+    top_l.vega_lite_chart(specs["refs"], key=f"{key}_refs", width="stretch")
+    left, mid = st.columns(2)
+    left.vega_lite_chart(specs["hist"], key=f"{key}_hist", width="stretch")
+    if "scatter" in specs:
+        mid.vega_lite_chart(specs["scatter"], key=f"{key}_scatter", width="stretch")
+    top_r.vega_lite_chart(specs["levels"], key=f"{key}_levels", width="stretch")
     with top_r.expander("Where the reference lines come from"):
         st.markdown("\n".join(f"- **{md_escape(r.label)}**: {md_escape(r.source)}" for r in refs.values()))
 
@@ -119,10 +135,11 @@ def _worst(ws, m: LevelMetrics, n: int) -> None:
                 st.switch_page("views/graph.py")
             summary, heads = texts.get(cid, ("", []))
             if summary or heads:
-                with a.expander("Report"):
-                    st.markdown(md_escape(truncate(summary, 1500)))
-                    if heads:
-                        st.markdown("\n".join(f"- {md_escape(truncate(h, 200))}" for h in heads[:8]))
+                with a, lazy_expander("Report", f"q_report_{m.method}_{m.level}_{cid}") as box:
+                    if box.open:
+                        st.markdown(md_escape(truncate(summary, 1500)))
+                        if heads:
+                            st.markdown("\n".join(f"- {md_escape(truncate(h, 200))}" for h in heads[:8]))
 
 
 def _table(m: LevelMetrics) -> None:
@@ -181,13 +198,12 @@ def _method(ws, cfg) -> None:
                                                                    and method != "hirag_layers" else ""))
     args = (ws.id, R.ws_key(ws), ws.name, ws.embedder, method)
     m = metrics(*args, level)
-    per_level = [metrics(*args, lv) for lv in names]
     refs = references(m.figures, cfg)
     with st.container(key="q_reading"):
         st.markdown("**" + md_escape(reading(f"{METHODS[method]}, {unit} {level}", m.figures, cfg)) + "**")
     with st.container(key="q_figures"):
         _figures(m, refs)
     with st.container(key="q_plots"):
-        _plots(m, per_level, refs, f"q_{method}_{level}")
+        _plots(plot_specs(*args, level, tuple(names)), refs, f"q_{method}_{level}")
     _worst(ws, m, cfg.worst_listed)
     _table(m)

@@ -20,6 +20,7 @@ from core.explore.strategies import item_score
 from core.retrieval.base import Retrieval, get_strategy, per_kind
 from ui import resources as R
 from ui.graph_canvas import graph_canvas
+from ui.lazy import lazy_expander
 from ui.text import md_answer, md_escape, md_label
 
 SECTION_HELP = {"local": "Detail", "bridge": "Connection", "global": "Overview"}
@@ -67,11 +68,12 @@ def panel(i: int | str, r: Retrieval, section: str, key: str, width: int) -> Non
         shown, left_out = per_kind(items, MAX_ITEMS)
         for j, it in shown:
             score = f"{item_score(r.strategy, section, it.kind)} {it.score:.3g}"
-            with st.expander(f"{md_label(it.title, width)} · {it.kind} · {md_escape(score)}"):
-                st.markdown(md_escape(it.text[:1500]))
-                level = f" · level {it.level}" if it.level is not None else ""
-                st.caption(f"node {md_escape(it.id)} · {it.kind}{level}")
-                show_on_graph(it.id, f"go_{i}_{section}_{j}")
+            with lazy_expander(f"{md_label(it.title, width)} · {it.kind} · {md_escape(score)}", f"{key}_{j}") as box:
+                if box.open:
+                    st.markdown(md_escape(it.text[:1500]))
+                    level = f" · level {it.level}" if it.level is not None else ""
+                    st.caption(f"node {md_escape(it.id)} · {it.kind}{level}")
+                    show_on_graph(it.id, f"go_{i}_{section}_{j}")
         if left_out:  # (a leading "+ " would render as a list)
             st.caption("and " + ", ".join(f"{n} more {k} node{'s' if n > 1 else ''}" for k, n in left_out.items()))
 

@@ -25,7 +25,16 @@ from core.text import truncate
 from core.workspace import ask
 from ui import offered
 from ui import resources as R
-from ui.retrieval_view import answer_block, by_model, chain_view, panel, path, show_on_graph, strategy_about
+from ui.lazy import close_lazy, lazy_expander
+from ui.retrieval_view import (
+    answer_block,
+    by_model,
+    chain_view,
+    panel,
+    path,
+    show_on_graph,
+    strategy_about,
+)
 from ui.text import md_answer, md_escape, md_label
 
 store, settings = R.store(), R.settings()
@@ -52,7 +61,9 @@ def _sources(i: int, r: Retrieval, width: int) -> None:
     chunks = store.nodes_by_id(ws_id, [s.chunk_ids[0] for s in r.sources if s.chunk_ids])
     for k, s in enumerate(r.sources, 1):
         d = docs.get(s.document_id)
-        with st.expander(f"[{k}] {md_label(s.title, width)}"):
+        with lazy_expander(f"[{k}] {md_label(s.title, width)}", f"src_{i}_{k}") as box:
+            if not box.open:
+                continue
             if d is not None:
                 st.caption(md_escape(d.filename + (f" · id {d.external_id}" if d.external_id else "")
                                      + f" · {source_score(r, s)}"))
@@ -102,6 +113,7 @@ def _levels(r: Retrieval, text: str) -> None:
 
 
 def _answer(i: int, r: Retrieval, text: str, wide: bool, question: bool) -> None:
+    """The answer block of `r` and its chain (and, wide, everything else beside it)."""
     label, description = strategy_about(r.strategy)
     st.markdown(f"#### Answer · {label}")
     if question:  # results re-opened together may answer different questions
@@ -119,6 +131,13 @@ def _answer(i: int, r: Retrieval, text: str, wide: bool, question: bool) -> None
     _levels(r, text)
     if description:
         st.caption(md_escape(description))
+    if wide:
+        _details(i, r, True)
+
+
+@st.fragment  # opening one of its items (drawn only when opened) reruns this strategy's details alone
+def _details(i: int, r: Retrieval, wide: bool) -> None:
+    """What `r` retrieved at each level, its sources and timings (and, wide, its whole path on demand)."""
     if wide:
         for col, section in zip(st.columns(3), SECTIONS):
             with col:
@@ -187,6 +206,7 @@ if submitted:
         except BackendError as exc:
             st.error(md_escape(str(exc)))
         if done:
+            close_lazy()
             st.session_state[RESULTS] = (ws.name, done)
             st.session_state[KEPT] = (q, list(chosen))
 
@@ -200,9 +220,14 @@ if shown is not None and shown[0] == ws.name:  # the last answers of this worksp
         r, text = results[0]
         _answer(0, r, text, wide=True, question=False)
     else:
+        # the answers side by side first, then what each retrieved: the answers reach the browser before the
+        # hundreds of elements of the context panels and sources, and every strategy's panels start level
         for i, (col, (r, text)) in enumerate(zip(st.columns(len(results), gap="medium"), results)):
             with col, st.container(key=f"answer_{i}"):
                 _answer(i, r, text, wide=False, question=not one_question)
+        for i, (col, (r, _)) in enumerate(zip(st.columns(len(results), gap="medium"), results)):
+            with col, st.container(key=f"details_{i}"):
+                _details(i, r, wide=False)
         # the whole paths full width, one tab per strategy, on demand: a third of the page is too narrow for a
         # 100-node route, and drawn by default they pushed everything else thousands of pixels down
         if st.toggle("Show the whole retrieval paths", key="whole_paths",
@@ -236,6 +261,7 @@ else:
     if open_col.button("Re-open", key="history_open", disabled=not picked, icon=":material/history:"):
         opened = [x for x in (open_query(store, ws_id, i, only) for i in picked) if x is not None]
         if opened:
+            close_lazy()
             st.session_state[RESULTS] = (ws.name, opened)
             st.rerun()
         st.warning("Those results can no longer be read.")

@@ -7,7 +7,9 @@ visited on the graph, for drawing; `trace` has timings in ms and counts.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
@@ -123,6 +125,31 @@ class Timer:
         self.t = now
 
 
+class QueryVectors:
+    """The vectors of the latest questions (at most `size`), each embedded once: three strategies and the best
+    evidence ask for the same question's vector four times. A copy is returned, so no caller changes the kept one."""
+
+    def __init__(self, size: int = 64):
+        self.size, self._kept, self._lock = size, OrderedDict[str, np.ndarray](), threading.Lock()
+
+    def get(self, question: str, embed: Callable[[], np.ndarray]) -> np.ndarray:
+        with self._lock:
+            v = self._kept.get(question)
+            if v is not None:
+                self._kept.move_to_end(question)
+                return v.copy()
+        v = embed()
+        with self._lock:
+            self._kept[question] = v
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+        return v.copy()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+
+
 @dataclass
 class Resources:
     """What a strategy reads: the store, the workspace, settings, the embedder, the vector index, and the structures
@@ -135,6 +162,7 @@ class Resources:
     embedder: Embedder
     index: VectorIndex
     cache: BuildCache = field(default_factory=BuildCache, init=False, repr=False, compare=False)
+    queries: QueryVectors = field(default_factory=lambda: QueryVectors(), init=False, repr=False, compare=False)
 
     @property
     def ws_id(self) -> int:
@@ -151,7 +179,7 @@ class Resources:
         """The same store, workspace, embedder and index with other settings, sharing the built structures (each
         cached structure reads no settings, or carries those it reads in its variant: core/retrieval/cache.py)."""
         out = replace(self, settings=settings)
-        out.cache = self.cache
+        out.cache, out.queries = self.cache, self.queries
         return out
 
     def nearest(self, kind: str, q: np.ndarray, k: int, where: dict | None = None) -> list[Hit]:
@@ -219,7 +247,8 @@ class Resources:
         return NameIndex(out)
 
     def embed_query(self, question: str) -> np.ndarray:
-        return self.embedder.embed([question])[0]
+        """The question's vector, embedded once for the strategies asked side by side and the best evidence."""
+        return self.queries.get(question, lambda: np.asarray(self.embedder.embed([question])[0], dtype=np.float32))
 
 
 def llm_calls(fn: Callable[[T], R], items: list[T], workers: int) -> list[R]:

@@ -54,24 +54,26 @@ def test_two_strategies_side_by_side_with_their_panels_and_drawn_paths(app_serve
         boxes = [heads.nth(i).bounding_box() for i in (0, 1)]
         assert boxes[0]["x"] < boxes[1]["x"] and abs(boxes[0]["y"] - boxes[1]["y"]) < 5  # side by side
         for i in (0, 1):
-            column = pg.locator(f".st-key-answer_{i}")
+            answer, column = pg.locator(f".st-key-answer_{i}"), pg.locator(f".st-key-details_{i}")
             for section in ("Local", "Bridge", "Global"):
                 expect(column.get_by_role("tab", name=re.compile(rf"^{section} \(\d+\)$"))).to_be_visible()
             expect(column.get_by_role("heading", name="Sources")).to_be_visible()
             expect(column.locator("[data-testid='stExpander'] summary")
                    .filter(has_text=re.compile(r"\[\d+\] ")).first).to_be_visible()
             # first its answer block (offline: the best evidence, cited) and its evidence chain, drawn small
-            expect(column.locator(f".st-key-evidence_{i}")).to_contain_text("Best evidence")
-            expect(column.locator(f".st-key-evidence_{i}")).to_contain_text(re.compile(r"\[\d+\] "))
-            expect(column.locator(f".st-key-chain_{i} {CANVAS}")).to_have_count(1)
-            assert (column.locator(f".st-key-evidence_{i}").bounding_box()["y"]
+            expect(answer.locator(f".st-key-evidence_{i}")).to_contain_text("Best evidence")
+            expect(answer.locator(f".st-key-evidence_{i}")).to_contain_text(re.compile(r"\[\d+\] "))
+            expect(answer.locator(f".st-key-chain_{i} {CANVAS}")).to_have_count(1)
+            assert (answer.locator(f".st-key-evidence_{i}").bounding_box()["y"]
                     < column.get_by_role("heading", name="Sources").bounding_box()["y"])
+            box, below = answer.bounding_box(), column.bounding_box()  # the details in the answer's column, below it
+            assert abs(box["x"] - below["x"]) < 5 and below["y"] >= box["y"] + box["height"] - 1
         # the whole paths wait for their switch, then draw full width below the columns, one tab per strategy
         assert pg.locator(".st-key-path_0").count() == 0
         pg.locator("label", has_text="Show the whole retrieval paths").click()
         for i in (0, 1):
             expect(pg.locator(f".st-key-path_{i} .route-legend")).to_contain_text("entry")
-        hirag = pg.locator(".st-key-answer_0")
+        hirag = pg.locator(".st-key-details_0")
         items = hirag.locator(".st-key-panel_0_local [data-testid='stExpander']")
         expect(items.first).to_be_visible()
         items.first.locator("summary").click()

@@ -155,7 +155,7 @@ def test_first_hour_from_the_root_url(fresh_app_server, page, tmp_path):
         expect(heads).to_have_count(3, timeout=120_000)
         for i, (label, _) in enumerate(STRATEGIES):
             assert label in heads.nth(i).inner_text()
-            column = pg.locator(f".st-key-answer_{i}")
+            column = pg.locator(f".st-key-details_{i}")  # what it retrieved, below the answers
             for section in ("Local", "Bridge", "Global"):
                 expect(column.get_by_role("tab", name=re.compile(rf"^{section} \(\d+\)$"))).to_be_visible()
             expect(column.get_by_role("heading", name="Sources")).to_be_visible()

@@ -43,6 +43,18 @@ def run(at: AppTest) -> AppTest:
     return at
 
 
+def open_lazy(at: AppTest) -> AppTest:
+    """Open every expander whose contents are drawn only when opened (ui/retrieval_view.py `lazy_expander`), as a
+    person clicking each one would, and run."""
+    from ui.lazy import LAZY
+
+    keys = [k for k in at.session_state if str(k).startswith(LAZY)]
+    assert keys, "no lazy expander on the page"
+    for k in keys:
+        at.session_state[k] = True
+    return run(at)
+
+
 def open_page(page: str, title: str, timeout: float = 120) -> AppTest:
     """A fresh session of the app, then `page` (e.g. "views/graph.py"), whose title must be `title`."""
     at = run(AppTest.from_file(str(APP), default_timeout=timeout))

@@ -19,6 +19,8 @@ from streamlit.testing.v1 import AppTest
 from core.explore.strategies import ablations, designs, item_score
 from core.history import export_json
 from core.retrieval.base import get_strategy
+from tests.ui.conftest import open_lazy
+from ui.lazy import LAZY
 from ui.text import md_escape
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
@@ -184,6 +186,9 @@ def test_one_strategy_answers_beside_three_panels_sources_and_its_path(page, ask
     chain_drawn, drawn = _drawings(at)
     assert len(drawn) > len(chain_drawn) and {n["role"] for n in drawn} >= {"entry", "result"}
 
+    # the panels' items and the sources are drawn closed, their contents only once opened
+    assert not [e for e in at.expander if re.match(r"\[\d+\] ", e.label) and _text_in(e)]
+    open_lazy(at)
     assert sum(_check_panel(_block(at, f"panel_{s}"), s) for s in ("local", "bridge", "global")) > 0
     sources = [e for e in at.expander if re.match(r"\[\d+\] ", e.label)]
     assert sources and any("Amara Okafor" in e.label or "Halden Barrier" in e.label for e in sources)
@@ -221,14 +226,15 @@ def test_two_strategies_side_by_side_with_panels_paths_and_history(page, ask_hom
     at = _ask(page, QUESTION_2, ["naive", "hirag"])
     assert _heads(at) == [f"#### Answer · {get_strategy('naive').label}",
                           f"#### Answer · {get_strategy('hirag').label}"]
+    open_lazy(at)
     for i in (0, 1):
-        column = _block(at, f"answer_{i}")
+        column = _block(at, f"details_{i}")  # below the answers, in the same column
         for s in ("local", "bridge", "global"):
             _check_panel(_block(column, f"panel_{i}_{s}"), s)
         assert [m for m in _of_type(column, "markdown") if m.value == "#### Sources"]
         assert [e for e in _of_type(column, "expander") if re.match(r"\[\d+\] ", e.label)]
         _evidence(at, i)  # each strategy opens with its own answer block
-        _block(column, f"chain_{i}")
+        _block(_block(at, f"answer_{i}"), f"chain_{i}")
     assert _check_panel(_block(at, "panel_1_local"), "local") > 0
     assert all(len(d) <= 8 for d in _drawings(at))  # the chains only, small
     at.toggle(key="whole_paths").set_value(True).run()
@@ -285,6 +291,8 @@ def test_show_on_graph_opens_the_graph_page_on_that_node(page):
         if section != "local":  # back to the Ask page: the answer is still there
             at.switch_page("views/ask.py")
             at.run()
+        at.session_state[f"{LAZY}panel_{section}_0"] = True  # its first item opened
+        at.run()
         item = _of_type(_block(at, f"panel_{section}"), "expander")[0]
         node_id, shown_kind = re.search(r"node (\S+) · (\w+)", _text_in(item).replace("\\", "")).groups()
         assert shown_kind == kind
@@ -331,3 +339,18 @@ def test_signed_in_the_history_says_who_asked(ask_home, monkeypatch):
         assert [q["asked_by"] for q in mine] == ["ana@example.org"]
     finally:
         _clear_caches()
+
+
+def test_items_are_drawn_when_opened_and_close_for_new_results(page):
+    """The context items and sources reach the page closed and draw their contents when opened; a new question's
+    results open closed again (the same key then holds another item)."""
+    at = _ask(page, QUESTION, ["hirag"])
+
+    def sources():
+        return [e for e in at.expander if re.match(r"\[\d+\] ", e.label)]
+
+    assert sources() and not any(_text_in(e) for e in sources())
+    open_lazy(at)
+    assert all("ranked by" in _text_in(e) for e in sources())
+    _ask(at, QUESTION_2, ["hirag"])
+    assert sources() and not any(_text_in(e) for e in sources())

@@ -13,6 +13,7 @@ from sqlmodel import select
 from streamlit.testing.v1 import AppTest
 
 from core.models import Community
+from tests.ui.conftest import open_lazy
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "app.py"
@@ -303,6 +304,7 @@ def test_ask_hirag_shows_three_panels_and_sources(app):
     _ask(app, QUESTION)
     answer_heads = [m.value for m in app.markdown if m.value.startswith("#### Answer")]
     assert len(answer_heads) == 1 and "HiRAG" in answer_heads[0]
+    open_lazy(app)  # every item and source opened
     for name in ("local", "bridge", "global"):
         panel = _block(app, f"panel_{name}")
         heading = next(m.value for m in _walk(panel) if getattr(m, "type", None) == "markdown")

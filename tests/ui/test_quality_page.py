@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from core.quality.variants import list_variants
 from core.resolution import review as rv
 from core.store import Store
-from tests.ui.conftest import app_home, open_page, run, sample_copy, wait_for_job
+from tests.ui.conftest import app_home, open_lazy, open_page, run, sample_copy, wait_for_job
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +130,14 @@ def test_metrics_tab_reads_the_level_in_one_line(page, quality_home):
     run(page)
     table = next(d.value for d in page.dataframe if "badness" in d.value.columns)
     assert f"All {len(table):,} communities" in toggle.label and len(table) > 0
+    # the worst communities' reports are drawn when opened (ui/lazy.py), not sent closed with the page
+    [worst] = _keyed(page, "q_worst_0")
+    [report] = [n for n in _walk(worst) if getattr(n, "type", None) == "expander" and n.label == "Report"]
+    assert not [n for n in _walk(report) if getattr(n, "type", None) == "markdown"]
+    open_lazy(page)
+    [worst] = _keyed(page, "q_worst_0")
+    [report] = [n for n in _walk(worst) if getattr(n, "type", None) == "expander" and n.label == "Report"]
+    assert any(len(n.value) > 40 for n in _walk(report) if getattr(n, "type", None) == "markdown")
 
 
 def _walk(node):
