@@ -161,8 +161,10 @@ def _details(i: int, r: Retrieval, wide: bool) -> None:
 
 def _keep_offered(options: list[str]) -> None:
     """The chosen strategies kept to those offered (the ablations leave the picker when their switch goes off)."""
-    if "strategies" in st.session_state:
-        st.session_state["strategies"] = [n for n in st.session_state["strategies"] if n in options]
+    if "strategies" in st.session_state:  # written only when it changes: a write sends the value to the browser,
+        kept = [n for n in st.session_state["strategies"] if n in options]  # over strategies picked and not yet asked
+        if kept != st.session_state["strategies"]:
+            st.session_state["strategies"] = kept
 
 
 kept = st.session_state.get(KEPT)

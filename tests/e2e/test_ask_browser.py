@@ -44,6 +44,11 @@ def test_two_strategies_side_by_side_with_their_panels_and_drawn_paths(app_serve
         expect(ms).to_contain_text("HiRAG")  # the default
         _pick(pg, "Naive chunk search")
         expect(ms).to_contain_text("Naive chunk search")
+        # a rerun before Ask (the research switch, on and off) keeps the strategies picked and not yet asked
+        for _ in range(2):
+            pg.locator("label", has_text="Research: ablations").click()
+            pg.wait_for_timeout(1500)
+            expect(ms).to_contain_text("Naive chunk search")
         pg.get_by_label("Question").fill(QUESTION)
         pg.locator("[data-testid='stFormSubmitButton'] button", has_text="Ask").click()
 
@@ -66,8 +71,14 @@ def test_two_strategies_side_by_side_with_their_panels_and_drawn_paths(app_serve
             expect(answer.locator(f".st-key-chain_{i} {CANVAS}")).to_have_count(1)
             assert (answer.locator(f".st-key-evidence_{i}").bounding_box()["y"]
                     < column.get_by_role("heading", name="Sources").bounding_box()["y"])
-            box, below = answer.bounding_box(), column.bounding_box()  # the details in the answer's column, below it
-            assert abs(box["x"] - below["x"]) < 5 and below["y"] >= box["y"] + box["height"] - 1
+            # the details in the answer's column, below it (read until the chain's frame has its height: the
+            # column grows when the drawing reports its size, and the details move down with it)
+            for _ in range(50):
+                box, below = answer.bounding_box(), column.bounding_box()
+                if abs(box["x"] - below["x"]) < 5 and below["y"] >= box["y"] + box["height"] - 1:
+                    break
+                pg.wait_for_timeout(100)
+            assert abs(box["x"] - below["x"]) < 5 and below["y"] >= box["y"] + box["height"] - 1, (box, below)
         # the whole paths wait for their switch, then draw full width below the columns, one tab per strategy
         assert pg.locator(".st-key-path_0").count() == 0
         pg.locator("label", has_text="Show the whole retrieval paths").click()
