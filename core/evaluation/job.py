@@ -46,7 +46,9 @@ def answer_in_context(answer: str | None, r: Retrieval) -> bool | None:
 
 
 def measure(res: Resources, strat: Strategy, q: dict, llm=None) -> tuple[list[str], float, bool | None]:
-    """One question with one strategy: (ranked document ids, ms, answer in context)."""
+    """One question with one strategy: (ranked document ids, ms, answer in context). The ms include embedding the
+    question: no vector kept from the strategy before (`Resources.embed_query`) is reused."""
+    res.queries.clear()
     t0 = time.perf_counter()
     r = strat.retrieve(res, q["question"], llm=llm)
     ms = (time.perf_counter() - t0) * 1000

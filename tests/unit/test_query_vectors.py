@@ -26,3 +26,23 @@ def test_a_question_is_embedded_once_and_each_caller_gets_its_own_copy():
     kept.clear()
     kept.get("when?", embed("when?"))
     assert calls[-1] == "when?" and len(calls) == 5
+
+
+def test_an_evaluation_times_each_strategy_with_its_own_embedding():
+    """The evaluate job measures every strategy on a question one after another: each one's ms include embedding the
+    question (core/evaluation/job.py `measure`), none reuses the vector the strategy before it made."""
+    from types import SimpleNamespace
+
+    from core.evaluation.job import measure
+    from core.retrieval.base import Resources
+
+    calls: list[str] = []
+    embedder = SimpleNamespace(embed=lambda texts: (calls.extend(texts), [np.ones(4, dtype=np.float32)])[1])
+    res = Resources(store=None, ws=None, settings=None, embedder=embedder, index=None)  # type: ignore[arg-type]
+    strategy = SimpleNamespace(retrieve=lambda res, q, llm=None: (res.embed_query(q), SimpleNamespace(sources=[]))[1])
+    for _ in range(3):
+        measure(res, strategy, {"question": "who?"})  # type: ignore[arg-type]
+    assert calls == ["who?"] * 3
+    res.embed_query("who?")
+    res.embed_query("who?")  # outside an evaluation, the strategies asked side by side share it
+    assert calls == ["who?"] * 3
