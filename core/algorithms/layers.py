@@ -17,6 +17,7 @@ One round of Algorithm 1 over layer L_{i-1} (here `layer` = i-1, 0 = the extract
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections import Counter
@@ -283,10 +284,21 @@ def term_groups(member_titles: list[str], member_texts: list[str], nouns: NounTe
     groups: list[tuple[str, set[int]]] = []
     left = set(range(n))
     order = sorted(shared, key=lambda t: (-len(shared[t]), -len(t.split()), t))
-    while left:
-        best = max(order, key=lambda t: len(shared[t] & left), default=None)  # the first of equals: `order`'s tie-break
-        if best is None or len(shared[best] & left) < 2:
+    # the term holding the most ungrouped members, the first of equals in `order`, by lazy greedy: a term's count of
+    # ungrouped members only falls, so the heap's counts are upper bounds; a popped count still true is the most,
+    # and no equal count sits before it in `order` (the same choice as a scan of every term per group, which made
+    # a layer of large clusters quadratic in their size)
+    heap = [(-len(shared[t]), r) for r, t in enumerate(order)]
+    heapq.heapify(heap)
+    while left and heap:
+        bound, r = heapq.heappop(heap)
+        now = len(shared[order[r]] & left)
+        if now != -bound:
+            heapq.heappush(heap, (-now, r))
+            continue
+        if now < 2:
             break
+        best = order[r]
         groups.append((best, set(shared[best])))
         left -= shared[best]
     if not groups:

@@ -384,3 +384,46 @@ def test_model_reply_is_cleaned_to_members_and_summary_entities():
     assert [(r.source, r.target, r.weight) for r in out.relationships] == [("Instagram", "Meta", 10.0)]
     with pytest.raises(MalformedReply):
         clean_summary_entities(SummaryEntities(entities=[SummaryEntity(name=" ", type="", description="")]), [])
+
+
+def _term_groups_by_scan(member_titles, member_texts):
+    """term_groups' group choice as first written: every shared term scanned for each group (the reference)."""
+    from core.algorithms import layers as L
+
+    n = max(len(member_titles), len(member_texts))
+    terms = [set(L._terms(f"{member_titles[i]}. {L._MEMBER_LIST.sub('', member_texts[i])}")) for i in range(n)]
+    holders: dict[str, set[int]] = {}
+    for i, ts in enumerate(terms):
+        for t in ts:
+            holders.setdefault(t, set()).add(i)
+    shared = {t: h for t, h in holders.items() if len(h) >= 2}
+    groups, left = [], set(range(n))
+    order = sorted(shared, key=lambda t: (-len(shared[t]), -len(t.split()), t))
+    while left:
+        best = max(order, key=lambda t: len(shared[t] & left), default=None)
+        if best is None or len(shared[best] & left) < 2:
+            break
+        groups.append((best, set(shared[best])))
+        left -= shared[best]
+    if not groups:
+        return [list(range(n))]
+    vocab = [set().union(*(terms[j] for j in h)) for _, h in groups]
+    for i in sorted(left):
+        k = max(range(len(groups)), key=lambda g: len(terms[i] & vocab[g]))
+        groups[k][1].add(i)
+    return [sorted(h) for _, h in groups]
+
+
+def test_term_groups_choose_as_a_scan_of_every_term_would():
+    """The lazy greedy choice of term_groups gives the groups a scan of every shared term per group gives, on random
+    clusters with many ties (a small vocabulary), the same graph as before it."""
+    import random
+
+    rng = random.Random(7)
+    vocab = ["river", "bridge", "harbour", "gate", "tower", "canal", "market", "station", "castle", "garden",
+             "north bank", "old town", "iron works", "salt road"]
+    for _ in range(300):
+        n = rng.randint(1, 40)
+        titles = [f"{rng.choice(['Amara', 'Port', 'Lake', 'Saint'])} {rng.choice(vocab).title()}" for _ in range(n)]
+        texts = [" ".join(rng.sample(vocab, rng.randint(0, 5))) + "." for _ in range(n)]
+        assert term_groups(titles, texts) == _term_groups_by_scan(titles, texts)
