@@ -57,13 +57,12 @@ def _sources(i: int, r: Retrieval, width: int) -> None:
     st.markdown("#### Sources")
     if not r.sources:
         st.caption("No sources.")
-    docs = store.documents_by_id(ws_id, [s.document_id for s in r.sources])
-    chunks = store.nodes_by_id(ws_id, [s.chunk_ids[0] for s in r.sources if s.chunk_ids])
     for k, s in enumerate(r.sources, 1):
-        d = docs.get(s.document_id)
         with lazy_expander(f"[{k}] {md_label(s.title, width)}", f"src_{i}_{k}") as box:
-            if not box.open:
+            if not box.open:  # a closed source reads nothing from the store
                 continue
+            d = store.documents_by_id(ws_id, [s.document_id]).get(s.document_id)
+            chunks = store.nodes_by_id(ws_id, s.chunk_ids[:1])
             if d is not None:
                 st.caption(md_escape(d.filename + (f" · id {d.external_id}" if d.external_id else "")
                                      + f" · {source_score(r, s)}"))
