@@ -13,7 +13,11 @@ from ui import guard, offered
 from ui import resources as R
 from ui.text import md_escape
 
-STATUS_EVERY_S = 2.0
+STATUS_EVERY_S = 2.0  # while a run of the workspace is active
+# while none is: a build started elsewhere (another tab, the CLI) shows within this. Longer, because each tick is a
+# fragment run queued behind whatever the page is running, and one that starts just as a long run ends can keep that
+# run's replaced elements on screen (Streamlit's browser side clears them in the wrong scope: streamlit#16708)
+IDLE_EVERY_S = 10.0
 PICKER = "workspace_picker"  # the picker widget's own key; the current workspace lives in R.WS_KEY
 _DRAWN = "_status_drawn"  # session state: the (run id, build version) the page was last drawn with
 
@@ -24,10 +28,9 @@ def _state(ws):
     return run, ((run.id if run is not None else None), ws.build_version)
 
 
-@st.fragment(run_every=STATUS_EVERY_S)
 def _status(ws_name: str) -> None:
-    """The workspace's build status, redrawn every couple of seconds, whoever started the build (this tab, another
-    one, the CLI). When a build starts or ends, the whole page is drawn again once, so what it shows (a table's
+    """The workspace's build status, redrawn every couple of seconds while a run is active (every ten when none
+    is), whoever started the build (this tab, another one, the CLI). When a build starts or ends, the whole page is drawn again once, so what it shows (a table's
     status column, a page waiting for a first build) follows without a click."""
     ws = R.store().get_workspace(ws_name)
     if ws is None:
@@ -86,6 +89,6 @@ def sidebar() -> None:
                 st.caption(f"Your role: **{guard.role(ws) or 'none'}**")
         if ws is not None:
             _reopen_vectors(ws)
-            st.session_state[_DRAWN] = _state(ws)[1]
-            _status(ws.name)
+            run, st.session_state[_DRAWN] = _state(ws)
+            st.fragment(run_every=STATUS_EVERY_S if run is not None else IDLE_EVERY_S)(_status)(ws.name)
         _backend()

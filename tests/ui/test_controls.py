@@ -25,7 +25,7 @@ from core.quality.data import METHODS as QUALITY_METHODS
 from core.quality.variants import list_variants
 from core.resolution import review as rv
 from core.store import Store
-from tests.ui.conftest import app_home, open_page, run, sample_copy, wait_for_job
+from tests.ui.conftest import app_home, open_lazy, open_page, run, sample_copy, wait_for_job
 from ui.text import md_label
 
 QUESTION = "Which university trained the engineer who designed the Halden Barrier's sluice gates?"
@@ -215,6 +215,7 @@ def test_show_a_source_document_on_the_graph(home):
     at.multiselect(key="strategies").set_value(["naive"])
     next(b for b in at.button if b.label == "Ask").click()
     run(at)
+    open_lazy(at)  # a source's chunk and document are read when it is opened
     sources = [e for e in at.expander if re.match(r"\[\d+\] ", e.label)]
     assert sources
     k = min(2, len(sources))  # the second source when there is one: the button is the source's own
