@@ -4,6 +4,7 @@ Real computation on seeded synthetic embeddings."""
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -427,3 +428,31 @@ def test_term_groups_choose_as_a_scan_of_every_term_would():
         titles = [f"{rng.choice(['Amara', 'Port', 'Lake', 'Saint'])} {rng.choice(vocab).title()}" for _ in range(n)]
         texts = [" ".join(rng.sample(vocab, rng.randint(0, 5))) + "." for _ in range(n)]
         assert term_groups(titles, texts) == _term_groups_by_scan(titles, texts)
+
+
+def _exact_knn_reference(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """exact_knn as it was before its float32 candidate filter: every column ranked by the exact cosine."""
+    n, d = x.shape
+    qmax = math.isqrt(((1 << 24) - 1) // d)  # every d-term dot product of such integers is exact in float32
+    x = np.asarray(x, dtype=np.float64)
+    peak = np.abs(x).max(axis=1, keepdims=True)
+    q = np.rint(x / np.where(peak == 0, 1.0, peak) * qmax).astype(np.float32)
+    norms = np.sqrt((q.astype(np.float64) ** 2).sum(axis=1))
+    norms[norms == 0] = 1.0
+    cos = (q @ q.T).astype(np.float64) / (norms[:, None] * norms[None, :])
+    cos[np.arange(n), np.arange(n)] = np.inf
+    order = np.lexsort((np.broadcast_to(np.arange(n), (n, n)), -cos), axis=1)[:, :k]  # by cosine, ties by index
+    dd = np.maximum(0.0, 1.0 - np.take_along_axis(cos, order, 1))
+    dd[:, 0] = 0.0
+    return order, dd.astype(np.float32)
+
+
+@pytest.mark.parametrize("n,d,k,seed", [(200, 384, 10, 3), (700, 384, 15, 12), (60, 8, 5, 1), (27, 4, 27, 2)])
+def test_exact_knn_filter_keeps_every_true_neighbour(n, d, k, seed):
+    from core.algorithms.layer_reduce import exact_knn
+
+    x, _ = blobs(n, d, 4, seed=seed)
+    # exact duplicates, zero rows and coarsely rounded copies: many ties at the k-th cosine
+    x = np.vstack([x, x[:5], np.zeros((2, d)), np.round(x[5:20], 1)])[:max(k, n)]
+    got, want = exact_knn(x, k), _exact_knn_reference(x, k)
+    assert (got[0] == want[0]).all() and (got[1] == want[1]).all()
