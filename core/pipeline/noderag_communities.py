@@ -29,7 +29,7 @@ from collections.abc import Iterator
 import igraph as ig
 import numpy as np
 import regex
-from sqlalchemy import bindparam, delete, insert, or_, update
+from sqlalchemy import bindparam, delete, or_, update
 from sqlmodel import col, select
 
 from core.algorithms import noderag
@@ -39,7 +39,7 @@ from core.pipeline.community_rows import community_id, write_communities
 from core.pipeline.context import BuildContext
 from core.pipeline.tasks import report_one
 from core.protocols import Report
-from core.store import content_id
+from core.store import bulk_insert, content_id
 from core.text import STOPWORDS, truncate
 
 METHOD = "noderag"
@@ -170,7 +170,7 @@ def communities(ctx: BuildContext, part: HeteroPartition) -> Iterator[tuple[int,
         missing = [edge_row(ws_id, m, cid, "in_community") for cid, ms in members_of.items() for m in ms
                    if (m, cid) not in have_edges]
         if missing:
-            s.connection().execute(insert(sql_table(Edge)), missing)
+            bulk_insert(s.connection(), sql_table(Edge), missing)
             s.commit()
     if reports:
         data = {r.id: r.data for r in rows}
@@ -219,9 +219,9 @@ def high_level(ctx: BuildContext) -> tuple[int, int]:
                 edges.append(edge_row(ws_id, r["id"], r["data"]["community_id"], "derived_from"))
         conn = s.connection()
         if new:
-            conn.execute(insert(sql_table(Node)), new)
+            bulk_insert(conn, sql_table(Node), new)
         if edges:
-            conn.execute(insert(sql_table(Edge)), edges)
+            bulk_insert(conn, sql_table(Edge), edges)
         for i, r in want.items():
             if i in have and have[i] != (r["title"], r["text"]):
                 s.exec(update(Node).where(col(Node.id) == i).values(title=r["title"], text=r["text"], data=r["data"]))

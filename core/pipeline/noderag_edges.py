@@ -12,7 +12,7 @@ marked `data.hnsw`; a pair joined only by an edge NodeRAG does not define (a chu
 from __future__ import annotations
 
 import numpy as np
-from sqlalchemy import delete, func, insert, literal_column, update
+from sqlalchemy import delete, func, literal_column, update
 from sqlalchemy import text as sql_text
 from sqlmodel import col, select
 
@@ -21,7 +21,7 @@ from core.index.embedding import node_text_for_embedding
 from core.models import Edge, Node, sql_table
 from core.pipeline.context import BuildContext
 from core.pipeline.noderag_communities import edge_row
-from core.store import is_sqlite, json_field
+from core.store import bulk_insert, is_sqlite, json_field
 
 EMBEDDED = noderag.SEMANTIC_KINDS  # NodeRAG's retrievable, vector-searched kinds
 
@@ -148,11 +148,11 @@ def write_edges(ctx, ids: list[str], matches: list[tuple[int, int]], pairs: np.n
                 for (src, dst), w in want_match.items() if old_match.get((src, dst), (0, None))[1] != w]
         conn = s.connection()
         if rows:
-            conn.execute(insert(sql_table(Edge)), rows)
+            bulk_insert(conn, sql_table(Edge), rows)
         todo = np.flatnonzero(~same)
         for k in range(0, len(todo), _BLOCK):
             block = todo[k : k + _BLOCK]
-            conn.execute(insert(sql_table(Edge)), [
+            bulk_insert(conn, sql_table(Edge), [
                 edge_row(ws_id, ids[i], ids[j], "semantic", 1.0, {"by": "hnsw", "score": sc})
                 for (i, j), sc in zip(sem[block].tolist(), sem_sc[block].tolist())])
         s.commit()

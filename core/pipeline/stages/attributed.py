@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
-from sqlalchemy import insert, update
+from sqlalchemy import update
 from sqlmodel import col, select
 
 from core.algorithms.attributed import Hierarchy, Level
@@ -47,7 +47,7 @@ from core.pipeline.context import BuildContext, Progress
 from core.pipeline.report_material import MAX_ENTITIES, Element, report_material
 from core.pipeline.tasks import report_one
 from core.protocols import Report
-from core.store import content_id
+from core.store import bulk_insert, content_id
 from core.text import truncate
 
 METHOD = "attributed"
@@ -131,14 +131,14 @@ def _persist(ctx, comms: list[Comm], level: int) -> None:
         new = [c for c in comms if c.id not in have]
         conn = s.connection()
         if new:
-            conn.execute(insert(sql_table(Community)), [
+            bulk_insert(conn, sql_table(Community), [
                 {"id": c.id, "workspace_id": ctx.ws.id, "method": METHOD, "level": level, "parent_id": None,
                  "size": len(c.members), "title": c.title, "summary": c.summary, "report": c.report,
                  "data": _data(c)} for c in new])
             edges = [{"workspace_id": ctx.ws.id, "src": m, "dst": c.id, "kind": "in_community", "weight": 1.0,
                       "data": {}} for c in new for m in c.member_ids]
             for i in range(0, len(edges), 50_000):
-                conn.execute(insert(sql_table(Edge)), edges[i : i + 50_000])
+                bulk_insert(conn, sql_table(Edge), edges[i : i + 50_000])
         table = sql_table(Community)
         for c in comms:  # a stored row without a report, or with one written from other material, gets this one
             if c.id in have and have[c.id] != (c.summary, c.title, c.material):

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 
 import igraph as ig
 import numpy as np
-from sqlalchemy import func, insert
+from sqlalchemy import func
 from sqlmodel import col, select
 
 from core.algorithms import noderag
@@ -52,7 +52,7 @@ from core.pipeline.noderag_communities import (
 from core.pipeline.noderag_edges import EMBEDDED, embed_rows, load_vectors, write_edges
 from core.pipeline.stages.index import report_rows
 from core.pipeline.tasks import summarize_one
-from core.store import content_id
+from core.store import bulk_insert, content_id
 from core.text import truncate
 
 __all__ = ["EMBEDDED", "Decomposed", "augment_stage", "keyword_title"]
@@ -162,8 +162,8 @@ def _attributes(ctx: BuildContext, dec: Decomposed, important: list[str]) -> Ite
         if nodes:
             with store.session() as s:
                 conn = s.connection()
-                conn.execute(insert(sql_table(Node)), nodes)
-                conn.execute(insert(sql_table(Edge)), edges)
+                bulk_insert(conn, sql_table(Node), nodes)
+                bulk_insert(conn, sql_table(Edge), edges)
                 s.commit()
         yield off + len(part), total
         if ctx.should_stop():

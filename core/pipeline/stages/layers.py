@@ -30,7 +30,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
-from sqlalchemy import insert
 from sqlmodel import col, delete, select
 
 from core.algorithms.layers import (
@@ -48,7 +47,7 @@ from core.index.embedding import embed_missing, node_text_for_embedding
 from core.models import Edge, Node, sql_table
 from core.pipeline.context import BuildContext, Progress
 from core.pipeline.tasks import summary_one
-from core.store import content_id, release_memory
+from core.store import bulk_insert, content_id, release_memory
 
 DESCRIPTION_CHARS = 400  # a member's description as shown to the model
 
@@ -228,9 +227,9 @@ def _summary_layer(ctx, cfg: LayerSettings, layer: int, ids: list[str], clusters
     if new_ids:
         with ctx.store.session() as s:
             conn = s.connection()
-            conn.execute(insert(sql_table(Node)), [nodes[i] for i in new_ids])
+            bulk_insert(conn, sql_table(Node), [nodes[i] for i in new_ids])
             for i in range(0, len(edges), 5000):
-                conn.execute(insert(sql_table(Edge)), edges[i : i + 5000])
+                bulk_insert(conn, sql_table(Edge), edges[i : i + 5000])
             s.commit()
         for sid in new_ids:
             titles[sid], texts[sid] = nodes[sid]["title"], nodes[sid]["text"]

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
-from sqlalchemy import func, insert
+from sqlalchemy import func
 from sqlmodel import col, delete, select
 
 from core.algorithms.topics import topic_groups
@@ -47,6 +47,7 @@ from core.pipeline.beside import EmbedAhead
 from core.pipeline.context import BuildContext, Progress
 from core.pipeline.tasks import chunk_topics_one, summarize_one
 from core.protocols import TopicModel
+from core.store import bulk_insert
 
 STAGE = "lexical"
 _BATCH_STATEMENTS = 2000  # statements per write transaction (whole documents only)
@@ -119,7 +120,7 @@ def link_facts(store, ws_id: int, lx: _Lexicon) -> tuple[int, int, int]:
                                 "data": {}})
     if new:
         with store.session() as s:
-            s.connection().execute(insert(sql_table(Edge)), new)
+            bulk_insert(s.connection(), sql_table(Edge), new)
             s.commit()
     docs_of_fact: dict[str, set] = defaultdict(set)
     for sid, rid in lx.stated:
@@ -165,8 +166,8 @@ def _write_documents(store, ws_id: int, doc_ids: list[str], topics: list[dict]) 
                        "data": {}} for sid in t["statements"]]
         conn = s.connection()
         if nodes:
-            conn.execute(insert(sql_table(Node)), nodes)
-            conn.execute(insert(sql_table(Edge)), edges)
+            bulk_insert(conn, sql_table(Node), nodes)
+            bulk_insert(conn, sql_table(Edge), edges)
         for d in doc_ids:
             s.add(Checkpoint(workspace_id=ws_id, stage=STAGE, unit=d))
         s.commit()
