@@ -38,6 +38,7 @@ import leidenalg
 import numpy as np
 
 from core.algorithms.chnsw import KNN_BLOCK, knn_blocks, unit_rows
+from core.algorithms.pairs import unique_pairs
 from core.algorithms.similarity import row_dots
 from core.config import ArchRAGSettings
 
@@ -51,10 +52,7 @@ LEIDEN_ITERATIONS = 2
 def canonical_pairs(pairs: np.ndarray, n: int) -> np.ndarray:
     """Unique undirected pairs (a < b), sorted, self-loops dropped."""
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-    a, b = np.minimum(pairs[:, 0], pairs[:, 1]), np.maximum(pairs[:, 0], pairs[:, 1])
-    keep = a != b
-    keys = np.unique(a[keep] * n + b[keep])
-    return np.stack([keys // n, keys % n], axis=1) if len(keys) else np.zeros((0, 2), dtype=np.int64)
+    return unique_pairs(pairs[:, 0], pairs[:, 1], n)
 
 
 def augmentation_plan(edges: np.ndarray, vecs: np.ndarray, cfg: ArchRAGSettings) -> tuple[float, int, int]:

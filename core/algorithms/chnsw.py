@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core.algorithms.pairs import unique_pairs
 from core.algorithms.similarity import dot, dots
 
 CHNSW_FILE = "chnsw.npz"  # where a workspace built before the index moved to the database kept it (vector directory)
@@ -327,8 +328,7 @@ def _link_exact(adj: list[list[int]], idx: np.ndarray, vecs: np.ndarray, lo: int
     cols = idx.reshape(-1)
     ok = cols >= 0
     a, b = rows[ok], cols[ok]
-    pairs = np.unique(np.stack([np.minimum(a, b), np.maximum(a, b)], axis=1), axis=0).reshape(-1, 2)
-    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    pairs = unique_pairs(a, b, n)
     graph = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
     n_comp, label = connected_components(graph, directed=False)
     extra: list[tuple[int, int]] = []

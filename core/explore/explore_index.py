@@ -31,6 +31,7 @@ import numpy as np
 from scipy import sparse
 from sqlalchemy import text
 
+from core.algorithms.pairs import code_pairs, sorted_unique
 from core.secrets import private_dir
 from core.store import index_hint, is_sqlite
 
@@ -176,7 +177,7 @@ def compute_index(store, ws_id: int, key: str = "") -> ExploreIndex:
     n_c, n_e = len(comms), len(ents)
 
     pairs = np.array([(ei[s_], ci[d]) for s_, d in mem if s_ in ei and d in ci], dtype=np.int64).reshape(-1, 2)
-    pairs = np.unique(pairs, axis=0) if len(pairs) else pairs
+    pairs = code_pairs(sorted_unique(pairs[:, 0] * max(n_c, 1) + pairs[:, 1]), max(n_c, 1))  # sorted, once each
     order = np.lexsort((pairs[:, 0], pairs[:, 1])) if len(pairs) else np.zeros(0, dtype=np.int64)
     mem_ent = pairs[order, 0].astype(np.int32)
     mem_comm = pairs[order, 1]

@@ -166,6 +166,16 @@ def _faiss_base_pairs(x, m: int, seed: int, ef: int | None = None) -> set[tuple[
     return want
 
 
+@pytest.mark.parametrize("rows", [7, 64, 1 << 14])
+def test_hnsw_pairs_read_in_blocks_of_nodes_are_the_same_sorted_pairs(monkeypatch, rows):
+    x = unit_rows(300, 24, 1)
+    monkeypatch.setattr(noderag, "_PAIR_ROWS", rows)
+    pairs = noderag.hnsw_base_pairs(x, m=4, seed=9)
+    assert pairs.dtype == np.int64 and pairs.shape[1] == 2
+    assert set(map(tuple, pairs.tolist())) == _faiss_base_pairs(x, 4, 9)
+    assert pairs.tolist() == sorted(pairs.tolist())  # lexicographic, as the edges are written
+
+
 def test_hnsw_pairs_are_the_base_layer_neighbours_once_each():
     x = unit_rows(300, 24, 1)
     pairs = noderag.hnsw_base_pairs(x, m=4, seed=9)
