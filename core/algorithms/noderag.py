@@ -226,8 +226,9 @@ _PAIR_ROWS = 1 << 14  # nodes whose neighbour slots are read at a time (bounds t
 def base_layer_pairs(neighbors: np.ndarray, offsets: np.ndarray, base: int, n: int) -> np.ndarray:
     """The undirected pairs (i < j, unique, sorted) of an HNSW base layer: node i's neighbours are
     neighbors[offsets[i] : offsets[i] + base], -1 for an empty slot. Read `_PAIR_ROWS` nodes at a time, each pair kept
-    as one int64 code (core/algorithms/pairs.py): at a million tokens (78,000 nodes of 100 slots) 220 MiB of
-    temporary arrays instead of 510 for every slot as a pair of int64."""
+    as one int64 code (core/algorithms/pairs.py), instead of every slot as a pair of int64 at once: 40,000 nodes of
+    100 slots, 113 MiB of temporary arrays instead of 263 (tracemalloc); the 1M-token build's HNSW worker peaked at
+    906 MiB instead of 1,277."""
     codes = []
     for lo in range(0, n, _PAIR_ROWS):
         hi = min(n, lo + _PAIR_ROWS)
