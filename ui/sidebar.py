@@ -30,8 +30,9 @@ def _state(ws):
 
 def _status(ws_name: str) -> None:
     """The workspace's build status, redrawn every couple of seconds while a run is active (every ten when none
-    is), whoever started the build (this tab, another one, the CLI). When a build starts or ends, the whole page is drawn again once, so what it shows (a table's
-    status column, a page waiting for a first build) follows without a click."""
+    is), whoever started the build (this tab, another one, the CLI). When a build starts or ends, the whole page is
+    drawn again once, so what it shows (a table's status column, a page waiting for a first build) follows without a
+    click."""
     ws = R.store().get_workspace(ws_name)
     if ws is None:
         return

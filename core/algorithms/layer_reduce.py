@@ -72,9 +72,9 @@ def exact_knn(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     depend on the BLAS kernel: rows rounded to integers (`_qmax`), exact float32 products, the cosine elementwise,
     ties to the lower row index.
 
-    Each block of rows first keeps, by a float32 cosine, the columns within `_SLACK` of its k-th largest (`_candidates`):
-    every one of the true k nearest is among them, since the float32 cosine is within a few units of 2^-24 of the exact
-    one. Only those are then ranked by the exact cosine, in float64 as before: the same neighbours and distances as
+    Each block of rows first keeps, by a float32 cosine, the columns within `_SLACK` of its k-th largest
+    (`_candidates`): every one of the true k nearest is among them, since the float32 cosine is within a few units of
+    2^-24 of the exact one. Only those are then ranked by the exact cosine, in float64 as before: the same neighbours and distances as
     ranking every column exactly (tests/unit/test_layers.py compares the two), a third of the work.
     Returns (indices n x k int64, distances n x k float32)."""
     n, d = x.shape

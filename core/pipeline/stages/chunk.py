@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sqlalchemy import insert
 from sqlmodel import col, select
 
 from core.ids import local_id
 from core.ingest.chunking import chunk_text
 from core.models import Checkpoint, Document, Edge, Node, sql_table
 from core.pipeline.context import BuildContext, Progress
+from core.store import bulk_insert
 
 STAGE = "chunk"
 _BATCH_CHARS = 400_000  # text chunked per transaction
@@ -58,10 +58,10 @@ def chunk_stage(ctx: BuildContext) -> Iterator[Progress]:
                     prev = cid
             conn = s.connection()
             if nodes:
-                conn.execute(insert(sql_table(Node)), nodes)
-                conn.execute(insert(sql_table(Edge)), edges)
-            conn.execute(insert(sql_table(Checkpoint)),
-                         [{"workspace_id": ws_id, "stage": STAGE, "unit": d} for d, _ in todo[i:j]])
+                bulk_insert(conn, sql_table(Node), nodes)
+                bulk_insert(conn, sql_table(Edge), edges)
+            bulk_insert(conn, sql_table(Checkpoint),
+                        [{"workspace_id": ws_id, "stage": STAGE, "unit": d} for d, _ in todo[i:j]])
             s.commit()
         n_chunks += len(nodes)
         i = j
