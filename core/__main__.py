@@ -143,7 +143,7 @@ def _non_negative(v: str) -> int:
 
 
 def cmd_build(args, settings: Settings, store: Store) -> int:
-    from core.pipeline.engine import running_on
+    from core.pipeline.engine import engine_for
     from core.pipeline.factory import make_context
     from core.pipeline.runner import create_run, run_build
     from core.pipeline.runs import active_run, busy_message
@@ -161,7 +161,6 @@ def cmd_build(args, settings: Settings, store: Store) -> int:
     busy = active_run(store, ws)
     if busy is not None:  # one build or job (core/worker.py) of a workspace at a time
         raise UsageError(busy_message(busy, on=ws.build_version))
-    ctx = make_context(store, ws, settings)
     if args.paths:
         rep = ingest_paths(store, ws, args.paths, settings)
         for line in rep.refusals.lines():  # one per reason, a few names each (core/ingest/refusals.py)
@@ -169,14 +168,15 @@ def cmd_build(args, settings: Settings, store: Store) -> int:
         print(rep.summary(), file=sys.stderr)
     if not store.documents(ws.id):
         raise UsageError(f"workspace {ws.name!r} has no documents; pass files or folders to add")
-    run = create_run(store, ws, settings)
-    assert run.id is not None  # a row read from or written to the store has its key
-    before = store.counts(ws.id)
-    bars: dict[str, Any] = {}  # tqdm bars (tqdm ships no types)
-    from tqdm import tqdm  # (pinned in requirements.txt)
-    failed = False
-    try:
-        with running_on(ctx) as engine:
+    with engine_for(settings, store, ws.id) as engine:  # units on a local cluster unless small (engine.py)
+        ctx = make_context(store, ws, settings, engine=engine)
+        run = create_run(store, ws, settings)
+        assert run.id is not None  # a row read from or written to the store has its key
+        before = store.counts(ws.id)
+        bars: dict[str, Any] = {}  # tqdm bars (tqdm ships no types)
+        from tqdm import tqdm  # (pinned in requirements.txt)
+        failed = False
+        try:
             print(f"units run on: {engine.describe()}", file=sys.stderr)
             for ev in run_build(ctx, run.id):
                 if args.quiet or not ev.stage:
@@ -192,18 +192,18 @@ def cmd_build(args, settings: Settings, store: Store) -> int:
                 if ev.status in ("done", "failed", "cancelled"):
                     bar.close()
                 failed = failed or ev.status == "failed"
-    except BackendError:
-        raise
-    except Exception as exc:
-        print(f"error: build failed in a stage: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    counts = store.counts(ws.id)
-    changed = {k: counts.get(k, 0) - before.get(k, 0) for k in sorted(set(counts) | set(before))
-               if counts.get(k, 0) != before.get(k, 0)}
-    out = {"workspace": ws.name, "run": run.id, "counts": counts, "changed": changed,
-           "failed_units": print_failed(store, ws.id, run.id, sys.stderr)}  # units the next build retries
-    print(json.dumps(out))
-    return 1 if failed else EXIT_FAILED_UNITS if out["failed_units"] else 0
+        except BackendError:
+            raise
+        except Exception as exc:
+            print(f"error: build failed in a stage: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
+        counts = store.counts(ws.id)
+        changed = {k: counts.get(k, 0) - before.get(k, 0) for k in sorted(set(counts) | set(before))
+                   if counts.get(k, 0) != before.get(k, 0)}
+        out = {"workspace": ws.name, "run": run.id, "counts": counts, "changed": changed,
+               "failed_units": print_failed(store, ws.id, run.id, sys.stderr)}  # units the next build retries
+        print(json.dumps(out))
+        return 1 if failed else EXIT_FAILED_UNITS if out["failed_units"] else 0
 
 
 def cmd_delete(args, settings: Settings, store: Store) -> int:

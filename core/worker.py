@@ -15,6 +15,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import asdict
 
 from core import access
@@ -24,7 +25,7 @@ from core.evaluation.job import evaluate_plan
 from core.models import LEASE_S, BuildRun, Workspace
 from core.pipeline.context import BuildContext, JobPlan
 from core.pipeline.delete import delete_plan
-from core.pipeline.engine import running_on
+from core.pipeline.engine import engine_for
 from core.pipeline.factory import job_settings, make_context
 from core.pipeline.failures import EXIT_FAILED_UNITS, describe, failed_units
 from core.pipeline.lease import Lease, claim_next
@@ -124,22 +125,23 @@ def run_claimed(store: Store, lease: Lease) -> int:
             # API key and the Chroma token come from this worker's environment (launch_worker sets it)
             settings = with_secrets(Settings.model_validate(run.settings), Settings.from_env())
             kind, params = run.kind or "build", dict(run.params or {})
-        try:
-            assert ws is not None, f"workspace {run.workspace_id} is gone"  # deleted with its runs: recorded
-            ctx = make_context(store, ws, settings)
-        except Exception as exc:  # recorded on the run, so the app shows why the build never started
-            msg = str(exc) if isinstance(exc, BackendError) else f"{type(exc).__name__}: {exc}"
-            lease.finish("failed", msg[:500], error=traceback.format_exc()[-4000:])
-            print(msg, file=sys.stderr)
-            return 1
-        last = ""
-        try:
-            with running_on(ctx) as engine:
+        with ExitStack() as stack:
+            try:
+                assert ws is not None and ws.id is not None, f"workspace {run.workspace_id} is gone"  # recorded
+                engine = stack.enter_context(engine_for(settings, store, ws.id))
+                ctx = make_context(store, ws, settings, engine=engine)
+            except Exception as exc:  # recorded on the run, so the app shows why the build never started
+                msg = str(exc) if isinstance(exc, BackendError) else f"{type(exc).__name__}: {exc}"
+                lease.finish("failed", msg[:500], error=traceback.format_exc()[-4000:])
+                print(msg, file=sys.stderr)
+                return 1
+            last = ""
+            try:
                 print(f"run {run_id}: units run on {engine.describe()}", flush=True)
                 last = _run_events(ctx, run_id, kind, params, lease)
-        except Exception:
-            traceback.print_exc()
-            return 1
+            except Exception:
+                traceback.print_exc()
+                return 1
     if last == "lost":
         print(f"worker {lease.token} lost run {run_id} to another worker", flush=True)
         return 4

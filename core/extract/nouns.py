@@ -11,6 +11,7 @@ build: the offline build names its clusters one after another, in order.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from core.extract import spacy_nlp
 
@@ -29,18 +30,25 @@ def reads_as_noun(tok) -> bool:
 
 _READ: dict[str, list[tuple[str, bool]]] = {}  # sentence -> (word, read as a noun) per token
 _READ_LOCK = threading.Lock()
+Tagger = Callable[[list[str]], list[list[tuple[str, bool]]]]  # sentences -> (word, read as a noun) per token
 
 
-def readings(sentences: list[str]) -> list[list[tuple[str, bool]]]:
-    """(lower-cased word, read as a noun) of each token of each sentence. A sentence is tagged once until
-    `forget_readings` (the same sentence comes back in the clusters of a soft clustering and in the layers above):
-    the summary layers of a one-million-token corpus were the same, entity for entity, with this cache as without."""
+def tag_readings(sentences: list[str]) -> list[list[tuple[str, bool]]]:
+    """(lower-cased word, read as a noun) of each token of each sentence, tagged by spaCy in this process."""
+    return [[(tok.lower_, reads_as_noun(tok)) for tok in doc] for doc in spacy_nlp.tag(sentences)]
+
+
+def readings(sentences: list[str], tag: Tagger = tag_readings) -> list[list[tuple[str, bool]]]:
+    """(lower-cased word, read as a noun) of each token of each sentence, by `tag` (spaCy here, or a build's
+    workers: core/pipeline/tasks.py `EngineTagger`). A sentence is tagged once until `forget_readings` (the same
+    sentence comes back in the clusters of a soft clustering and in the layers above): the summary layers of a
+    one-million-token corpus were the same, entity for entity, with this cache as without."""
     with _READ_LOCK:
         new = [s for s in dict.fromkeys(sentences) if s not in _READ]
         if len(_READ) + len(new) > CACHED:
             _READ.clear()  # bounded
-        for sent, doc in zip(new, spacy_nlp.tag(new) if new else []):
-            _READ[sent] = [(tok.lower_, reads_as_noun(tok)) for tok in doc]
+        for sent, tokens in zip(new, tag(new) if new else []):
+            _READ[sent] = tokens
         return [_READ[s] for s in sentences]
 
 
@@ -53,15 +61,16 @@ def forget_readings() -> None:
 class NounReader:
     """`nouns(contexts)`: of the words of `contexts` (word -> sentences containing it), those read as nouns."""
 
-    def __init__(self) -> None:
+    def __init__(self, tag: Tagger = tag_readings) -> None:
         self.counts: dict[str, list[int]] = {}  # word -> [noun occurrences, tagged occurrences]
+        self.tag = tag  # what tags the sentences (`readings`)
         self._lock = threading.Lock()
 
     def nouns(self, contexts: dict[str, list[str]]) -> set[str]:
         with self._lock:
             todo = {w: s[:PER_WORD] for w, s in contexts.items() if self.counts.get(w, [0, 0])[1] < SETTLED and s}
             sentences = list(dict.fromkeys(s for ss in todo.values() for s in ss))
-            for tokens in readings(sentences):
+            for tokens in readings(sentences, self.tag):
                 for w, noun in tokens:
                     if w in todo:
                         c = self.counts.setdefault(w, [0, 0])

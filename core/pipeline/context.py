@@ -18,7 +18,7 @@ from core.index.vectors import VectorIndex
 from core.models import Workspace
 from core.pipeline.engine import INLINE, Engine
 from core.pipeline.failures import UnitFailures
-from core.pipeline.tasks import EngineEmbedder, Parts
+from core.pipeline.tasks import EngineEmbedder, EngineTagger, Parts, extractor_line
 from core.protocols import Embedder, LanguageBackend
 from core.store import Store
 
@@ -86,11 +86,15 @@ class BuildContext:
         return self.engine if self.backend.name != "offline" else INLINE
 
     def use_engine(self, engine: Engine) -> None:
-        """Run the stages' units on `engine`; on a cluster the embedder's batches run there too."""
+        """Run the stages' units on `engine`; on a cluster the embedder's batches run there too, and the offline
+        backend's spaCy work (the extractor's line, the part-of-speech readings of HiRAG's summary entities)."""
         parts = self.parts  # made first: it holds the build's own embedder, which the workers' copy loads as
         self.engine = engine
         if engine.distributed and not isinstance(self.embedder, EngineEmbedder):
             self.embedder = EngineEmbedder(engine, parts, self.embedder)
+        elsewhere = getattr(self.backend, "parse_elsewhere", None)
+        if engine.distributed and elsewhere is not None:
+            elsewhere(engine.submit(extractor_line, parts).result(), EngineTagger(engine))
 
     @property
     def ids(self) -> IdScope:

@@ -272,13 +272,13 @@ def open_engine(calls: int = 1, tokens: int | None = None) -> Engine:
 
 
 @contextmanager
-def running_on(ctx: Any) -> Iterator[Engine]:
-    """The units of `ctx` (a BuildContext) run on the engine of this build process while the body runs; the cluster
-    it started (if any) is closed after. A model-backed build shares its calls in flight out over the workers."""
-    engine = open_engine(1 if ctx.backend.name == "offline" else ctx.settings.backend.parallel_calls,
-                         ctx.store.text_chars(ctx.ws_id) // 4)
+def engine_for(settings: Any, store: Any, ws_id: int) -> Iterator[Engine]:
+    """The engine of a build process for workspace `ws_id` (`open_engine`), closed (with the cluster it started, if
+    any) when the body ends; core/pipeline/factory.py `make_context(..., engine=)` runs a build's units on it. A
+    model-backed build shares its calls in flight out over the workers."""
+    engine = open_engine(1 if settings.backend.kind == "offline" else settings.backend.parallel_calls,
+                         store.text_chars(ws_id) // 4)
     try:
-        ctx.use_engine(engine)
         yield engine
     finally:
         engine.close()

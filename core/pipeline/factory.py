@@ -3,7 +3,7 @@ the `BuildContext` that carries them to the stages (core/pipeline/context.py).""
 
 from __future__ import annotations
 
-from core.backends.embedders import make_embedder, writer_of
+from core.backends.embedders import MiniLMEmbedder, make_embedder, writer_of
 from core.backends.language import make_backend
 from core.backends.servers import backend_kind, embedder_kind, require_servers
 from core.config import Settings
@@ -11,6 +11,8 @@ from core.index.vectors import VectorIndex, reopen_vector_stores
 from core.index.writer import Writer, mismatch
 from core.models import Workspace
 from core.pipeline.context import BuildContext
+from core.pipeline.engine import Engine
+from core.pipeline.tasks import Parts, chosen_runtime
 from core.protocols import BackendError, Embedder
 from core.store import Store
 
@@ -39,12 +41,29 @@ def delete_vectors(settings: Settings, ws_name: str) -> None:
     reopen_vector_stores()
 
 
-def workspace_embedder(settings: Settings, ws_name: str, strict: bool = True) -> Embedder:
+def settled_runtime(emb: Embedder, settings: Settings, engine: Engine | None = None) -> Embedder:
+    """`emb` with its MiniLM runtime settled (BackendError when it cannot load): on a Dask cluster a worker loads it
+    and the embedder here is pinned to the worker's choice (`MiniLMEmbedder.pin`), so a cluster build's lease holder,
+    which embeds nothing itself, never imports torch (375 MiB of its memory on the 1M-token build); else loaded
+    here."""
+    if isinstance(emb, MiniLMEmbedder) and emb.runtime is None:
+        if engine is not None and engine.distributed:
+            runtime, note = engine.submit(chosen_runtime, Parts(settings, runtime=emb.requested
+                                                                if emb.requested != "auto" else "")).result()
+            emb.pin(runtime, note)
+        else:
+            emb.load()
+    return emb
+
+
+def workspace_embedder(settings: Settings, ws_name: str, strict: bool = True,
+                       engine: Engine | None = None) -> Embedder:
     """The embedder for workspace `ws_name`: the configured one, with MiniLM on the runtime the workspace's vectors
     record (core/index/writer.py), so an extended, merged or re-embedded workspace gets the vectors its rebuild
     would. `strict` (a build or job, which writes vectors): a recorded runtime that STRATA_MINILM_RUNTIME overrides
-    or that cannot load here is refused with one line (`WriterMismatch`); else (a question) this host's own runtime
-    stands in, its similarities within ~3e-3 of the recorded one's."""
+    or that cannot load here (on `engine`'s workers when it is a cluster: `settled_runtime`) is refused with one line
+    (`WriterMismatch`); else (a question) this host's own runtime stands in, its similarities within ~3e-3 of the
+    recorded one's."""
     home = settings.storage.home / "models"
     rec = None
     if settings.embed.embedder == "minilm":
@@ -57,11 +76,10 @@ def workspace_embedder(settings: Settings, ws_name: str, strict: bool = True) ->
     if not strict:
         return embedder_on(settings, rec.runtime)
     try:
-        emb = make_embedder(settings.embed, settings.backend, home, runtime=rec.runtime)
-        writer_of(emb)
+        return settled_runtime(make_embedder(settings.embed, settings.backend, home, runtime=rec.runtime), settings,
+                               engine)
     except (BackendError, ValueError) as exc:  # a runtime this host cannot load, or does not know
         raise mismatch(ws_name, rec, str(exc)) from None
-    return emb
 
 
 def embedder_on(settings: Settings, runtime: str) -> Embedder:
@@ -78,17 +96,19 @@ def embedder_on(settings: Settings, runtime: str) -> Embedder:
         return make_embedder(settings.embed, settings.backend, home)
 
 
-def make_context(store: Store, ws: Workspace, settings: Settings, embedder: Embedder | None = None) -> BuildContext:
-    """What a build or job works with. Its vectors are written as the workspace's collections record (refused with
-    one line when `embedder` would write others)."""
+def make_context(store: Store, ws: Workspace, settings: Settings, embedder: Embedder | None = None,
+                 engine: Engine | None = None) -> BuildContext:
+    """What a build or job works with, its units on `engine` when given (core/pipeline/engine.py `engine_for`). Its
+    vectors are written as the workspace's collections record (refused with one line when `embedder` would write
+    others)."""
     require_servers(settings)  # the model servers the backend and embedder need, if any: up, with their models
-    emb = embedder or workspace_embedder(settings, ws.name)
+    emb = settled_runtime(embedder or workspace_embedder(settings, ws.name, engine=engine), settings, engine)
     index = open_index(settings, ws.name, emb.name)
     index.writer = writer_of(emb)
     rec = index.recorded()
     if rec is not None and rec != index.writer:
         raise mismatch(ws.name, rec, index.writer)
-    return BuildContext(
+    ctx = BuildContext(
         store=store,
         ws=ws,
         settings=settings,
@@ -96,6 +116,9 @@ def make_context(store: Store, ws: Workspace, settings: Settings, embedder: Embe
         embedder=emb,
         index=index,
     )
+    if engine is not None:
+        ctx.use_engine(engine)
+    return ctx
 
 
 def job_settings(settings: Settings, ws: Workspace) -> Settings:

