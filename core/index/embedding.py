@@ -28,6 +28,15 @@ def node_text_for_embedding(kind: str, title: str, text: str, doc_title: str = "
     return f"{title}: {text}" if text and text != title else title
 
 
+TOPIC_CHARS = 4000  # cap on the text a topic is embedded as
+
+
+def topic_text(title: str, summary: str, statements: list[str]) -> str:
+    """What an HLG topic is embedded as: its title, summary and statements in document order (§3.2, 2: "topic
+    embeddings incorporate associated statements"), at most TOPIC_CHARS characters."""
+    return "\n".join([title, summary, " ".join(statements)])[:TOPIC_CHARS]
+
+
 def statement_rows(store, ws_id: int, ids: list[str] | None = None, titled: bool = True
                    ) -> list[tuple[str, str, dict]]:
     """(id, text embedded, meta) of the workspace's statements (only `ids` when given), in id order; `titled` off

@@ -118,6 +118,43 @@ class EngineTagger:
 TAGGED = 128
 
 
+Clustered = tuple[list[int], Any, str, "np.ndarray | None"]  # one topic of `clustered_topics`
+
+
+def clustered_topics(docs: list[tuple[str, list[str], list[str], np.ndarray]], parts: Parts, similarity: float,
+                     cap: int, finish: bool) -> list[list[Clustered]]:
+    """HLG's stand-in topics of a batch of documents, each given as (title, its statements' texts in document order,
+    the chunk each came from, their vectors): per chunk, its statements grouped by their vectors
+    (core/algorithms/topics.py `topic_groups`). With `finish` (the offline backend's quick extractive summaries)
+    each group is also titled and summarized by the backend and embedded, in this one task. Per document, per topic:
+    (the indices of its statements, the summary's outcome or None, the text embedded or "", the vector or None)."""
+    from core.algorithms.topics import topic_groups
+    from core.index.embedding import topic_text
+
+    out: list[list[Clustered]] = []
+    for title, texts, chunks, vecs in docs:
+        parts_of: dict[str, list[int]] = {}
+        for i, chunk in enumerate(chunks):
+            parts_of.setdefault(chunk, []).append(i)
+        groups = [[part[g] for g in group] for part in parts_of.values()
+                  for group in topic_groups(vecs[part], similarity, cap)]
+        out.append([(g, summarize_one(("topic", title, [texts[i] for i in g]), parts) if finish else None, "", None)
+                    for g in groups])
+    if finish:
+        done = [(d, k, topic_text(topic_title(r), r.summary or "", [docs[d][1][i] for i in g]))
+                for d, topics in enumerate(out) for k, (g, r, _, _) in enumerate(topics) if not isinstance(r, Failed)]
+        vectors = embed_texts([t for _, _, t in done], parts) if done else None
+        for row, (d, k, text) in enumerate(done):
+            g, r, _, _ = out[d][k]
+            out[d][k] = (g, r, text, vectors[row] if vectors is not None else None)
+    return out
+
+
+def topic_title(reply: Any) -> str:
+    """A topic summary's title, "Untitled topic" when the backend gave none."""
+    return (reply.title or "").strip() or "Untitled topic"
+
+
 def report_one(unit: tuple[str, list], parts: Parts) -> Report | Failed:
     """A community's report: (hint, material) in (core/pipeline/report_material.py)."""
     hint, material = unit

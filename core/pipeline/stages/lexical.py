@@ -26,12 +26,14 @@ fails after its retries (a chunk's topics from the model; with the clustering, a
 (core/pipeline/failures.py): its document is written neither topics nor checkpoint, so the next build makes its topics
 again (the calls that succeeded replay from the call cache). With the clustering, documents with more than `WINDOW`
 statements are clustered in consecutive windows (core/algorithms/topics.py), which bounds the quadratic distance
-matrix.
+matrix. Offline, a batch's clustering, summaries and topic vectors are one task (core/pipeline/tasks.py
+`clustered_topics`); on a cluster every batch is sent ahead once `merge` is done (`send_ahead`, core/pipeline/runner.py
+`AHEAD`), so the workers make the topics while the lease holder runs the layers, communities and attributed stages.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -39,19 +41,17 @@ import numpy as np
 from sqlalchemy import func
 from sqlmodel import col, delete, select
 
-from core.algorithms.topics import topic_groups
 from core.ids import IdScope, local_id
-from core.index.embedding import embed_missing, statement_rows
+from core.index.embedding import embed_missing, statement_rows, topic_text
 from core.models import Checkpoint, Document, Edge, Node, sql_table
 from core.pipeline.beside import EmbedAhead
 from core.pipeline.context import BuildContext, Progress
-from core.pipeline.tasks import chunk_topics_one, summarize_one
+from core.pipeline.tasks import chunk_topics_one, clustered_topics, summarize_one, topic_title
 from core.protocols import TopicModel
-from core.store import bulk_insert
+from core.store import bulk_insert, content_id
 
 STAGE = "lexical"
 _BATCH_STATEMENTS = 2000  # statements per write transaction (whole documents only)
-_EMBED_CHARS = 4000  # cap on the text a topic is embedded as
 
 
 # -- the stored graph this stage reads ----------------------------------------------------------------------------
@@ -190,8 +190,7 @@ def _topic_row(lx: _Lexicon, tid: str, title: str, summary: str, doc: str | None
                members: list[str]) -> tuple[str, str, dict]:
     """(id, text embedded, meta) of a topic: its title, summary and statements in document order."""
     stmts = sorted(members, key=lambda i: lx.stmt_pos.get(i, (0, 0, i)))
-    text = "\n".join([title, summary, " ".join(lx.stmt_text.get(i, "") for i in stmts)])
-    return (tid, text[:_EMBED_CHARS], {"document_id": doc or ""})
+    return (tid, topic_text(title, summary, [lx.stmt_text.get(i, "") for i in stmts]), {"document_id": doc or ""})
 
 
 def model_topics(ctx: BuildContext) -> bool:
@@ -211,37 +210,83 @@ def _units(ctx: BuildContext, task, inputs: list) -> list:
     return list(ctx.model_engine.map(task, inputs, ctx.parts, window=window))
 
 
-def _topics_by_clustering(ctx: BuildContext, lx: _Lexicon, batch: list[tuple[str, str]],
-                          by_doc: dict[str | None, list[str]]) -> tuple[list[dict], set[str]]:
-    """The stand-in: each chunk's statements clustered by their vectors (§6.2 (3) groups a chunk's statements; issue
-    37, it was each document's), each group titled and summarized by the backend (one unit per topic). Returns the
-    topics and the documents with a failed unit."""
-    cfg = ctx.settings.lexical
+def _clustering_units(ctx: BuildContext, lx: _Lexicon, batch: list[tuple[str, str]],
+                      by_doc: dict[str | None, list[str]]) -> tuple[list, list]:
+    """A batch's input to `clustered_topics` (per document with statements: its title, their texts in document order,
+    their chunks, their vectors) and, beside it, (document, title, statement ids) of the same documents."""
     ids = [sid for d, _ in batch for sid in by_doc.get(d, [])]
     vec_of = _statement_vectors(ctx, lx, ids) if ids else {}
-    topics: list[dict] = []
+    units, docs = [], []
     for doc_id, title in batch:
         stmts = sorted((i for i in by_doc.get(doc_id, []) if i in vec_of), key=lambda i: lx.stmt_pos[i])
-        if not stmts:
-            continue
-        chunks: dict[str, list[str]] = {}  # per chunk, as §6.2 (3) relates a chunk's statements to topics
-        for sid in stmts:
-            chunks.setdefault(lx.stmt_chunk.get(sid, ""), []).append(sid)
-        groups = [[part[i] for i in g] for part in chunks.values()
-                  for g in topic_groups(np.vstack([vec_of[i] for i in part]), cfg.topic_similarity,
-                                        cfg.max_topic_statements)]
-        topics += [_topic(ctx.ids, doc_id, title or "", n, members) for n, members in enumerate(groups)]
+        if stmts:
+            units.append((title or "", [lx.stmt_text[i] for i in stmts], [lx.stmt_chunk.get(i, "") for i in stmts],
+                          np.vstack([vec_of[i] for i in stmts])))
+            docs.append((doc_id, title or "", stmts))
+    return units, docs
 
-    # a topic's title and summary, each a unit; one whose model call failed after its retries is a failed unit
-    asked = _units(ctx, summarize_one, [("topic", t["doc_title"], [lx.stmt_text[i] for i in t["statements"]])
-                                         for t in topics])
+
+def _clustered(ctx: BuildContext, lx: _Lexicon, batches: list[list[tuple[str, str]]],
+               by_doc: dict[str | None, list[str]]) -> tuple[Iterator[tuple[list, list]], bool]:
+    """Per batch: the documents (`_clustering_units`) and their `clustered_topics`, taken back from those sent ahead
+    after `merge` (`send_ahead`) when they are this stage's batches (True), else made now on the build's engine."""
+    sent = ctx.sent.pop(STAGE, None)
+    if sent is not None and sent[0] == [[d for d, _ in b] for b in batches]:
+        return zip(sent[1], sent[2].results()), True
+    if sent is not None:
+        sent[2].cancel()
+    cfg, finish = ctx.settings.lexical, ctx.backend.name == "offline"
+    docs: deque = deque()  # each batch's documents, in the order its units go out (and come back)
+
+    def units() -> Iterator[list]:
+        for batch in batches:
+            made, of = _clustering_units(ctx, lx, batch, by_doc)
+            docs.append(of)
+            yield made
+
+    found = ctx.engine.map(clustered_topics, units(), ctx.parts, cfg.topic_similarity, cfg.max_topic_statements,
+                           finish, cpu=True)
+    return ((docs.popleft(), f) for f in found), False
+
+
+def send_ahead(ctx: BuildContext) -> None:
+    """On a cluster, offline: every document's stand-in topics sent to the workers now, below the stages' own units
+    (the runner calls this once `merge`, the last stage that changes a statement's vector, is done and `lexical` is to
+    run); the stage takes them back (`_clustered`). Nothing is written until then."""
+    cfg = ctx.settings.lexical
+    if not (ctx.engine.distributed and cfg.enabled and ctx.backend.name == "offline" and not model_topics(ctx)):
+        return
+    lx, batches, by_doc = _plan(ctx)
+    made = [_clustering_units(ctx, lx, b, by_doc) for b in batches]
+    sent = ctx.engine.ahead(clustered_topics, [units for units, _ in made], ctx.parts, cfg.topic_similarity,
+                            cfg.max_topic_statements, True, cpu=True)
+    ctx.sent[STAGE] = ([[d for d, _ in b] for b in batches], [docs for _, docs in made], sent)
+
+
+def _topics_by_clustering(ctx: BuildContext, lx: _Lexicon, docs: list, found: list
+                          ) -> tuple[list[dict], set[str], dict[str, tuple[str, np.ndarray]]]:
+    """The stand-in topics of a batch from its `clustered_topics`, each titled and summarized by the backend (in the
+    task offline, else here, one unit per topic); a unit that failed after its retries fails its document. Returns
+    the topics, the documents with a failed unit and the vectors the task made (topic id -> (text, vector))."""
+    topics: list[dict] = []
+    outcomes: list = []
+    vectors: dict[str, tuple[str, np.ndarray]] = {}
+    for (doc_id, title, stmts), groups in zip(docs, found):
+        for n, (members, got, text, vec) in enumerate(groups):
+            t = _topic(ctx.ids, doc_id, title, n, [stmts[i] for i in members])
+            topics.append(t)
+            outcomes.append(got)
+            if vec is not None:
+                vectors[t["id"]] = (text, vec)
+    if any(o is None for o in outcomes):  # summaries not made in the task: a unit each, where model units run
+        outcomes = _units(ctx, summarize_one, [("topic", t["doc_title"], [lx.stmt_text[i] for i in t["statements"]])
+                                               for t in topics])
     results = [ctx.failures.take(t["id"], got, f"topic {t['ord'] + 1} of {t['doc_title']!r}")
-               for t, got in zip(topics, asked)]
+               for t, got in zip(topics, outcomes)]
     for t, r in zip(topics, results):
         if r is not None:
-            t.update(title=(r.title or "").strip() or "Untitled topic", summary=r.summary or "",
-                     keywords=list(r.keywords or []))
-    return topics, {t["doc"] for t, r in zip(topics, results) if r is None}
+            t.update(title=topic_title(r), summary=r.summary or "", keywords=list(r.keywords or []))
+    return topics, {t["doc"] for t, r in zip(topics, results) if r is None}, vectors
 
 
 def _topics_by_model(ctx: BuildContext, lx: _Lexicon, batch: list[tuple[str, str]],
@@ -274,43 +319,63 @@ def _topics_by_model(ctx: BuildContext, lx: _Lexicon, batch: list[tuple[str, str
     return topics, failed
 
 
+def _plan(ctx: BuildContext) -> tuple[_Lexicon, list[list[tuple[str, str]]], dict[str | None, list[str]]]:
+    """The stored lexicon, the documents still without topics in batches of whole documents of about
+    _BATCH_STATEMENTS statements, and each document's statements."""
+    lx = _load(ctx.store, ctx.ws_id)
+    done = ctx.store.done_units(ctx.ws_id, STAGE)
+    with ctx.store.session() as s:
+        docs = s.exec(select(Document.id, Document.title).where(Document.workspace_id == ctx.ws_id)
+                      .order_by(col(Document.created_at), col(Document.id))).all()
+    by_doc: dict[str | None, list[str]] = defaultdict(list)
+    for sid, doc in lx.stmt_doc.items():
+        by_doc[doc].append(sid)
+    batches: list[list[tuple[str, str]]] = []
+    n_stmts = 0
+    for d, t in docs:
+        if d in done:
+            continue
+        if not batches or n_stmts + len(by_doc.get(d, [])) > _BATCH_STATEMENTS:
+            batches.append([])
+            n_stmts = 0
+        batches[-1].append((d, t))
+        n_stmts += len(by_doc.get(d, []))
+    return lx, batches, by_doc
+
+
 def lexical_stage(ctx: BuildContext) -> Iterator[Progress]:
     store, ws_id, cfg = ctx.store, ctx.ws_id, ctx.settings.lexical
     if not cfg.enabled:
         yield Progress(1, 1, "lexical graph switched off", {})
         return
-    lx = _load(store, ws_id)
+    lx, batches, by_doc = _plan(ctx)
     _, facts_linked, cross = link_facts(store, ws_id, lx)
     counts = {"facts_linked": facts_linked, "cross_document_facts": cross}
     yield Progress(0, 1, f"{facts_linked} statement-fact links, {cross} facts across documents", counts)
 
-    done = store.done_units(ws_id, STAGE)
-    with store.session() as s:
-        docs = s.exec(select(Document.id, Document.title).where(Document.workspace_id == ws_id)
-                      .order_by(col(Document.created_at), col(Document.id))).all()
-    todo = [(d, t) for d, t in docs if d not in done]
-    by_doc: dict[str | None, list[str]] = defaultdict(list)
-    for sid, doc in lx.stmt_doc.items():
-        by_doc[doc].append(sid)
-    by_model = model_topics(ctx)
-
     replaced: list[str] = []  # topics of documents made again
     ahead = EmbedAhead(ctx)  # on a cluster, each batch's topics are embedded while the next batch is made
-    k = 0
-    while k < len(todo):
-        batch: list[tuple[str, str]] = []
-        n_stmts = 0
-        while k < len(todo) and (not batch or n_stmts + len(by_doc.get(todo[k][0], [])) <= _BATCH_STATEMENTS):
-            batch.append(todo[k])
-            n_stmts += len(by_doc.get(todo[k][0], []))
-            k += 1
-        make = _topics_by_model if by_model else _topics_by_clustering
-        topics, failed = make(ctx, lx, batch, by_doc)  # a failed document is left to the next build, whole
+    clustered = None
+    if not model_topics(ctx):
+        clustered, counts["topics_sent_ahead"] = _clustered(ctx, lx, batches, by_doc)
+    k, n_todo = 0, sum(map(len, batches))
+    for batch in batches:
+        vectors: dict[str, tuple[str, np.ndarray]] = {}
+        if clustered is None:
+            topics, failed = _topics_by_model(ctx, lx, batch, by_doc)
+        else:
+            topics, failed, vectors = _topics_by_clustering(ctx, lx, *next(clustered))
+        # a failed document is left to the next build, whole
         kept = [t for t in topics if t["doc"] not in failed]
         replaced += _write_documents(store, ws_id, [d for d, _ in batch if d not in failed], kept)
+        made = [t for t in kept if t["id"] in vectors]  # embedded in the task (offline), stored with their text
+        if made:
+            ctx.index.upsert("topic", [t["id"] for t in made], np.vstack([vectors[t["id"]][1] for t in made]),
+                             [{"document_id": t["doc"] or "", "h": content_id(vectors[t["id"]][0])} for t in made])
         ahead.send("topic", [_topic_row(lx, t["id"], t["title"], t["summary"], t["doc"], t["statements"])
-                             for t in kept])
-        yield Progress(k, len(todo), f"topics for {k}/{len(todo)} documents", counts)
+                             for t in kept if t["id"] not in vectors])
+        k += len(batch)
+        yield Progress(k, n_todo, f"topics for {k}/{n_todo} documents", counts)
         if ctx.should_stop():
             ahead.cancel()
             return
