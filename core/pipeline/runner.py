@@ -34,7 +34,7 @@ from core.pipeline.stages.merge import merge_stage
 from core.pipeline.stages.reports import reports_stage
 from core.pipeline.stages.resolve import resolve_stage
 from core.protocols import BackendError
-from core.store import Store
+from core.store import Store, release_memory
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +140,7 @@ def _run_stages(ctx: BuildContext, lease: Lease, only: list[str] | None,
             lease.write_stage(name, status="done", done=fin.total, total=fin.total, counts=fin.counts,
                               seconds=secs, finished_at=utcnow(), message=fin_message)
             yield Event(run_id, name, "done", fin.total, fin.total, fin_message, fin.counts)
+            release_memory()  # what the stage let go of, back to the system before the next one
             for later, send in AHEAD.get(name, []):
                 if any(n == later for n, _, _ in todo[at + 1:]):
                     try:

@@ -26,7 +26,6 @@ from core.graph.entity_graph import EntityGraph, load_entity_graph
 from core.models import Community
 from core.pipeline.community_rows import METHODS, cluster_rows, community_id, write_communities
 from core.pipeline.context import BuildContext, Progress
-from core.store import release_memory
 
 
 def _level_counts(h: Hierarchy) -> dict[str, int]:
@@ -85,6 +84,5 @@ def communities_stage(ctx: BuildContext) -> Iterator[Progress]:
     }
     n_clusters, n_hirag = len(h.clusters), len(hh.clusters)
     del eg, ex, g, gl, h, hh, rows, members_of
-    release_memory()
     yield Progress(4, 4, f"{n_clusters} Leiden communities on {len(levels)} levels, {n_hirag} HiRAG communities on "
                          f"{len(hlevels)} levels", counts)

@@ -13,7 +13,6 @@ from sqlmodel import select
 from core.index.embedding import embed_missing, node_text_for_embedding, statement_rows
 from core.models import Document, Node
 from core.pipeline.context import BuildContext, Progress
-from core.store import release_memory
 
 
 def chunk_rows(ctx: BuildContext) -> list[tuple[str, str, dict]]:
@@ -57,6 +56,4 @@ def embed_stage(ctx: BuildContext) -> Iterator[Progress]:
                                          ctx.should_stop):
             yield Progress(done, total, f"embedded {done}/{total} {'entities' if kind == 'entity' else kind + 's'}", counts | {kind: done})
         counts[f"{kind}_vectors"] = ctx.index.count(kind)
-    del rows, ents
-    release_memory()
     yield Progress(1, 1, "vectors stored", counts)

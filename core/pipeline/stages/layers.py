@@ -47,7 +47,7 @@ from core.index.embedding import embed_missing, node_text_for_embedding
 from core.models import Edge, Node, sql_table
 from core.pipeline.context import BuildContext, Progress
 from core.pipeline.tasks import summary_one
-from core.store import bulk_insert, content_id, release_memory
+from core.store import bulk_insert, content_id
 
 DESCRIPTION_CHARS = 400  # a member's description as shown to the model
 
@@ -138,7 +138,6 @@ def layers_stage(ctx: BuildContext) -> Iterator[Progress]:
     del vec_of, titles, texts
     forget_terms()
     forget_readings()
-    release_memory()
     clustered = sum(1 for r in layers if r["cluster_sparsity"] is not None)
     yield Progress(1, 1, f"{clustered} layer(s) clustered; stopped: {reason}",
                    {"layers": layers, "stop_reason": reason, "epsilon": cfg.change_rate_stop})

@@ -25,7 +25,7 @@ from core.models import Community, sql_table
 from core.pipeline.context import BuildContext, Progress
 from core.pipeline.report_material import HASHED, REPORTED, CommunityElements, material_hash, report_material
 from core.pipeline.tasks import report_one
-from core.store import content_id, json_field, release_memory
+from core.store import content_id, json_field
 
 
 def reports_stage(ctx: BuildContext) -> Iterator[Progress]:
@@ -103,6 +103,4 @@ def reports_stage(ctx: BuildContext) -> Iterator[Progress]:
                        {"reports": off + len(part) - n_failed, "failed_reports": n_failed})
         if ctx.should_stop():
             return
-    elements = None  # drop the loaded graph before handing memory back
-    release_memory()
 
