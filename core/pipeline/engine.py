@@ -115,22 +115,19 @@ class Engine:
             for fut in pending:
                 fut.cancel()
 
-    def ahead(self, fn: Callable[..., Any], items: Iterable[Any], *args: Any, cpu: bool = False,
-              serial: bool = False) -> Ahead:
-        """fn(item, *args) for every item, all sent now at a priority below every `map` (the cluster runs them on
-        cores its stages leave idle); `Ahead.results()` takes them back in order. Only on a cluster. `serial`: each
-        task waits for the one before (one worker at a time: the lease holder keeps its core, and the stage's own
-        units find a free worker; sent to both workers of a 2-core machine, HLG's topics made HiRAG's layers 42 s
-        longer for 72 s saved)."""
+    def ahead(self, fn: Callable[..., Any], items: Iterable[Any], *args: Any, cpu: bool = False) -> Ahead:
+        """fn(item, *args) for every item, all sent now at a priority below every `map`; `Ahead.results()` takes them
+        back in order. Only on a cluster. They run on all workers but one (task i waits for task i - (workers - 1)):
+        the lease holder keeps its core and a stage's own units find a free worker (sent to both workers of a 2-core
+        machine, HLG's topics made HiRAG's layers 42 s longer for 72 s saved)."""
         assert self.client is not None, "ahead() needs a cluster"
         shared = self._shared(args)
         extra = self._resources(cpu)
-        if not serial:
-            return Ahead([self.client.submit(fn, item, *shared, pure=False, priority=-10, **extra) for item in items])
+        lanes = max(1, self.workers() - 1)
         futures: list = []
         for item in items:
-            futures.append(self.client.submit(_after, futures[-1] if futures else None, fn, item, *shared,
-                                              pure=False, priority=-10, **extra))
+            before = futures[-lanes] if len(futures) >= lanes else None
+            futures.append(self.client.submit(_after, before, fn, item, *shared, pure=False, priority=-10, **extra))
         return Ahead(futures)
 
     def submit(self, fn: Callable[..., Any], *args: Any, cpu: bool = False) -> Pending:
@@ -192,7 +189,7 @@ class Ahead:
 
 
 def _after(before: Any, fn: Callable[..., Any], item: Any, *args: Any) -> Any:
-    """fn(item, *args), run once the task whose result is `before` is done (`Engine.ahead(serial=True)`)."""
+    """fn(item, *args), run once the task whose result is `before` is done (`Engine.ahead`)."""
     return fn(item, *args)
 
 

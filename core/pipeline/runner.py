@@ -140,13 +140,13 @@ def _run_stages(ctx: BuildContext, lease: Lease, only: list[str] | None,
             lease.write_stage(name, status="done", done=fin.total, total=fin.total, counts=fin.counts,
                               seconds=secs, finished_at=utcnow(), message=fin_message)
             yield Event(run_id, name, "done", fin.total, fin.total, fin_message, fin.counts)
-            release_memory()  # what the stage let go of, back to the system before the next one
             for later, send in AHEAD.get(name, []):
                 if any(n == later for n, _, _ in todo[at + 1:]):
                     try:
                         send(ctx)
                     except Exception as exc:  # noqa: BLE001 - the later stage makes them itself, and reports its errors
                         log.warning("sending %s's units ahead failed: %s: %s", later, type(exc).__name__, exc)
+            release_memory()  # what the stage (and the sending) let go of, back to the system before the next stage
         if lease.state() == "lost":  # another worker holds the run now: it finishes it
             raise LeaseLost()
         done_message = finished_message("Build finished" if finish is None else finish(ctx),

@@ -259,7 +259,7 @@ def send_ahead(ctx: BuildContext) -> None:
     lx, batches, by_doc = _plan(ctx)
     made = [_clustering_units(ctx, lx, b, by_doc) for b in batches]
     sent = ctx.engine.ahead(clustered_topics, [units for units, _ in made], ctx.parts, cfg.topic_similarity,
-                            cfg.max_topic_statements, True, cpu=True, serial=True)
+                            cfg.max_topic_statements, True, cpu=True)
     ctx.sent[STAGE] = ([[d for d, _ in b] for b in batches], [docs for _, docs in made], sent)
 
 
