@@ -50,8 +50,6 @@ class BuildContext:
     should_stop: Callable[[], bool] = lambda: False
     engine: Engine = INLINE  # where the stages' units run (core/pipeline/engine.py): this process, or a Dask cluster
     failures: UnitFailures = field(init=False)
-    # a later stage's units sent ahead to a cluster (core/pipeline/runner.py AHEAD), by stage; the stage takes its own
-    sent: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._parts: Parts | None = None
@@ -97,12 +95,6 @@ class BuildContext:
         elsewhere = getattr(self.backend, "parse_elsewhere", None)
         if engine.distributed and elsewhere is not None:
             elsewhere(engine.submit(extractor_line, parts).result(), EngineTagger(engine))
-
-    def drop_sent(self) -> None:
-        """Cancel the units sent ahead that no stage took (the run stopped, failed, or ended before their stage)."""
-        for what in self.sent.values():
-            what[-1].cancel()
-        self.sent.clear()
 
     @property
     def ids(self) -> IdScope:

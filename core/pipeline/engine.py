@@ -118,8 +118,8 @@ class Engine:
     def ahead(self, fn: Callable[..., Any], items: Iterable[Any], *args: Any, cpu: bool = False) -> Ahead:
         """fn(item, *args) for every item, all sent now at a priority below every `map`; `Ahead.results()` takes them
         back in order. Only on a cluster. They run on all workers but one (task i waits for task i - (workers - 1)):
-        the lease holder keeps its core and a stage's own units find a free worker (sent to both workers of a 2-core
-        machine, HLG's topics made HiRAG's layers 42 s longer for 72 s saved)."""
+        the lease holder keeps its core and a stage's own units find a free worker (HLG's topics sent ahead to both
+        workers of a 2-core machine during HiRAG's layers made that stage 42 s longer, to one 20 s)."""
         assert self.client is not None, "ahead() needs a cluster"
         shared = self._shared(args)
         extra = self._resources(cpu)

@@ -8,7 +8,6 @@ that lost the run to another stops at its next unit and writes nothing more.
 
 from __future__ import annotations
 
-import logging
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -29,14 +28,12 @@ from core.pipeline.stages.embed import embed_stage
 from core.pipeline.stages.extract import extract_stage
 from core.pipeline.stages.index import index_stage
 from core.pipeline.stages.layers import layers_stage
-from core.pipeline.stages.lexical import lexical_stage, send_ahead
+from core.pipeline.stages.lexical import lexical_stage
 from core.pipeline.stages.merge import merge_stage
 from core.pipeline.stages.reports import reports_stage
 from core.pipeline.stages.resolve import resolve_stage
 from core.protocols import BackendError
 from core.store import Store, release_memory
-
-log = logging.getLogger(__name__)
 
 
 class RunTaken(RuntimeError):
@@ -59,11 +56,6 @@ def stages() -> list[tuple[str, str, Stage]]:
         ("augment", "NodeRAG attributes, high-level elements, semantic edges", augment_stage),
         ("index", "Index community reports", index_stage),
     ]
-
-
-# work a later stage needs, sent to a cluster's idle cores as soon as the stage it depends on is done, when that later
-# stage is to run: HLG's stand-in topics need the statements' vectors, which nothing after `merge` changes
-AHEAD = {"merge": [("lexical", send_ahead)]}
 
 
 def stage_names() -> list[str]:
@@ -112,7 +104,7 @@ def _run_stages(ctx: BuildContext, lease: Lease, only: list[str] | None,
         lease.write(params=dict(row.params or {}) | {"engine": ctx.engine.describe()})
     todo = [(name, label, fn) for name, label, fn in (stages() if steps is None else steps) if not only or name in only]
     try:
-        for at, (name, label, fn) in enumerate(todo):
+        for name, label, fn in todo:
             stage_name = name
             ctx.failures.begin(name)
             t0 = time.perf_counter()
@@ -140,13 +132,7 @@ def _run_stages(ctx: BuildContext, lease: Lease, only: list[str] | None,
             lease.write_stage(name, status="done", done=fin.total, total=fin.total, counts=fin.counts,
                               seconds=secs, finished_at=utcnow(), message=fin_message)
             yield Event(run_id, name, "done", fin.total, fin.total, fin_message, fin.counts)
-            for later, send in AHEAD.get(name, []):
-                if any(n == later for n, _, _ in todo[at + 1:]):
-                    try:
-                        send(ctx)
-                    except Exception as exc:  # noqa: BLE001 - the later stage makes them itself, and reports its errors
-                        log.warning("sending %s's units ahead failed: %s: %s", later, type(exc).__name__, exc)
-            release_memory()  # what the stage (and the sending) let go of, back to the system before the next stage
+            release_memory()  # what the stage let go of, back to the system before the next one
         if lease.state() == "lost":  # another worker holds the run now: it finishes it
             raise LeaseLost()
         done_message = finished_message("Build finished" if finish is None else finish(ctx),
@@ -175,8 +161,6 @@ def _run_stages(ctx: BuildContext, lease: Lease, only: list[str] | None,
         lease.finish("failed", msg[:500], error=traceback.format_exc()[-4000:])
         yield Event(run_id, stage_name, "failed", 0, 0, msg, {})
         raise
-    finally:
-        ctx.drop_sent()
 
 
 def finish_build(store: Store, ws_id: int, backend: str, chat_model: str, embedder: str,

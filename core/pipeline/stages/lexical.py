@@ -27,8 +27,7 @@ fails after its retries (a chunk's topics from the model; with the clustering, a
 again (the calls that succeeded replay from the call cache). With the clustering, documents with more than `WINDOW`
 statements are clustered in consecutive windows (core/algorithms/topics.py), which bounds the quadratic distance
 matrix. Offline, a batch's clustering, summaries and topic vectors are one task (core/pipeline/tasks.py
-`clustered_topics`); on a cluster every batch is sent ahead once `merge` is done (`send_ahead`, core/pipeline/runner.py
-`AHEAD`), so the workers make the topics while the lease holder runs the layers, communities and attributed stages.
+`clustered_topics`): on a cluster the workers make the topics, batches side by side, while the lease holder writes.
 """
 
 from __future__ import annotations
@@ -227,14 +226,9 @@ def _clustering_units(ctx: BuildContext, lx: _Lexicon, batch: list[tuple[str, st
 
 
 def _clustered(ctx: BuildContext, lx: _Lexicon, batches: list[list[tuple[str, str]]],
-               by_doc: dict[str | None, list[str]]) -> tuple[Iterator[tuple[list, list]], bool]:
-    """Per batch: the documents (`_clustering_units`) and their `clustered_topics`, taken back from those sent ahead
-    after `merge` (`send_ahead`) when they are this stage's batches (True), else made now on the build's engine."""
-    sent = ctx.sent.pop(STAGE, None)
-    if sent is not None and sent[0] == [[d for d, _ in b] for b in batches]:
-        return zip(sent[1], sent[2].results()), True
-    if sent is not None:
-        sent[2].cancel()
+               by_doc: dict[str | None, list[str]]) -> Iterator[tuple[list, list]]:
+    """Per batch: the documents (`_clustering_units`) and their `clustered_topics`, made on the build's engine (a
+    batch's input is read only when the engine takes it: a few batches' vectors in memory at a time)."""
     cfg, finish = ctx.settings.lexical, ctx.backend.name == "offline"
     docs: deque = deque()  # each batch's documents, in the order its units go out (and come back)
 
@@ -246,21 +240,7 @@ def _clustered(ctx: BuildContext, lx: _Lexicon, batches: list[list[tuple[str, st
 
     found = ctx.engine.map(clustered_topics, units(), ctx.parts, cfg.topic_similarity, cfg.max_topic_statements,
                            finish, cpu=True)
-    return ((docs.popleft(), f) for f in found), False
-
-
-def send_ahead(ctx: BuildContext) -> None:
-    """On a cluster, offline: every document's stand-in topics sent to the workers now, below the stages' own units
-    (the runner calls this once `merge`, the last stage that changes a statement's vector, is done and `lexical` is to
-    run); the stage takes them back (`_clustered`). Nothing is written until then."""
-    cfg = ctx.settings.lexical
-    if not (ctx.engine.distributed and cfg.enabled and ctx.backend.name == "offline" and not model_topics(ctx)):
-        return
-    lx, batches, by_doc = _plan(ctx)
-    made = [_clustering_units(ctx, lx, b, by_doc) for b in batches]
-    sent = ctx.engine.ahead(clustered_topics, [units for units, _ in made], ctx.parts, cfg.topic_similarity,
-                            cfg.max_topic_statements, True, cpu=True)
-    ctx.sent[STAGE] = ([[d for d, _ in b] for b in batches], [docs for _, docs in made], sent)
+    return ((docs.popleft(), f) for f in found)
 
 
 def _topics_by_clustering(ctx: BuildContext, lx: _Lexicon, docs: list, found: list
@@ -355,9 +335,7 @@ def lexical_stage(ctx: BuildContext) -> Iterator[Progress]:
 
     replaced: list[str] = []  # topics of documents made again
     ahead = EmbedAhead(ctx)  # on a cluster, each batch's topics are embedded while the next batch is made
-    clustered = None
-    if not model_topics(ctx):
-        clustered, counts["topics_sent_ahead"] = _clustered(ctx, lx, batches, by_doc)
+    clustered = None if model_topics(ctx) else _clustered(ctx, lx, batches, by_doc)
     k, n_todo = 0, sum(map(len, batches))
     for batch in batches:
         vectors: dict[str, tuple[str, np.ndarray]] = {}
