@@ -46,7 +46,7 @@ TARGET_MARGIN = {"hotpotqa": (1.8, "HotpotQA"), "2wikimultihopqa": (13.9, "2Wiki
 OTHER_TARGET = (5.0, "MuSiQue")  # the sets with no published margin of their own (repeated titles, MuSiQue-style)
 MARGIN_K = 5
 ORDER = ["sample", "hotpotqa", "generated"]  # builds of the issue first, in this order; any others after
-TARGET_S, TARGET_MIB = 15 * 60, 4096
+TARGET_S, TARGET_MIB = 10 * 60, 4096  # issue 36: 10 minutes, every process of the build together 4 GB (4,096 MiB)
 PLACEHOLDER = "not implemented yet"
 
 
@@ -68,8 +68,8 @@ def _build_section(b: dict) -> list[str]:
     if b.get("setup_s") is not None:
         out.append(f"* outside the stages (interpreter start, reading and storing the files): {b['setup_s']} s")
     if b.get("corpus"):
-        ok = b["wall_s"] <= TARGET_S and b["peak_rss_mib"] < TARGET_MIB
-        out.append(f"* target (15 min, < 4 GB): **{'met' if ok else 'not met'}**")
+        ok = b["wall_s"] <= TARGET_S and b["peak_rss_mib"] <= TARGET_MIB
+        out.append(f"* target ({TARGET_S // 60} min, ≤ {TARGET_MIB:,} MiB): **{'met' if ok else 'not met'}**")
     out.append("")
     cpu = b.get("stages_cpu_s") or {}
     msgs = b.get("stage_messages") or {}
