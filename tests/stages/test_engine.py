@@ -274,15 +274,19 @@ def test_a_cluster_builds_lease_holder_loads_neither_the_embedder_nor_spacy(tmp_
 
     root = Path(__file__).resolve().parents[2]
     home = tmp_path / "home"
+    settings = make_settings(home)  # the database under test (SQLite or PostgreSQL); the vectors embedded on disk
+    settings.storage.chroma_url = None
     env = dict(os.environ, STRATA_HOME=str(home), STRATA_DASK_WORKERS="2", HF_HUB_OFFLINE="1",
                PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    env.pop("STRATA_DATABASE_URL", None)
     env.pop("STRATA_CHROMA_URL", None)
+    if settings.storage.database_url:
+        env["STRATA_DATABASE_URL"] = settings.storage.database_url
+    else:
+        env.pop("STRATA_DATABASE_URL", None)
     p = subprocess.run([sys.executable, "-c", _LOADED, "build", "--workspace", "w", "--quiet", *map(str, FILES)],
                        cwd=root, env=env, capture_output=True, text=True, timeout=900)
     assert "EXIT 0" in p.stderr, p.stderr[-3000:]
     assert "LOADED []" in p.stderr, p.stderr[-3000:]
-    settings = make_settings(home)
     store = Store(settings.storage.db_url)
     ws = store.require_workspace("w")
     run = store.latest_run(ws.id, ("build",))
