@@ -84,14 +84,18 @@ def list_evaluations(store: Store, ws_id: int) -> list[Evaluation]:
 
 def status(store: Store, ev: Evaluation) -> str:
     """done, or its job's status (queued, running, cancelling, cancelled, failed; "interrupted" when its worker
-    died and no worker has taken it over yet), or "queued" before one."""
-    if ev.status == "done" or ev.run_id is None:
+    died and no worker has taken it over yet), or "queued" before one. Done only once its job has let go of the
+    workspace too: between the last result and the job's end the evaluation is still "running", so a page that
+    sees "done" can start the next job at once."""
+    if ev.run_id is None:
         return ev.status
     with store.session() as s:
         run = owned(s, BuildRun, ev.workspace_id, ev.run_id)
     if run is None:
         return ev.status
-    return "interrupted" if run.status in UNFINISHED and not is_active(run, store.now()) else run.status
+    if run.status in UNFINISHED and not is_active(run, store.now()):
+        return ev.status if ev.status == "done" else "interrupted"
+    return ev.status if ev.status == "done" and run.status not in UNFINISHED else run.status
 
 
 def outdated(ws: Workspace, ev: Evaluation) -> bool:
