@@ -388,6 +388,8 @@ class Settings(BaseModel):
             s.auth.trusted_proxies = env["STRATA_TRUSTED_PROXIES"].replace(",", " ").split()
         if env.get("STRATA_MAX_QUESTION_CHARS"):
             s.retrieval.max_question_chars = int(env["STRATA_MAX_QUESTION_CHARS"])
+        if env.get("STRATA_WARM_UP", "").strip().lower() in ("0", "false", "no", "off"):
+            s.retrieval.warm_up = False
         if env.get("STRATA_SERVICE_USER"):
             s.auth.service_user = env["STRATA_SERVICE_USER"]
         if env.get("STRATA_ADMINS"):

@@ -74,6 +74,17 @@ def open_resources(store: Store, ws: Workspace, settings: Settings, embedder: Em
                      index=open_index(settings, ws.name, embedder.name))
 
 
+WARM_QUESTION = "What is this document set about?"
+
+
+def warm(res: Resources, strategies: list[str]) -> None:
+    """Load what a first question with each of `strategies` loads (the embedder, the graph view, each strategy's
+    derived structures: core/retrieval/cache.py) by retrieving once with each, offline, logged nowhere, the
+    results dropped: the app does it in the background after a page is drawn (ui/resources.py `warm_up`)."""
+    for name in strategies:
+        get_strategy(name).retrieve(res, WARM_QUESTION, llm=None)
+
+
 def retrieval_llm(backend: LanguageBackend) -> RetrievalLLM | None:
     """The model that runs the strategies' language steps (a model backend: GraphRAG's map, ArchRAG's filter,
     HLG's keywords and rerank, NodeRAG's question entities), or None offline: `ask` and `eval` both use it."""

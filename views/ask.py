@@ -180,7 +180,7 @@ with st.form("ask"):
     q = st.text_area("Question", key="question", height=80,
                      placeholder="e.g. Which university trained the engineer who designed the barrier's gates?")
     chosen = offered.many(st.multiselect, "Strategies", names, default=None if "strategies" in st.session_state else
-                            (["hirag"] if "hirag" in names else names[:1]),
+                            names[:1],  # the first design: HiRAG
                             max_selections=3, key="strategies", format_func=lambda n: strategy_about(n)[0],
                             help="Up to three, answered side by side on the same question.")
     submitted = st.form_submit_button("Ask", type="primary", icon=":material/send:")
@@ -269,3 +269,5 @@ else:
     save_col.download_button("Download JSON", data=lambda: export_json(store, ws_id, only), on_click="ignore",
                       file_name=f"strata-{ws.name}-queries.json", mime="application/json",
                       icon=":material/download:", key="history_download")
+
+R.warm_up(ws, names[:1])  # the page is drawn: the default strategy's resources load while the question is typed

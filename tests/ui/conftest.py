@@ -21,7 +21,8 @@ def app_home(home: Path) -> Iterator[None]:
     from tests.stores import home_url, postgres
 
     mp = pytest.MonkeyPatch()
-    env = {"STRATA_HOME": str(home), "STRATA_BACKEND": "offline", "HF_HUB_OFFLINE": "1"}
+    env = {"STRATA_HOME": str(home), "STRATA_BACKEND": "offline", "HF_HUB_OFFLINE": "1",
+           "STRATA_WARM_UP": "0"}  # no background loads between one test's pages and the next test's home
     if postgres():  # the home's database on the test server (tests/pg.py)
         env["STRATA_DATABASE_URL"] = home_url(home)
     for k, v in env.items():
