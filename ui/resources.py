@@ -99,10 +99,6 @@ def resources(ws_name: str, version: str) -> Resources:
     return res
 
 
-_warmed: set[str] = set()  # the builds (`ws_key`) this process has warmed or is warming
-_warmed_lock = threading.Lock()
-
-
 def warm_up(ws: Workspace, strategies: list[str]) -> None:
     """Once per build of a workspace per process, once the Ask page is drawn: load what its first question needs
     (the embedder, the graph view, each of `strategies`' structures: core/workspace.py `warm`) in a background thread,
@@ -111,14 +107,16 @@ def warm_up(ws: Workspace, strategies: list[str]) -> None:
     cache) instead of loading a second copy; a failure here is only logged (the question then meets it and says it).
     Only the Ask page starts it, and only for its default strategy: warming after every page slowed the pages opened
     in the next 4 s by about 0.5 s (one Python process: the threads share one interpreter lock)."""
-    if not settings().retrieval.warm_up:
-        return
-    key = ws_key(ws)
-    with _warmed_lock:
-        if key in _warmed or ws.build_version == 0:
-            return
-        _warmed.add(key)
-    threading.Thread(target=_warm, args=(ws.name, key, strategies), name=f"strata-warm-{ws.id}", daemon=True).start()
+    if settings().retrieval.warm_up and ws.build_version > 0:
+        _warming(ws.name, ws_key(ws), tuple(strategies))
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _warming(ws_name: str, key: str, strategies: tuple[str, ...]) -> threading.Thread:
+    """The warm-up thread of one build (started once: kept, and forgotten, with the caches it fills)."""
+    t = threading.Thread(target=_warm, args=(ws_name, key, list(strategies)), name=f"strata-warm-{key}", daemon=True)
+    t.start()
+    return t
 
 
 def _warm(ws_name: str, key: str, strategies: list[str]) -> None:

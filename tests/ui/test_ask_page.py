@@ -139,6 +139,33 @@ def _evidence(at, i=0) -> tuple[list[str], list[str]]:
     return quotes, [c.value for c in _of_type(card, "caption")]
 
 
+def test_the_drawn_page_loads_its_default_strategys_first_question_in_the_background(page, ask_home):
+    """Once drawn, the page loads what a first HiRAG question reads (the embedder, the graph view, the entity
+    vectors) in a background thread into the cache every session shares (ui/resources.py `warm_up`), so the question
+    typed meanwhile does not wait for them; and that question's answer is the one a cold load gives."""
+    import threading
+    import time
+
+    from core.retrieval.base import VECTORS, VIEW
+    from core.workspace import open_resources
+    from ui import resources as R
+
+    store, ws = ask_home
+    key = R.ws_key(ws)
+    warming = [t for t in threading.enumerate() if t.name == f"strata-warm-{key}"]
+    deadline = time.monotonic() + 120
+    while any(t.is_alive() for t in warming) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    res = R.resources(ws.name, key)  # the cached one: the page has not asked anything
+    assert res.cache.peek(VIEW) is not None and res.cache.peek(VECTORS, "entity") is not None
+    _ask(page, QUESTION, ["hirag"])
+    cold = open_resources(store, ws, R.settings(), R.workspace_embedder(ws))
+    again = get_strategy("hirag").retrieve(cold, QUESTION)
+    got = page.session_state["ask_results"][1][0][0]
+    assert got.sources and [(s.document_id, s.score) for s in got.sources] == [
+        (s.document_id, s.score) for s in again.sources]
+
+
 def test_one_strategy_answers_beside_three_panels_sources_and_its_path(page, ask_home):
     at = page
     ms = at.multiselect(key="strategies")
