@@ -6,6 +6,7 @@ import streamlit as st
 
 from core import access
 from core.config import BACKEND_KINDS
+from core.explore.build_counts import graph_counts
 from core.ingest import SUPPORTED_EXTENSIONS
 from core.ingest.uploads import recent_uploads, record_upload
 from core.pipeline.runs import JobBusy, active_run
@@ -60,10 +61,10 @@ with left:
     rows = []
     for w in R.visible_workspaces():
         assert w.id is not None  # a row read from or written to the store has its key
-        c = store.counts(w.id)
+        c = graph_counts(store, w.id)  # the Build page's counts: entities after resolution, communities of methods
         run = active_run(store, w)
-        rows.append({"workspace": w.name, "documents": c.get("document", 0), "chunks": c.get("chunk", 0),
-                     "entities": c.get("entity", 0), "communities": c.get("community", 0),
+        rows.append({"workspace": w.name, "documents": c.documents, "chunks": c.chunks,
+                     "entities": c.entities, "communities": c.communities,
                      "backend": w.backend if w.build_version else "—",
                      "status": "building" if run else ("built" if w.build_version else "not built"),
                      **({"your role": guard.role(w)} if settings.auth.mode != "none" else {})})

@@ -12,6 +12,7 @@ import streamlit as st
 from sqlmodel import select
 from streamlit.testing.v1 import AppTest
 
+from core.explore.build_counts import graph_counts
 from core.models import Community
 from tests.ui.conftest import open_lazy
 
@@ -113,11 +114,12 @@ def test_workspaces_page_lists_sample_with_counts(app, store):
     assert [r["workspace"] for r in rows] == ["sample"]
     ws = store.require_workspace("sample")
     counts = store.counts(ws.id)
+    g = graph_counts(store, ws.id)  # the Build page's verdict counts the same way
     row = rows[0]
     assert row["documents"] == counts["document"] == 15
     assert row["chunks"] == counts["chunk"] > 0
-    assert row["entities"] == counts["entity"] > 0
-    assert row["communities"] == counts["community"] > 0
+    assert row["entities"] == g.entities == counts["entity"] - g.summary_entities > 0  # after resolution, layer 0
+    assert row["communities"] == g.communities == sum(m.total for k, m in g.methods.items() if k != "wcc") > 0
     assert row["status"] == "built" and row["backend"] == "offline"
     # the document list of the selected workspace, and the sidebar's build caption
     assert any(s.value == "Add documents to “sample”" for s in app.subheader)
