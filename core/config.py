@@ -84,6 +84,16 @@ INGEST_ENV: dict[str, tuple[str, float]] = {
     "STRATA_PARSE_TIMEOUT_S": ("parse_timeout_s", 1),
     "STRATA_PARSE_MEMORY_MB": ("parse_memory_bytes", 1024 * 1024),
 }
+# environment variable -> the setting ("group.field") it sets to its text as written
+TEXT_ENV = {"STRATA_BACKEND": "backend.kind", "STRATA_CHAT_MODEL": "backend.chat_model",
+            "STRATA_EMBED_MODEL": "backend.embed_model", "STRATA_EMBEDDER": "embed.embedder",
+            "STRATA_MINILM_RUNTIME": "embed.minilm_runtime", "STRATA_DATABASE_URL": "storage.database_url",
+            "STRATA_CHROMA_URL": "storage.chroma_url", "STRATA_CHROMA_CA": "storage.chroma_ca",
+            "STRATA_OIDC_PROVIDER": "auth.oidc_provider", "STRATA_AUTH_HEADER": "auth.proxy_header",
+            "STRATA_SERVICE_USER": "auth.service_user"}
+# environment variable -> the switch ("group.field") that 0, false, no or off turns off
+OFF_ENV = {"STRATA_SAMPLE": "storage.sample_on_start", "STRATA_PARSE_ISOLATE": "ingest.isolate",
+           "STRATA_WARM_UP": "retrieval.warm_up"}
 
 
 class ChunkSettings(BaseModel):
@@ -347,8 +357,6 @@ class Settings(BaseModel):
             s.storage.home = Path(env["STRATA_HOME"])
         if env.get("STRATA_WORKER_LEASE_S"):
             s.worker.lease_s = float(env["STRATA_WORKER_LEASE_S"])
-        if env.get("STRATA_BACKEND"):
-            s.backend.kind = env["STRATA_BACKEND"]  # type: ignore[assignment]
         if env.get("OLLAMA_HOST"):
             host = env["OLLAMA_HOST"]
             s.backend.ollama_host = host if "://" in host else f"http://{host}"
@@ -356,42 +364,24 @@ class Settings(BaseModel):
                                      or s.backend.openai_base_url)
         if env.get("STRATA_HOSTS"):
             s.backend.hosts = [h if "://" in h else f"http://{h}" for h in env["STRATA_HOSTS"].replace(",", " ").split()]
-        if env.get("STRATA_CHAT_MODEL"):
-            s.backend.chat_model = env["STRATA_CHAT_MODEL"]
-        if env.get("STRATA_EMBED_MODEL"):
-            s.backend.embed_model = env["STRATA_EMBED_MODEL"]
-        if env.get("STRATA_EMBEDDER"):
-            s.embed.embedder = env["STRATA_EMBEDDER"]  # type: ignore[assignment]
-        if env.get("STRATA_MINILM_RUNTIME"):
-            s.embed.minilm_runtime = env["STRATA_MINILM_RUNTIME"]  # type: ignore[assignment]
-        if env.get("STRATA_DATABASE_URL"):
-            s.storage.database_url = env["STRATA_DATABASE_URL"]
-        if env.get("STRATA_CHROMA_URL"):
-            s.storage.chroma_url = env["STRATA_CHROMA_URL"]
-        if env.get("STRATA_CHROMA_CA"):
-            s.storage.chroma_ca = env["STRATA_CHROMA_CA"]
-        if env.get("STRATA_SAMPLE", "").strip().lower() in ("0", "false", "no", "off"):
-            s.storage.sample_on_start = False
+        for var, path in TEXT_ENV.items():
+            if env.get(var):
+                group, name = path.split(".")
+                setattr(getattr(s, group), name, env[var])
+        for var, path in OFF_ENV.items():
+            if env.get(var, "").strip().lower() in ("0", "false", "no", "off"):
+                group, name = path.split(".")
+                setattr(getattr(s, group), name, False)
         for var, (name, unit) in INGEST_ENV.items():
             if env.get(var):
                 value = float(env[var]) * unit
                 setattr(s.ingest, name, value if name == "parse_timeout_s" else int(value))
-        if env.get("STRATA_PARSE_ISOLATE", "").strip().lower() in ("0", "false", "no", "off"):
-            s.ingest.isolate = False
         if env.get("STRATA_AUTH"):
             s.auth.mode = env["STRATA_AUTH"].strip().lower()  # type: ignore[assignment]
-        if env.get("STRATA_OIDC_PROVIDER"):
-            s.auth.oidc_provider = env["STRATA_OIDC_PROVIDER"]
-        if env.get("STRATA_AUTH_HEADER"):
-            s.auth.proxy_header = env["STRATA_AUTH_HEADER"]
         if "STRATA_TRUSTED_PROXIES" in env:
             s.auth.trusted_proxies = env["STRATA_TRUSTED_PROXIES"].replace(",", " ").split()
         if env.get("STRATA_MAX_QUESTION_CHARS"):
             s.retrieval.max_question_chars = int(env["STRATA_MAX_QUESTION_CHARS"])
-        if env.get("STRATA_WARM_UP", "").strip().lower() in ("0", "false", "no", "off"):
-            s.retrieval.warm_up = False
-        if env.get("STRATA_SERVICE_USER"):
-            s.auth.service_user = env["STRATA_SERVICE_USER"]
         if env.get("STRATA_ADMINS"):
             s.auth.admins = env["STRATA_ADMINS"].replace(",", " ").split()
         out = cls.model_validate(s.model_dump())
