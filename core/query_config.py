@@ -142,9 +142,9 @@ class RetrievalSettings(BaseModel):
     hlg: HLGQuerySettings = HLGQuerySettings()
     max_question_chars: int = Field(2000, description="The longest question accepted (STRATA_MAX_QUESTION_CHARS): "
                                     "a question is stored in the workspace's history.")
-    warm_up: bool = Field(True, description="The app loads a built workspace's query resources in a background "
-                          "thread once a page is drawn, so the first question does not wait for them "
-                          "(STRATA_WARM_UP=0: they load when a question asks).")
+    warm_up: bool = Field(True, description="Once the Ask page is drawn, the app loads what its default strategy's "
+                          "first question reads in a background thread, so that question does not wait for it "
+                          "(STRATA_WARM_UP=0: it loads when a question asks).")
     top_n_entities: int = Field(20, description="HiRAG n: entities retrieved for the local level.")
     top_m_key_entities: int = Field(10, description="HiRAG m: key entities taken per retrieved community.")
     max_communities: int | None = Field(None, description="HiRAG: None keeps every community that holds a retrieved "
