@@ -52,7 +52,8 @@ def load_vectors(ctx: BuildContext) -> tuple[list[str], list[str], np.ndarray]:
         parts.append(vecs[[v for _, v in keep]])
     if not parts:
         return [], [], np.zeros((0, 0), dtype=np.float32)
-    x = np.vstack(parts).astype(np.float32)
+    x = np.vstack(parts).astype(np.float32, copy=False)
+    del parts
     x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
     return ids, kinds, x
 

@@ -221,7 +221,10 @@ def _augment(ctx: BuildContext, beside: Beside) -> Iterator[Progress]:
     sah = [v for v, k in enumerate(kinds) if k != "chunk"]
     matches: list[tuple[int, int]] = []
     if sah:
-        labels = noderag.matching_labels(x[sah], cfg.seed, cfg.hcluster_size)
+        # the rows themselves, not a copy, when they are one run (chunks load first): this is the stage's peak
+        block = x[sah[0]:sah[-1] + 1] if sah[-1] - sah[0] + 1 == len(sah) else x[sah]
+        labels = noderag.matching_labels(block, cfg.seed, cfg.hcluster_size)
+        del block
         comm = node_communities(ctx, [ids[v] for v in sah], [kinds[v] for v in sah])
         is_high = np.array([kinds[v] == "high_level" for v in sah], dtype=bool)
         matches = [(sah[h], sah[j]) for h, j in noderag.semantic_matches(labels, comm, is_high)]
