@@ -119,6 +119,16 @@ def _warming(ws_name: str, key: str, strategies: tuple[str, ...]) -> threading.T
     return t
 
 
+class _NoContextWarning(logging.Filter):
+    """The warm-up thread is no script run: Streamlit's "missing ScriptRunContext" line from it says nothing."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.threadName or "").startswith("strata-warm-")
+
+
+logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(_NoContextWarning())
+
+
 def _warm(ws_name: str, key: str, strategies: list[str]) -> None:
     from core.workspace import warm
 

@@ -122,7 +122,10 @@ def _launch(home: Path, env_extra: dict[str, str], args: tuple[str, ...] = (),
     env = dict(os.environ)
     env.pop("FORWARDED_ALLOW_IPS", None)
     env.update(STRATA_HOME=str(home), STRATA_BACKEND="offline", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               ANONYMIZED_TELEMETRY="False", STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+               ANONYMIZED_TELEMETRY="False", STREAMLIT_BROWSER_GATHER_USAGE_STATS="false",
+               # the Ask page's background warm-up shares the server's interpreter lock with the page's reruns just
+               # as these tests click (tests/ui/test_ask_page.py checks it; bench/first_question.py times it)
+               STRATA_WARM_UP="0")
     env.update(env_extra)
     log_path = home / "server.log"
     with open(log_path, "wb") as log:
