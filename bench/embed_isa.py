@@ -20,10 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.unit.test_embedder_isa import ISAS  # the same CPU settings the invariance test runs under
+
 ROOT = Path(__file__).resolve().parent.parent
-ISAS = [("default", {}), ("AVX512_CORE_BF16", {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"}),
-        ("AVX512_CORE", {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"}),
-        ("AVX2", {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"})]
 SCRIPT = r'''
 import sys
 import numpy as np
