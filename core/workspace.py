@@ -80,7 +80,7 @@ WARM_QUESTION = "What is this document set about?"
 def warm(res: Resources, strategies: list[str]) -> None:
     """Load what a first question with each of `strategies` loads (the embedder, the graph view, each strategy's
     derived structures: core/retrieval/cache.py) by retrieving once with each, offline, logged nowhere, the
-    results dropped: the app does it in the background after a page is drawn (ui/resources.py `warm_up`)."""
+    results dropped: the app does it in the background once the Ask page is drawn (ui/resources.py `warm_up`)."""
     for name in strategies:
         get_strategy(name).retrieve(res, WARM_QUESTION, llm=None)
 
