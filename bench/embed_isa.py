@@ -36,7 +36,7 @@ np.save(sys.argv[3], e.embed(TEXTS + [f"entity {i}: a description of something" 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--runtime", default="torch-bf16", choices=["torch-bf16", "onnx"])
+    ap.add_argument("--runtime", default="torch-bf16", choices=["exact", "torch-bf16", "onnx"])
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="strata-isa-"))
     got: dict[str, np.ndarray] = {}

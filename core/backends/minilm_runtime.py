@@ -1,6 +1,7 @@
-"""The runtimes behind MiniLMEmbedder: the six BERT layers of all-MiniLM-L6-v2 in plain torch (bfloat16 matmuls),
-the same graph exported to ONNX and run by onnxruntime, and sentence-transformers as the reference. Each gives
-mean-pooled, L2-normalised vectors over at most 256 tokens of the bundled tokenizer."""
+"""The runtimes behind MiniLMEmbedder besides the default (`exact`, core/backends/minilm_exact.py): the six BERT layers
+of all-MiniLM-L6-v2 in plain torch (bfloat16 matmuls), the same graph exported to ONNX and run by onnxruntime, and
+sentence-transformers as the reference; and what they share (`Runtime`: tokenising, width buckets, batches on one
+thread per core). Each gives mean-pooled, L2-normalised vectors over at most 256 tokens of the bundled tokenizer."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model (sentence_bert_config.json)
 MAX_BATCH_ROWS = 256
 PAD_STEP = 8  # texts are padded to a multiple of this many tokens, whatever they are batched with
-RUNTIMES = ("torch-bf16", "onnx", "sentence-transformers")
+RUNTIMES = ("exact", "torch-bf16", "onnx", "sentence-transformers")
 EXPORT_VERSION = 1  # bump when the exported graph changes, so cached exports are redone
 _PROBES = ["", "Marie Curie", "The Tidewater Bridge crosses the Salt River at Kelmouth. " * 40]
 
@@ -86,7 +87,7 @@ def bucket_width(n_tokens: int) -> int:  # a text's padded width, whatever its b
     return min(MAX_TOKENS, -(-max(1, n_tokens) // PAD_STEP) * PAD_STEP)
 
 
-def _pad(encs: list[list[int]], width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def pad_rows(encs: list[list[int]], width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     width = width or max(len(e) for e in encs)
     ids = np.zeros((len(encs), width), dtype=np.int64)
     mask = np.zeros((len(encs), width), dtype=np.int64)
@@ -96,7 +97,7 @@ def _pad(encs: list[list[int]], width: int | None = None) -> tuple[np.ndarray, n
     return ids, mask
 
 
-class _Runtime:
+class Runtime:
     """Tokenise with tokenizer.json, pad each text to its width bucket, run fixed-shape forwards, normalise.
 
     **Fixed shapes.** Every forward pass of width w has exactly `rows(w)` rows, whichever texts ride in it: the last
@@ -154,7 +155,7 @@ class _Runtime:
         n = self.rows(width)
         if not 0 < len(encs) <= n:
             raise ValueError(f"{len(encs)} rows for a forward of {n}")
-        return _pad(encs + [encs[-1]] * (n - len(encs)), width)
+        return pad_rows(encs + [encs[-1]] * (n - len(encs)), width)
 
     def batches(self, texts: list[str]):
         """(row indices, input_ids, attention_mask) per forward, longest first, each of the fixed shape of its width
@@ -176,7 +177,7 @@ class _Runtime:
 
     def padded(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """input_ids and attention_mask of `texts` as one batch, in their order (the export's checks)."""
-        return _pad([e.ids for e in self._tok.encode_batch(texts)])
+        return pad_rows([e.ids for e in self._tok.encode_batch(texts)])
 
     def embed(self, texts: list[str], lock: threading.Lock) -> np.ndarray:
         out = np.empty((len(texts), 384), dtype=np.float32)
@@ -184,12 +185,16 @@ class _Runtime:
             for idx, ids, mask in self.batches(texts):
                 with lock:  # one forward at a time: the runtime already uses every core
                     out[idx] = self.forward(ids, mask)[: len(idx)]
-            return _unit(out)
+            return self.normalise(out)
         # the shared pool bounds the forwards running at once, whichever threads call embed
         pool = self._executor()
         futures = [(idx, pool.submit(self.forward, ids, mask)) for idx, ids, mask in self.batches(texts)]
         for idx, fut in futures:
             out[idx] = fut.result()[: len(idx)]
+        return self.normalise(out)
+
+    def normalise(self, out: np.ndarray) -> np.ndarray:
+        """Unit vectors of the forwards' mean-pooled outputs."""
         return _unit(out)
 
     def check_invariance(self) -> str:
@@ -216,7 +221,7 @@ class _Runtime:
         return ""
 
 
-class TorchRuntime(_Runtime):
+class TorchRuntime(Runtime):
     name = "torch-bf16"
 
     def __init__(self, model_dir: Path):
@@ -235,7 +240,7 @@ class TorchRuntime(_Runtime):
             raise BackendError(f"bfloat16 vectors drift from float32 (cosine {cos.min():.5f})")
 
     def _init_worker(self) -> None:
-        """One thread per forward, `workers` forwards at once (see _Runtime). Set from the worker thread itself:
+        """One thread per forward, `workers` forwards at once (see Runtime). Set from the worker thread itself:
         torch hands the count to OpenMP, whose thread count is per calling thread, and the caller's thread (which
         faiss and scikit-learn use, through the same libgomp) must keep every core."""
         self._torch.set_num_threads(1)
@@ -246,7 +251,7 @@ class TorchRuntime(_Runtime):
             return self._model(torch.from_numpy(ids), torch.from_numpy(mask)).numpy()
 
 
-class OnnxRuntime(_Runtime):
+class OnnxRuntime(Runtime):
     name = "onnx"
     batch_tokens = 512  # as before fixed shapes: onnxruntime's per-forward throughput is flat from 256 to 512, but the
     # embed stage with 256 ran 3.5 % slower (more forwards; bench.embed_speed)
@@ -258,7 +263,7 @@ class OnnxRuntime(_Runtime):
         self.path = cache_dir / f"minilm-{self._fingerprint(model_dir)}.onnx"
         self.export_s = 0.0
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = 1 if self.workers > 1 else _cores()  # parallel over batches (see _Runtime)
+        opts.intra_op_num_threads = 1 if self.workers > 1 else _cores()  # parallel over batches (see Runtime)
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -352,7 +357,7 @@ def _legacy_onnx_export():
             onnx_proto_utils._add_onnxscript_fn = saved
 
 
-class SentenceTransformersRuntime(_Runtime):
+class SentenceTransformersRuntime(Runtime):
     """The reference model (sentence-transformers' Transformer + Pooling modules) fed the same width-bucketed
     batches as the other runtimes, so its vectors, too, never depend on the batch a text is embedded in."""
 
@@ -371,7 +376,7 @@ class SentenceTransformersRuntime(_Runtime):
         self.batch_tokens = max(self.batch_tokens, batch_size * 32)  # texts of ~32 tokens, batch_size a forward
 
     def _init_worker(self) -> None:
-        self._torch.set_num_threads(1)  # one thread per forward, `workers` forwards at once (see _Runtime)
+        self._torch.set_num_threads(1)  # one thread per forward, `workers` forwards at once (see Runtime)
 
     def forward(self, ids, mask):
         torch = self._torch

@@ -25,7 +25,7 @@ class WriterMismatch(BackendError):
 @dataclass(frozen=True)
 class Writer:
     embedder: str  # the embedder's name, as in collection names ("minilm", "ollama-nomic-embed-text")
-    runtime: str  # MiniLM's runtime ("torch-bf16", "onnx", "sentence-transformers"), "server" for a model server's
+    runtime: str  # MiniLM's runtime ("exact", "torch-bf16", "onnx", "sentence-transformers"), "server" for a model server's
     dim: int
 
     def meta(self) -> dict[str, Any]:

@@ -1,22 +1,22 @@
 """Each vector collection records the embedder, runtime and dimension that wrote it; a workspace is extended, merged
 or re-embedded with the recorded runtime, or refused with one line (core/index/writer.py, core/pipeline/factory.py).
 
-The workspace is built with the MiniLM runtime this machine would NOT pick by itself (ONNX on a CPU with native
-bfloat16, torch-bf16 elsewhere), so `auto` choosing the recorded one is a real choice."""
+The workspace is built with a MiniLM runtime `auto` does not pick (ONNX; auto takes `exact`), so `auto` choosing the
+recorded one is a real choice."""
 
 from __future__ import annotations
 
 import pytest
 
-from core.backends.embedders import MiniLMEmbedder, native_bf16
+from core.backends.embedders import MiniLMEmbedder
 from core.config import Settings
 from core.index.writer import Writer, WriterMismatch
 from core.pipeline.factory import make_context, open_index, workspace_embedder
 from core.store import Store
 from tests.conftest import build_workspace
 
-OTHER = "onnx" if native_bf16() else "torch-bf16"  # what auto would not choose here
-MINE = "torch-bf16" if native_bf16() else "onnx"
+OTHER = "onnx"  # what auto would not choose
+MINE = "exact"
 COLLECTIONS = ("chunk", "statement", "entity", "community")
 
 

@@ -48,7 +48,7 @@ NOT_TUNABLES: dict[str, str] = {
     "backend.chat_model": "backend choice: which model serves",
     "backend.embed_model": "backend choice: which embedding model a server runs",
     "embed.embedder": "backend choice: which embedder (bundled MiniLM, Ollama, OpenAI API)",
-    "embed.minilm_runtime": "backend choice: the bundled MiniLM's runtime, not its maths",
+    "embed.minilm_runtime": "backend choice: the bundled MiniLM's runtime (auto: `exact`, whose row is in the table)",
 }
 
 # module constants issue 37 §6 names: they keep a row even though they are not settings
