@@ -90,15 +90,15 @@ def main() -> None:
 
 def report(rows: list[dict]) -> list[str]:
     """The section of docs/BENCHMARKS.md: one row per (runtime, checkout, kind)."""
-    out = ["## The embedder alone: fixed-shape forwards against the checkout before them", "",
-           "| runtime | checkout | kind | texts | tokens | seconds | tokens/s |", "|---|---|---|---:|---:|---:|---:|"]
+    out = ["## The embedder alone: each runtime, each checkout, each machine", "",
+           "| runtime | checkout | machine | kind | texts | tokens | seconds | tokens/s |",
+           "|---|---|---|---|---:|---:|---:|---:|"]
     for r in rows:
         for kind, k in r["kinds"].items():
-            out.append(f"| {r['runtime']} | {r['label'] or r['commit']} | {kind} | {k['texts']:,} | {k['tokens']:,} | "
-                       f"{k['seconds']:.1f} | {k['tokens_per_s']:,} |")
+            out.append(f"| {r['runtime']} | {r['label'] or r['commit']} | {r['machine']}, {r['date']} | {kind} | "
+                       f"{k['texts']:,} | {k['tokens']:,} | {k['seconds']:.1f} | {k['tokens_per_s']:,} |")
     if rows:
-        out += ["", "* commands: " + "; ".join(f"`{r['command']}`" for r in rows), f"* machine: {rows[0]['machine']}",
-                f"* date: {rows[0]['date']}", ""]
+        out += ["", "* commands: " + "; ".join(f"`{r['command']}`" for r in rows), ""]
     return out
 
 

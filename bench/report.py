@@ -578,6 +578,11 @@ def main() -> None:
         from bench.embed_speed import report as embed_speed_report
 
         out += embed_speed_report(speeds)
+    dense = res / "dense-runtimes.json"  # bench.dense_runtimes: the dense reference row under each MiniLM runtime
+    if dense.exists():
+        from bench.dense_runtimes import report as dense_report
+
+        out += dense_report(json.loads(dense.read_text()))
     for path in sorted(res.glob("workspaces-*.json")):  # bench.workspaces: one corpus in three workspaces
         from bench.workspaces import report as workspaces_report
 

@@ -118,22 +118,29 @@ def gold_ranks(ranked: list[list[int]], gold: list[list[int]]) -> list[list[int]
     return [[r.index(g) + 1 if g in r else 0 for g in sorted(set(gs), key=str)] for r, gs in zip(ranked, gold)]
 
 
+def dense_inputs(folder: Path) -> tuple[list[str], list[int], list[str], list[list[int]]]:
+    """(passage texts as `title + "\n" + text`, passage ids, questions, gold ids per question) of the set in
+    `folder`: what the dense reference row embeds and scores."""
+    corpus = read_jsonl(folder / "corpus.jsonl")
+    queries = read_jsonl(folder / "queries.jsonl")
+    return ([f"{p['title']}\n{p['text']}" for p in corpus], [int(p["id"]) for p in corpus],
+            [q["question"] for q in queries], [[int(g) for g in q["gold_ids"]] for q in queries])
+
+
+def dense_ranking(emb, texts: list[str], ids: list[int], questions: list[str]) -> tuple[list[list[int]], np.ndarray]:
+    """Each question's top max(KS) passage ids by cosine, with `emb`; and the passages' vectors."""
+    docs = emb.embed(texts)
+    sims = emb.embed(questions) @ docs.T
+    return [[ids[i] for i in np.argsort(-row, kind="stable")[: max(KS)]] for row in sims], docs
+
+
 def reference_rows(folder: Path) -> dict[str, dict]:
     """{"dense": {recall@k, "found"}, "bm25": {recall@k, "found"}} of the set in `folder` (see the module
     docstring); "found" is each query's gold ranks in the top max(KS) (`gold_ranks`)."""
     from core.backends.embedders import MiniLMEmbedder
 
-    corpus = read_jsonl(folder / "corpus.jsonl")
-    queries = read_jsonl(folder / "queries.jsonl")
-    texts = [f"{p['title']}\n{p['text']}" for p in corpus]
-    ids = [int(p["id"]) for p in corpus]
-    gold = [[int(g) for g in q["gold_ids"]] for q in queries]
-    depth = max(KS)
-    emb = MiniLMEmbedder()
-    docs = emb.embed(texts)
-    qs = emb.embed([q["question"] for q in queries])
-    sims = qs @ docs.T
-    dense = [[ids[i] for i in np.argsort(-row, kind="stable")[:depth]] for row in sims]
+    texts, ids, questions, gold = dense_inputs(folder)
+    dense, _ = dense_ranking(MiniLMEmbedder(), texts, ids, questions)
     return {"dense": {**recall_rows(dense, gold), "found": gold_ranks(dense, gold)}, "bm25": reference_bm25(folder)}
 
 

@@ -92,7 +92,6 @@ class MiniLMEmbedder:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.requested = runtime or "auto"
         self.runtime: str | None = None  # the runtime in use, once loaded (or pinned: `pin`)
-        self.note = ""  # why auto did not take its first choice on this CPU (shown on the Build page)
         self.load_s = 0.0
         self._rt: _AnyRuntime | None = None
         self._lock = threading.Lock()
@@ -140,7 +139,7 @@ class MiniLMEmbedder:
                 self._rt = rt
         return self._rt
 
-    def pin(self, runtime: str, note: str = "") -> None:
+    def pin(self, runtime: str) -> None:
         """Use `runtime` without loading it here: another process (a Dask worker of this build) loaded it and checked
         it on its CPU, and this process only records it (core/pipeline/factory.py). Loaded here on first use, if
         ever, as a pinned runtime (refused with one line if it fails here)."""
@@ -148,7 +147,7 @@ class MiniLMEmbedder:
             raise ValueError(f"unknown MiniLM runtime {runtime!r}")
         with self._lock:
             if self._rt is None:
-                self.requested, self.runtime, self.note = runtime, runtime, note
+                self.requested, self.runtime = runtime, runtime
 
     def load(self) -> str:
         """Load the runtime now (BackendError when it cannot be); its name."""

@@ -184,7 +184,7 @@ def build_verdict(store, ws: Workspace, run: BuildRun) -> Verdict:
     all_failed = count_failed(store, ws.id)
     if all_failed > n_failed:
         notes.append(f"{plural(all_failed - n_failed)} of earlier runs still outstanding (listed below).")
-    note = (by_stage.get("embed") or {}).get("embedder_note")
+    note = (by_stage.get("embed") or {}).get("embedder_note")  # stored by builds before the exact runtime: why auto moved on
     if note:
         notes.append(f"Embedder: {note}")
     notes += _layer_notes(by_stage.get("layers") or {}) + _community_notes(gc, by_stage)

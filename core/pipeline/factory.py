@@ -48,9 +48,9 @@ def settled_runtime(emb: Embedder, settings: Settings, engine: Engine | None = N
     here."""
     if isinstance(emb, MiniLMEmbedder) and emb.runtime is None:
         if engine is not None and engine.distributed:
-            runtime, note = engine.submit(chosen_runtime, Parts(settings, runtime=emb.requested
+            runtime = engine.submit(chosen_runtime, Parts(settings, runtime=emb.requested
                                                                 if emb.requested != "auto" else "")).result()
-            emb.pin(runtime, note)
+            emb.pin(runtime)
         else:
             emb.load()
     return emb

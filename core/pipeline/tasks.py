@@ -179,16 +179,16 @@ def chunk_topics_one(unit: tuple[list[str], str], parts: Parts) -> Any:
     return outcome(backend.chunk_topics, texts, title)
 
 
-def chosen_runtime(parts: Parts) -> tuple[str, str]:
-    """The MiniLM runtime this worker's embedder loads (the one `parts` names, else the first of auto's that passes
-    its checks on this CPU) and why auto moved on, if it did; BackendError when it cannot load. The build's lease
+def chosen_runtime(parts: Parts) -> str:
+    """The MiniLM runtime this worker's embedder loads (the one `parts` names, else auto's, `exact`); BackendError
+    when it cannot load. The build's lease
     holder pins its own embedder to it (core/pipeline/factory.py), so it never loads a model it does not run; the
     later units naming that runtime find this embedder loaded."""
     emb: Any = parts.embedder()
     runtime = emb.load()
     with _WORKER_LOCK:
         _WORKER_PARTS.setdefault((parts.key, runtime), parts)
-    return runtime, str(getattr(emb, "note", ""))
+    return runtime
 
 
 def embed_texts(texts: list[str], parts: Parts) -> np.ndarray:
@@ -202,13 +202,12 @@ PIECE = 256  # texts per embedding unit: with 64, the same texts took 1.5 times 
 class EngineEmbedder:
     """The build's embedder with its batches run as engine units: `embed(texts)` cuts the texts into pieces of `PIECE`
     and embeds them on the workers (one per core at a time), back in order. A text's vector does not depend
-    on the piece it rides in (every forward of a width has one shape: core/backends/minilm_runtime.py), so the
+    on the piece it rides in (core/backends/minilm_exact.py, core/backends/minilm_runtime.py), so the
     vectors are those the lease holder's own embedder would make."""
 
     def __init__(self, engine: Any, parts: Parts, inner: Embedder):
         self.engine, self.parts, self.inner = engine, parts, inner
         self.name, self.dim = inner.name, inner.dim
-        self.note = str(getattr(inner, "note", ""))
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return next(self.embed_parts([texts]))

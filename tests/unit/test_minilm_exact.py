@@ -4,8 +4,8 @@ CPU that recorded the fingerprint below.
 
 The cross-kernel runs each start a process (every library reads its settings once, when it loads): OpenBLAS told to
 use the kernels of older CPUs (OPENBLAS_CORETYPE: SSE3, AVX, AVX2, AVX-512 with bfloat16), numpy's own SIMD loops
-capped at AVX2 and at SSE4.2 (NPY_DISABLE_CPU_FEATURES), one BLAS thread or two, and oneDNN and torch capped at AVX2
-(which the runtime must not use at all)."""
+capped at AVX2 and at SSE4.2 (NPY_DISABLE_CPU_FEATURES), one BLAS thread or two, and oneDNN at each ISA this CPU
+allows below its own (AVX512-BF16, AVX-512, AVX2 with torch's kernels too; the runtime must not depend on them)."""
 
 from __future__ import annotations
 
@@ -183,6 +183,8 @@ SETTINGS = [
     ("openblas-avx2", {"OPENBLAS_CORETYPE": "Haswell"}),
     ("openblas-avx512-bf16", {"OPENBLAS_CORETYPE": "Cooperlake"}),
     ("numpy-sse4", {"NPY_DISABLE_CPU_FEATURES": "X86_V3 " + NO_AVX512}),
+    ("onednn-avx512-bf16", {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"}),
+    ("onednn-avx512", {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"}),
     ("avx2-everywhere", {"NPY_DISABLE_CPU_FEATURES": NO_AVX512, "OPENBLAS_CORETYPE": "Haswell",
                          "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}),
 ]

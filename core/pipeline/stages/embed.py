@@ -48,9 +48,6 @@ def embed_stage(ctx: BuildContext) -> Iterator[Progress]:
                    for i, t, x, ty, la in ents],
     }
     counts: dict[str, int | str] = {}
-    note = str(getattr(ctx.embedder, "note", ""))  # auto moved off a runtime that fails the check on this CPU
-    if note:
-        counts["embedder_note"] = note
     for kind, kind_rows in rows.items():
         for done, total in embed_missing(ctx.index, ctx.embedder, kind, kind_rows, ctx.settings.embed.batch_size,
                                          ctx.should_stop):
