@@ -105,10 +105,10 @@ class MiniLMEmbedder:
             return self.cache_dir
         return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "strata" / "models"
 
-    def _candidates(self) -> list[str]:
+    def _chosen(self) -> str:
         """`exact` for auto: the only runtime whose vectors do not depend on the CPU; the others only when pinned (a
         workspace written with one keeps it, core/index/writer.py)."""
-        return ["exact"] if self.requested == "auto" else [self.requested]
+        return "exact" if self.requested == "auto" else self.requested
 
     def _load(self):
         if self._rt is not None:
@@ -117,7 +117,7 @@ class MiniLMEmbedder:
             if self._rt is None:
                 t0 = time.perf_counter()
                 mdir = bundled_model_dir()
-                name = self._candidates()[0]
+                name = self._chosen()
                 rt: _AnyRuntime
                 try:
                     if name == "exact":

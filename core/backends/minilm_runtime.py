@@ -49,11 +49,6 @@ def _cpu_flags() -> set[str]:
         return set()
 
 
-def native_bf16() -> bool:
-    """True when the CPU computes bfloat16 natively (AVX512-BF16 or AMX); elsewhere torch emulates it, slowly."""
-    return bool(_cpu_flags() & {"avx512_bf16", "amx_bf16"})
-
-
 def cpu_isa() -> str:
     """The CPU's widest matrix instructions as /proc/cpuinfo names them (what oneDNN picks its kernels by)."""
     flags = _cpu_flags()
