@@ -7,8 +7,8 @@ L2-normalised), through one of these runtimes:
 * ``exact`` (``auto``, the default): core/backends/minilm_exact.py, numpy only. Every matrix product is an exact
   integer product and every other sum is taken in one fixed order, so a text's vector is the same bits on every CPU,
   whatever kernels its BLAS and numpy pick, and whatever it is batched with; cosine to the float32 model's vectors
-  >= 0.99996. The graph depends on the documents only, and a workspace built on one machine and extended on another
-  stays one graph.
+  >= 0.99995 (bench.dense_runtimes, every set). The graph depends on the documents only, and a workspace built on
+  one machine and extended on another stays one graph.
 * ``torch-bf16``: the six BERT layers in plain torch, matmuls and attention in bfloat16 (cosine >= 0.9997). Faster
   on CPUs with native bfloat16, but its vectors depend on the CPU's oneDNN kernels (AMX, AVX512-BF16 and AVX2 give
   vectors up to 1.8e-3 apart: `python -m bench.embed_isa`).
