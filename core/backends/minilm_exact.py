@@ -21,10 +21,14 @@ that are exact whatever their order:
   from a table of erf's Taylor series computed the same way, at load.
 
 A text's vector is independent of its batch by construction too: rows are computed apart except in attention,
-where padded keys get exactly zero weight and are left out of every scale, and each text is padded to its own width. The assumption left: the
-matrix kernels compute in binary32 or wider (true of every BLAS; no bfloat16 or TF32 mode is involved, numpy's BLAS
-has none) and no denormal number arises (none can: every scale is a normal number). tests/unit/test_embedder_isa.py
-runs it under each oneDNN ISA, numpy SIMD level and OpenBLAS kernel this CPU can select and compares the bits.
+where padded keys get exactly zero weight and are left out of every scale, and each text is padded to its own width.
+
+The assumptions left: the matrix kernels compute in binary32 or wider (true of every BLAS; numpy's has no bfloat16 or
+TF32 mode), and denormals are not flushed differently between machines (numpy and torch leave the CPU's IEEE mode as
+it is; a denormal can only arise as the square of an element below 1e-19, which rounds away against the normal-sized
+terms of its row unless a whole row is that small). tests/unit/test_minilm_exact.py runs the runtime under each
+OpenBLAS kernel, numpy SIMD level and oneDNN ISA this CPU can select and compares the bits, with a fingerprint that
+another CPU must reproduce.
 """
 
 from __future__ import annotations
