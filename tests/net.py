@@ -13,6 +13,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def forbid_network(what: str) -> None:
+    """Make every outgoing connection of this process raise (the subprocess scripts that check nothing is
+    downloaded call it first)."""
+
+    def refused(*a, **k):
+        raise RuntimeError(f"network access {what}")
+
+    socket.socket.connect = refused  # type: ignore[method-assign]
+    socket.create_connection = refused  # type: ignore[assignment]
+
+
 def stop(proc: subprocess.Popen, timeout: float = 15) -> None:
     """End a server the tests started: SIGTERM, then SIGKILL after `timeout` seconds."""
     if proc.poll() is None:

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core.backends.minilm_runtime import Runtime
+from core.backends.minilm_runtime import Runtime, pad_rows
 from core.protocols import BackendError
 
 NORM_BUDGET = 4096.0  # 2^12: a product's two operands, each rounded to this L2 norm at most, keep every partial sum <= 2^24
@@ -256,8 +256,6 @@ class ExactRuntime(Runtime):
         self._model = ExactBert(model_dir)
 
     def shaped(self, encs: list[list[int]], width: int) -> tuple[np.ndarray, np.ndarray]:
-        from core.backends.minilm_runtime import pad_rows
-
         return pad_rows(encs, width)
 
     def _init_worker(self) -> None:

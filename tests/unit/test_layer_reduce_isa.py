@@ -19,13 +19,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = r'''
-import hashlib, json, socket, sys
-
-def no_network(*a, **k):
-    raise RuntimeError("network access during the reduction")
-
-socket.socket.connect = no_network
-socket.create_connection = no_network
+import hashlib, json, sys
+from tests.net import forbid_network
+forbid_network("during the reduction")
 import numpy as np
 sys.path.insert(0, "tests/unit")
 from core.algorithms.layer_reduce import exact_knn, umap_reduce

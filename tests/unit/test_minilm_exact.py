@@ -158,11 +158,9 @@ def test_a_texts_vector_does_not_depend_on_the_rows_beside_it(exact_model):
 # -- the same bits under every kernel -------------------------------------------------------------------------------
 
 SCRIPT = r'''
-import hashlib, socket, sys
-def no_network(*a, **k):
-    raise RuntimeError("network access while embedding")
-socket.socket.connect = no_network
-socket.create_connection = no_network
+import hashlib, sys
+from tests.net import forbid_network
+forbid_network("while embedding")
 sys.path.insert(0, "tests/unit")
 from core.backends.embedders import MiniLMEmbedder
 from test_minilm_exact import fingerprint_texts
